@@ -1,0 +1,46 @@
+// A persistent pool of worker threads for compute kernels.
+// run(fn) calls fn(thread_index, n_threads) once on every thread (the caller
+// is thread 0) and returns when all have finished. Workers spin briefly before
+// sleeping on an atomic wait, because a decode step launches hundreds of short
+// parallel regions and a condition-variable wake-up per region would cost more
+// than the work (NOTE: measured in bench/, same reasoning as llama.cpp's pool).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace parallm {
+
+class ThreadPool {
+ public:
+  using Task = std::function<void(int thread_index, int n_threads)>;
+
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+  void run(const Task& fn);
+
+  // Splits [0, n) into contiguous chunks, one per thread, multiples of `grain`.
+  static void split(int64_t n, int64_t grain, int thread_index, int n_threads, int64_t* begin,
+                    int64_t* end);
+
+ private:
+  void worker_loop(int thread_index);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  const Task* task_ = nullptr;
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+};
+
+// Default thread count: the machine's hardware threads (at least 1).
+int default_thread_count();
+
+}  // namespace parallm
