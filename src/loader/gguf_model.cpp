@@ -1,0 +1,89 @@
+// GGUF checkpoint -> ModelFile. Tensor names in GGUF already are parallm's
+// canonical names; shapes are reversed (GGUF lists the innermost dimension
+// first). Hyper-parameters come from the "<arch>.*" metadata keys.
+#include <algorithm>
+
+#include "loader/model_file.h"
+#include "util/check.h"
+
+namespace parallm {
+
+namespace {
+
+void read_config(const GgufFile& g, ModelConfig* c) {
+  std::string arch = g.get_string("general.architecture");
+  c->arch = parse_architecture(arch);
+  c->arch_name = arch;
+  const std::string p = arch + ".";
+  c->n_embd = g.get_int(p + "embedding_length");
+  c->n_layer = g.get_int(p + "block_count");
+  c->n_ff = g.get_int(p + "feed_forward_length");
+  c->n_head = g.get_int(p + "attention.head_count");
+  c->n_kv_head = g.get_int_opt(p + "attention.head_count_kv").value_or(c->n_head);
+  c->head_dim = g.get_int_opt(p + "attention.key_length").value_or(0);
+  c->n_ctx_train = g.get_int_opt(p + "context_length").value_or(2048);
+  c->rms_eps = static_cast<float>(g.get_float_opt(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  c->rope_theta = static_cast<float>(g.get_float_opt(p + "rope.freq_base").value_or(10000.0));
+  c->n_expert = g.get_int_opt(p + "expert_count").value_or(0);
+  c->n_expert_used = g.get_int_opt(p + "expert_used_count").value_or(0);
+  // NOTE: llama.cpp's llama arch stores q/k permuted for interleaved-pair RoPE;
+  // qwen2 keeps Hugging Face's rotate-half layout ("neox").
+  c->rope_style = c->arch == Architecture::kQwen2 ? RopeStyle::kHalf : RopeStyle::kInterleaved;
+  c->qkv_bias = c->arch == Architecture::kQwen2;
+  if (auto type = g.get_string_opt(p + "rope.scaling.type")) {
+    if (*type == "linear") {
+      c->rope_scaling = RopeScaling::kLinear;
+    } else if (*type == "llama3") {
+      c->rope_scaling = RopeScaling::kLlama3;
+    } else if (*type != "none") {
+      throw InputError("GGUF '" + g.path() + "': unsupported rope scaling type '" + *type +
+                       "' (supported: none, linear, llama3)");
+    }
+    c->rope_factor = static_cast<float>(g.get_float_opt(p + "rope.scaling.factor").value_or(1.0));
+    c->rope_original_ctx = g.get_int_opt(p + "rope.scaling.original_context_length").value_or(8192);
+    c->rope_low_freq_factor = static_cast<float>(g.get_float_opt(p + "rope.scaling.low_freq_factor").value_or(1.0));
+    c->rope_high_freq_factor = static_cast<float>(g.get_float_opt(p + "rope.scaling.high_freq_factor").value_or(4.0));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<ModelFile> load_gguf_model(const std::string& path) {
+  auto gguf = std::make_unique<GgufFile>(path);
+  auto model = std::make_unique<ModelFile>();
+  model->path = path;
+  model->format = "gguf";
+  read_config(*gguf, &model->config);
+
+  for (const auto& info : gguf->tensors()) {
+    DType dt;
+    if (!dtype_from_ggml(info.ggml_type, &dt)) {
+      throw InputError("model '" + path + "': tensor '" + info.name + "' has type " + ggml_type_name(info.ggml_type) +
+                       ", which parallm cannot run (supported: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)");
+    }
+    WeightTensor t;
+    t.name = info.name;
+    t.dtype = dt;
+    t.shape.assign(info.ne.rbegin(), info.ne.rend());
+    t.data = gguf->tensor_data(info);
+    t.nbytes = info.nbytes;
+    model->add_tensor(std::move(t));
+  }
+  const WeightTensor& embd = model->get("token_embd.weight");
+  if (embd.shape.size() != 2) throw InputError("model '" + path + "': token_embd.weight is not a matrix");
+  model->config.n_vocab = gguf->get_int_opt(model->config.arch_name + ".vocab_size").value_or(embd.shape[0]);
+  model->config.tied_embeddings = model->find("output.weight") == nullptr;
+  model->config.finalize();
+  if (const WeightTensor* f = model->find("rope_freqs.weight")) {
+    // Llama 3.1 checkpoints converted by llama.cpp carry the per-frequency
+    // divisors of llama3 rope scaling as a tensor instead of metadata.
+    if (f->dtype != DType::kF32 || f->shape.size() != 1 || f->shape[0] != model->config.head_dim / 2) {
+      throw InputError("model '" + path + "': rope_freqs.weight has an unexpected shape or type");
+    }
+  }
+  model->set_gguf(std::move(gguf));
+  model->validate();
+  return model;
+}
+
+}  // namespace parallm

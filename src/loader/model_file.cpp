@@ -1,0 +1,146 @@
+#include "loader/model_file.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+
+#include "util/check.h"
+#include "util/log.h"
+
+namespace parallm {
+
+int64_t WeightTensor::rows() const {
+  int64_t r = 1;
+  for (size_t i = 0; i + 1 < shape.size(); ++i) r *= shape[i];
+  return r;
+}
+
+const WeightTensor* ModelFile::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+const WeightTensor& ModelFile::get(const std::string& name) const {
+  const WeightTensor* t = find(name);
+  if (t == nullptr) throw InputError("model '" + path + "' lacks the tensor '" + name + "'");
+  return *t;
+}
+
+void ModelFile::add_tensor(WeightTensor t) {
+  std::string name = t.name;
+  tensors_[name] = std::move(t);
+}
+
+const uint8_t* ModelFile::own_buffer(std::vector<uint8_t> bytes) {
+  buffers_.push_back(std::move(bytes));
+  return buffers_.back().data();
+}
+
+ModelFile::ExpertMatrix ModelFile::expert_matrix(int64_t layer, const std::string& kind, int64_t e) const {
+  std::string blk = "blk." + std::to_string(layer) + ".ffn_" + kind;
+  if (const WeightTensor* merged = find(blk + "_exps.weight")) {
+    int64_t rows = merged->shape[1], cols = merged->shape[2];
+    size_t per_expert = static_cast<size_t>(rows) * dtype_row_bytes(merged->dtype, cols);
+    return {merged->data + static_cast<size_t>(e) * per_expert, merged->dtype, rows, cols};
+  }
+  const WeightTensor& t = get(blk + "." + std::to_string(e) + ".weight");
+  return {t.data, t.dtype, t.shape[0], t.shape[1]};
+}
+
+size_t ModelFile::weight_bytes() const {
+  size_t total = 0;
+  for (const auto& [name, t] : tensors_) total += t.nbytes;
+  return total;
+}
+
+size_t ModelFile::streamed_weight_bytes() const {
+  size_t total = weight_bytes();
+  if (const WeightTensor* e = find("token_embd.weight")) {
+    // A tied classifier streams the embedding table every step: keep it.
+    if (!config.tied_embeddings) total -= e->nbytes;
+  }
+  return total;
+}
+
+void ModelFile::validate() const {
+  const ModelConfig& c = config;
+  auto expect = [&](const std::string& name, std::vector<int64_t> shape) {
+    const WeightTensor& t = get(name);
+    if (t.shape != shape) {
+      std::string want, got;
+      for (auto d : shape) want += (want.empty() ? "" : "x") + std::to_string(d);
+      for (auto d : t.shape) got += (got.empty() ? "" : "x") + std::to_string(d);
+      throw InputError("model '" + path + "': tensor '" + name + "' has shape " + got + ", expected " + want);
+    }
+    if (t.data == nullptr || t.nbytes != static_cast<size_t>(t.rows()) * t.row_bytes()) {
+      throw InputError("model '" + path + "': tensor '" + name + "' has inconsistent size");
+    }
+  };
+  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_kv_head * c.head_dim;
+  expect("token_embd.weight", {c.n_vocab, c.n_embd});
+  expect("output_norm.weight", {c.n_embd});
+  if (!c.tied_embeddings) expect("output.weight", {c.n_vocab, c.n_embd});
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    std::string b = "blk." + std::to_string(l) + ".";
+    expect(b + "attn_norm.weight", {c.n_embd});
+    expect(b + "attn_q.weight", {q_dim, c.n_embd});
+    expect(b + "attn_k.weight", {kv_dim, c.n_embd});
+    expect(b + "attn_v.weight", {kv_dim, c.n_embd});
+    expect(b + "attn_output.weight", {c.n_embd, q_dim});
+    if (c.qkv_bias) {
+      expect(b + "attn_q.bias", {q_dim});
+      expect(b + "attn_k.bias", {kv_dim});
+      expect(b + "attn_v.bias", {kv_dim});
+    }
+    expect(b + "ffn_norm.weight", {c.n_embd});
+    if (c.is_moe()) {
+      expect(b + "ffn_gate_inp.weight", {c.n_expert, c.n_embd});
+      if (find(b + "ffn_gate_exps.weight")) {
+        expect(b + "ffn_gate_exps.weight", {c.n_expert, c.n_ff, c.n_embd});
+        expect(b + "ffn_up_exps.weight", {c.n_expert, c.n_ff, c.n_embd});
+        expect(b + "ffn_down_exps.weight", {c.n_expert, c.n_embd, c.n_ff});
+      } else {
+        for (int64_t e = 0; e < c.n_expert; ++e) {
+          std::string s = "." + std::to_string(e) + ".weight";
+          expect(b + "ffn_gate" + s, {c.n_ff, c.n_embd});
+          expect(b + "ffn_up" + s, {c.n_ff, c.n_embd});
+          expect(b + "ffn_down" + s, {c.n_embd, c.n_ff});
+        }
+      }
+    } else {
+      expect(b + "ffn_gate.weight", {c.n_ff, c.n_embd});
+      expect(b + "ffn_up.weight", {c.n_ff, c.n_embd});
+      expect(b + "ffn_down.weight", {c.n_embd, c.n_ff});
+    }
+  }
+  // Norms and biases are used as f32 by every kernel.
+  for (const auto& [name, t] : tensors_) {
+    bool small = t.shape.size() == 1;
+    if (small && t.dtype != DType::kF32) {
+      throw InputError("model '" + path + "': 1-D tensor '" + name + "' must be f32, is " + dtype_name(t.dtype));
+    }
+  }
+}
+
+namespace {
+bool is_directory(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+std::unique_ptr<ModelFile> open_model(const std::string& path) {
+  if (is_directory(path) || ends_with(path, ".safetensors") || ends_with(path, "config.json")) {
+    return load_safetensors_model(path);
+  }
+  MappedFile probe(path);
+  if (probe.size() >= 4 && std::memcmp(probe.data(), "GGUF", 4) == 0) return load_gguf_model(path);
+  if (ends_with(path, ".bin") || probe.size() >= 28) return load_llama2c_model(path);
+  throw InputError("'" + path + "' is not a model this build can read (GGUF file, Hugging Face folder with "
+                   "config.json + *.safetensors, or llama2.c .bin checkpoint)");
+}
+
+}  // namespace parallm
