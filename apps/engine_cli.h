@@ -1,0 +1,36 @@
+// The engine flags shared by `generate`, `bench-model` and `serve`
+// (model, tokenizer, threads, context, dtypes, parallel layout), parsed and
+// validated once into EngineOptions.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+
+namespace parallm {
+
+struct EngineCli {
+  std::string model, tokenizer, kv_dtype = "f16", dtype, devices, device_memory, comm = "local", pp_layers;
+  int threads = 0, tp = 1, pp = 1, ep = 1;
+  int64_t ctx_size = 0;
+  double comm_timeout_s = 60.0;
+
+  // model_required: false for commands that have a built-in default model.
+  void add_to(CLI::App& app, bool model_required = true);
+  EngineOptions to_options() const;
+};
+
+// MPI is initialized when --comm mpi (or nccl under mpirun) asks for it;
+// finalized when the guard goes out of scope.
+class CommSession {
+ public:
+  explicit CommSession(const std::string& comm);
+  ~CommSession();
+  bool active() const { return active_; }
+
+ private:
+  bool active_ = false;
+};
+
+}  // namespace parallm

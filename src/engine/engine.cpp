@@ -1,0 +1,358 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <mutex>
+
+#include "comm/comm_factory.h"
+#include "core/device.h"
+#include "util/check.h"
+#include "util/log.h"
+
+namespace parallm {
+
+struct Engine::Rank {
+  int world_rank = 0, stage = 0, group_rank = 0;
+  std::unique_ptr<Communicator> world;  // all ranks (batch broadcast, pipeline send/recv)
+  std::unique_ptr<Communicator> group;  // the tp / ep ranks of this stage
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<KvPool> kv;
+  std::vector<float> hidden;   // [n_tokens, n_embd]
+  std::vector<float> logits;   // [n_logits, n_vocab] on the last stage
+  ForwardBatch batch;          // non-driver ranks: the driver's batch
+  std::vector<std::vector<int32_t>> tables;  // storage behind batch.block_tables
+  RankStats stats;
+  std::exception_ptr error;
+};
+
+namespace {
+
+// Serializes the parts of a batch every rank needs (block tables by value).
+std::vector<int32_t> pack_batch(const ForwardBatch& b, int64_t block_size) {
+  std::vector<int32_t> out;
+  const int64_t n = b.n_tokens();
+  const int64_t n_seqs = static_cast<int64_t>(b.block_tables.size());
+  std::vector<int32_t> blocks_per_seq(static_cast<size_t>(n_seqs), 0);
+  for (int64_t t = 0; t < n; ++t) {
+    int32_t& nb = blocks_per_seq[b.seq_of_token[t]];
+    nb = std::max<int32_t>(nb, static_cast<int32_t>(b.positions[t] / block_size + 1));
+  }
+  out.push_back(static_cast<int32_t>(n));
+  out.push_back(static_cast<int32_t>(n_seqs));
+  out.push_back(static_cast<int32_t>(b.logit_rows.size()));
+  out.insert(out.end(), b.tokens.begin(), b.tokens.end());
+  out.insert(out.end(), b.positions.begin(), b.positions.end());
+  out.insert(out.end(), b.seq_of_token.begin(), b.seq_of_token.end());
+  out.insert(out.end(), b.logit_rows.begin(), b.logit_rows.end());
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    out.push_back(blocks_per_seq[s]);
+    for (int32_t i = 0; i < blocks_per_seq[s]; ++i) out.push_back(b.block_tables[s][i]);
+  }
+  return out;
+}
+
+void unpack_batch(const std::vector<int32_t>& in, int64_t block_size, ForwardBatch* b,
+                  std::vector<std::vector<int32_t>>* tables) {
+  b->clear();
+  size_t at = 0;
+  const int32_t n = in[at++], n_seqs = in[at++], n_logits = in[at++];
+  auto take = [&](std::vector<int32_t>& v, int32_t count) {
+    v.assign(in.begin() + static_cast<long>(at), in.begin() + static_cast<long>(at + count));
+    at += static_cast<size_t>(count);
+  };
+  take(b->tokens, n);
+  take(b->positions, n);
+  take(b->seq_of_token, n);
+  take(b->logit_rows, n_logits);
+  tables->resize(static_cast<size_t>(n_seqs));
+  b->block_tables.resize(static_cast<size_t>(n_seqs));
+  for (int32_t s = 0; s < n_seqs; ++s) {
+    take((*tables)[s], in[at++]);
+    b->block_tables[s] = (*tables)[s].data();
+  }
+  for (int32_t t = 0; t < n; ++t) {
+    const int32_t* table = b->block_tables[b->seq_of_token[t]];
+    const int32_t p = b->positions[t];
+    b->slots.push_back(static_cast<int64_t>(table[p / block_size]) * block_size + p % block_size);
+  }
+}
+
+// Layers per pipeline stage, balanced by count (every layer costs the same in a
+// dense model) unless --pp-layers says otherwise.
+std::vector<int64_t> stage_layers(int64_t n_layer, int pp, const std::vector<int64_t>& pinned) {
+  if (!pinned.empty()) {
+    int64_t sum = 0;
+    for (int64_t x : pinned) sum += x;
+    if (static_cast<int>(pinned.size()) != pp || sum != n_layer ||
+        std::any_of(pinned.begin(), pinned.end(), [](int64_t x) { return x <= 0; })) {
+      throw InputError(strfmt("--pp-layers must list %d positive counts summing to the model's %lld layers", pp,
+                              (long long)n_layer));
+    }
+    return pinned;
+  }
+  if (pp > n_layer) throw InputError(strfmt("--pp %d exceeds the model's %lld layers", pp, (long long)n_layer));
+  std::vector<int64_t> out(static_cast<size_t>(pp), n_layer / pp);
+  for (int64_t i = 0; i < n_layer % pp; ++i) out[static_cast<size_t>(i)]++;
+  return out;
+}
+
+}  // namespace
+
+Engine::Engine(const EngineOptions& options) : options_(options) {
+  if (options_.tp < 1 || options_.pp < 1 || options_.ep < 1) throw InputError("--tp, --pp and --ep must be >= 1");
+  model_file_ = open_model(options_.model_path);
+  const ModelConfig& c = model_file_->config;
+  if (!options_.tokenizer_path.empty()) {
+    tokenizer_ = load_tokenizer(options_.tokenizer_path);
+  } else if (model_file_->gguf()) {
+    tokenizer_ = tokenizer_from_gguf(*model_file_->gguf());
+  } else if (!model_file_->hf_dir.empty()) {
+    tokenizer_ = load_tokenizer(model_file_->hf_dir);
+  } else {
+    throw InputError("model '" + options_.model_path + "' carries no tokenizer: pass --tokenizer PATH");
+  }
+  if (tokenizer_->n_vocab() > c.n_vocab) {
+    throw InputError(strfmt("tokenizer has %d tokens but the model only %lld", tokenizer_->n_vocab(),
+                            (long long)c.n_vocab));
+  }
+  ctx_size_ = options_.ctx_size > 0 ? options_.ctx_size : c.n_ctx_train;
+  if (ctx_size_ > (1 << 22)) throw InputError("--ctx-size is too large");
+  n_kv_blocks_ = options_.kv_blocks > 0 ? options_.kv_blocks : (ctx_size_ + options_.block_size - 1) / options_.block_size;
+  build_ranks();
+}
+
+Engine::~Engine() {
+  if (!ranks_.empty() && is_driver() && world_size() > 1) {
+    // Tell the followers to stop (a negative batch size).
+    try {
+      int64_t stop = -1;
+      ranks_[0]->world->broadcast(&stop, sizeof(stop), 0);
+    } catch (const std::exception& e) {
+      log_warn(std::string("shutting down ranks: ") + e.what());
+    }
+  }
+  for (auto& t : threads_) t.join();
+}
+
+void Engine::build_ranks() {
+  const ModelConfig& c = model_file_->config;
+  const int group = std::max(options_.tp, options_.ep);
+  if ((options_.tp != 1 && options_.tp != group) || (options_.ep != 1 && options_.ep != group)) {
+    throw InputError("--tp and --ep must be equal when both are above 1 (experts are spread over the tp ranks)");
+  }
+  options_.tp = options_.tp;  // frozen from here on
+  const int world = group * options_.pp;
+  const std::vector<int64_t> layers = stage_layers(c.n_layer, options_.pp, options_.pp_layers);
+  const CommBackend backend = parse_comm_backend(options_.comm);
+  CommOptions copts;
+  copts.timeout_s = options_.comm_timeout_s;
+  std::vector<std::unique_ptr<Communicator>> comms;
+  if (world > 1 || backend != CommBackend::kLocal) comms = make_communicators(backend, world, copts);
+  const int local_ranks = comms.empty() ? 1 : static_cast<int>(comms.size());
+  int threads = options_.threads > 0 ? options_.threads : std::max(1, default_thread_count() / local_ranks);
+  // Device memory budget per rank (a CPU device = a group of threads + memory).
+  const int64_t budget = options_.device_memory_bytes > 0 ? options_.device_memory_bytes
+                                                           : static_cast<int64_t>(total_system_memory_bytes() / std::max(1, world));
+
+  ranks_.resize(static_cast<size_t>(local_ranks));
+  std::mutex mu;
+  auto build = [&](int i) {
+    auto r = std::make_unique<Rank>();
+    if (!comms.empty()) r->world = std::move(comms[static_cast<size_t>(i)]);
+    r->world_rank = r->world ? r->world->rank() : 0;
+    r->stage = r->world_rank / group;
+    r->group_rank = r->world_rank % group;
+    if (r->world && group > 1) r->group = r->world->split(r->stage, r->group_rank);
+    ModelOptions mo;
+    mo.shard.tp_size = options_.tp;
+    mo.shard.tp_rank = options_.tp > 1 ? r->group_rank : 0;
+    mo.shard.ep_size = options_.ep;
+    mo.shard.ep_rank = options_.ep > 1 ? r->group_rank : 0;
+    int64_t begin = 0;
+    for (int s = 0; s < r->stage; ++s) begin += layers[static_cast<size_t>(s)];
+    mo.shard.layer_begin = begin;
+    mo.shard.layer_end = begin + layers[static_cast<size_t>(r->stage)];
+    mo.weight_dtype = options_.weight_dtype;
+    mo.tp_comm = options_.tp > 1 ? r->group.get() : nullptr;
+    mo.ep_comm = options_.ep > 1 ? r->group.get() : nullptr;
+    r->model = std::make_unique<LlamaModel>(*model_file_, mo);
+    const LocalShape& ls = r->model->shape();
+    const size_t kv_bytes = KvPool::bytes_per_token(r->model->n_local_layers(), ls.n_kv_head_local, c.head_dim,
+                                                    options_.kv_dtype) *
+                            static_cast<size_t>(n_kv_blocks_ * options_.block_size);
+    const size_t weight_bytes = r->model->weight_bytes();
+    const size_t need = weight_bytes + kv_bytes;
+    if (static_cast<int64_t>(need) > budget) {
+      // Advice: the smallest split that would fit (weights and KV shrink about 1/n).
+      std::string advice;
+      for (int n = 2; n <= 64; n *= 2) {
+        if (static_cast<int64_t>(need / static_cast<size_t>(n)) <= budget) {
+          advice = strfmt("try --tp %d, --pp %d", n * options_.tp, n * options_.pp);
+          break;
+        }
+      }
+      const bool can_quantize = !options_.weight_dtype || (*options_.weight_dtype != DType::kQ4_0);
+      if (can_quantize) advice += advice.empty() ? "try --dtype q4_0" : " or --dtype q8_0";
+      if (advice.empty()) advice = "use a smaller --ctx-size or more devices";
+      throw CapacityError(strfmt("needs %s per device at tp=%d, pp=%d (weights %s + KV cache %s for %lld tokens), "
+                                 "cpu:%d has %s: %s",
+                                 format_bytes(static_cast<double>(need)).c_str(), options_.tp, options_.pp,
+                                 format_bytes(static_cast<double>(weight_bytes)).c_str(),
+                                 format_bytes(static_cast<double>(kv_bytes)).c_str(),
+                                 (long long)(n_kv_blocks_ * options_.block_size), r->world_rank,
+                                 format_bytes(static_cast<double>(budget)).c_str(), advice.c_str()));
+    }
+    r->kv = std::make_unique<KvPool>(r->model->n_local_layers(), n_kv_blocks_, options_.block_size,
+                                     ls.n_kv_head_local, c.head_dim, options_.kv_dtype);
+    r->pool = std::make_unique<ThreadPool>(threads);
+    std::lock_guard<std::mutex> lock(mu);
+    ranks_[static_cast<size_t>(i)] = std::move(r);
+  };
+  if (local_ranks == 1) {
+    build(0);
+  } else {
+    // Splitting communicators is collective: every local rank builds on its own thread.
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(local_ranks));
+    std::vector<std::thread> builders;
+    for (int i = 0; i < local_ranks; ++i) {
+      builders.emplace_back([&, i] {
+        try {
+          build(i);
+        } catch (...) {
+          errors[static_cast<size_t>(i)] = std::current_exception();
+          if (comms[static_cast<size_t>(i)]) comms[static_cast<size_t>(i)]->abort();
+        }
+      });
+    }
+    for (auto& b : builders) b.join();
+    for (auto& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+  }
+  world_rank_ = ranks_[0]->world_rank;
+  // Local follower ranks run their step loop on their own threads.
+  for (size_t i = 1; i < ranks_.size(); ++i) threads_.emplace_back([this, i] { rank_thread_main(ranks_[i].get()); });
+}
+
+void Engine::rank_thread_main(Rank* r) {
+  try {
+    for (;;) {
+      int64_t size = 0;
+      r->world->broadcast(&size, sizeof(size), 0);
+      if (size < 0) return;
+      std::vector<int32_t> packed(static_cast<size_t>(size));
+      r->world->broadcast(packed.data(), packed.size() * 4, 0);
+      unpack_batch(packed, options_.block_size, &r->batch, &r->tables);
+      run_step(*r, r->batch);
+    }
+  } catch (const std::exception& e) {
+    log_message(LogLevel::kError, strfmt("rank %d: %s", r->world_rank, e.what()));
+    r->world->abort();
+  }
+}
+
+void Engine::serve_forever() {
+  PARALLM_CHECK(!is_driver());
+  rank_thread_main(ranks_[0].get());
+}
+
+void Engine::run_step(Rank& r, const ForwardBatch& batch) {
+  const ModelConfig& c = model_file_->config;
+  const int group = std::max(options_.tp, options_.ep);
+  const int64_t n = batch.n_tokens();
+  if (static_cast<int64_t>(r.hidden.size()) < n * c.n_embd) r.hidden.resize(static_cast<size_t>(n * c.n_embd));
+  const bool last = r.stage == options_.pp - 1;
+  const int64_t n_logits = static_cast<int64_t>(batch.logit_rows.size());
+  if (last && static_cast<int64_t>(r.logits.size()) < n_logits * c.n_vocab) {
+    r.logits.resize(static_cast<size_t>(n_logits * c.n_vocab));
+  }
+  const double comm_before = (r.world ? r.world->stats().seconds() : 0) + (r.group ? r.group->stats().seconds() : 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t hidden_bytes = static_cast<size_t>(n * c.n_embd) * 4;
+  if (r.stage > 0) r.world->recv(r.hidden.data(), hidden_bytes, (r.stage - 1) * group + r.group_rank);
+  r.model->forward(batch, *r.kv, r.hidden.data(), last ? r.logits.data() : nullptr, *r.pool);
+  if (!last) r.world->send(r.hidden.data(), hidden_bytes, (r.stage + 1) * group + r.group_rank);
+  if (last && r.group_rank == 0 && r.world_rank != 0) {
+    r.world->send(r.logits.data(), static_cast<size_t>(n_logits * c.n_vocab) * 4, 0);
+  }
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double comm_after = (r.world ? r.world->stats().seconds() : 0) + (r.group ? r.group->stats().seconds() : 0);
+  r.stats.comm_s += comm_after - comm_before;
+  r.stats.compute_s += total - (comm_after - comm_before);
+  r.stats.bytes_sent = (r.world ? r.world->stats().bytes_sent() : 0) + (r.group ? r.group->stats().bytes_sent() : 0);
+}
+
+const float* Engine::forward(const ForwardBatch& batch) {
+  PARALLM_CHECK(is_driver());
+  for (int32_t p : batch.positions) {
+    if (p >= ctx_size_) throw InputError(strfmt("position %d is past the context size %lld", p, (long long)ctx_size_));
+  }
+  Rank& r = *ranks_[0];
+  const ModelConfig& c = model_file_->config;
+  if (world_size() > 1) {
+    std::vector<int32_t> packed = pack_batch(batch, options_.block_size);
+    int64_t size = static_cast<int64_t>(packed.size());
+    r.world->broadcast(&size, sizeof(size), 0);
+    r.world->broadcast(packed.data(), packed.size() * 4, 0);
+  }
+  run_step(r, batch);
+  const int64_t n_logits = static_cast<int64_t>(batch.logit_rows.size());
+  if (options_.pp > 1) {
+    // The last stage's first rank sends the logits here.
+    logits_.resize(static_cast<size_t>(n_logits * c.n_vocab));
+    const int group = std::max(options_.tp, options_.ep);
+    r.world->recv(logits_.data(), logits_.size() * 4, (options_.pp - 1) * group);
+    return logits_.data();
+  }
+  return r.logits.data();
+}
+
+std::vector<size_t> Engine::rank_weight_bytes() const {
+  std::vector<size_t> out;
+  for (const auto& r : ranks_) out.push_back(r->model->weight_bytes());
+  return out;
+}
+
+size_t Engine::kv_bytes_per_token_per_rank() const {
+  const auto& m = *ranks_[0]->model;
+  return KvPool::bytes_per_token(m.n_local_layers(), m.shape().n_kv_head_local, config().head_dim, options_.kv_dtype);
+}
+
+std::vector<RankStats> Engine::rank_stats() const {
+  std::vector<RankStats> out;
+  for (const auto& r : ranks_) out.push_back(r->stats);
+  return out;
+}
+
+void Engine::reset_stats() {
+  for (auto& r : ranks_) {
+    r->stats = RankStats{};
+    if (r->world) r->world->reset_stats();
+    if (r->group) r->group->reset_stats();
+  }
+}
+
+MoeStats Engine::moe_stats() const {
+  MoeStats total;
+  for (const auto& r : ranks_) {
+    const auto& s = r->model->moe_stats().tokens_per_expert;
+    if (total.tokens_per_expert.size() < s.size()) total.tokens_per_expert.resize(s.size(), 0);
+    for (size_t i = 0; i < s.size(); ++i) total.tokens_per_expert[i] += s[i];
+  }
+  return total;
+}
+
+std::string Engine::summary() const {
+  const ModelFile& f = *model_file_;
+  return strfmt("loaded %s (%s, %s weights %s) tp=%d pp=%d ep=%d, ctx %lld, kv %s, %d thread(s)/rank; %s",
+                f.path.c_str(), f.format.c_str(),
+                options_.weight_dtype ? dtype_name(*options_.weight_dtype) : "stored",
+                format_bytes(static_cast<double>(f.weight_bytes())).c_str(), options_.tp, options_.pp, options_.ep,
+                (long long)ctx_size_, dtype_name(options_.kv_dtype), ranks_[0]->pool->size(),
+                f.config.summary().c_str());
+}
+
+}  // namespace parallm

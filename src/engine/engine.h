@@ -1,0 +1,98 @@
+// Engine: the one place where the logic side (tokens, sequences, sampling)
+// meets the compute side (model shards, KV pools, communicators).
+//
+// A model runs on tp × pp ranks (× ep for experts, which reuses the tp ranks).
+// Every rank runs the same step: rank 0, the driver, broadcasts the batch over
+// the world communicator; each rank runs its shard's layers; pipeline stages
+// pass the residual stream with send/recv; the last stage's tp-rank 0 sends
+// the logits to the driver. With the local backend the ranks are threads of
+// this process; with MPI they are processes and ranks > 0 run serve_forever().
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "loader/model_file.h"
+#include "model/forward_batch.h"
+#include "model/kv_pool.h"
+#include "model/llama_model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/thread_pool.h"
+
+namespace parallm {
+
+struct EngineOptions {
+  std::string model_path;
+  std::string tokenizer_path;           // empty: from the model file
+  int threads = 0;                      // per rank; 0 = hardware threads / ranks
+  int64_t ctx_size = 0;                 // 0 = the model's trained context
+  DType kv_dtype = DType::kF16;
+  std::optional<DType> weight_dtype;    // --dtype
+  int64_t block_size = 16;
+  int64_t kv_blocks = 0;                // 0 = enough for one sequence of ctx_size
+  int tp = 1, pp = 1, ep = 1;
+  std::vector<int64_t> pp_layers;       // --pp-layers (empty: balanced)
+  std::string comm = "local";           // local | mpi | nccl
+  double comm_timeout_s = 60.0;
+  int64_t device_memory_bytes = 0;      // per device budget (0 = RAM / devices)
+  std::string devices;                  // "cpu:0,cpu:1" (empty: cpu:0..n-1)
+};
+
+// Per-rank timing and traffic, for bench-model and the server's metrics.
+struct RankStats {
+  double compute_s = 0, comm_s = 0;
+  uint64_t bytes_sent = 0;
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const ModelConfig& config() const { return model_file_->config; }
+  const ModelFile& model_file() const { return *model_file_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  int64_t ctx_size() const { return ctx_size_; }
+  int64_t block_size() const { return options_.block_size; }
+  int64_t n_kv_blocks() const { return n_kv_blocks_; }
+  int world_size() const { return options_.tp * options_.pp; }
+  bool is_driver() const { return world_rank_ == 0; }
+  const EngineOptions& options() const { return options_; }
+
+  // Driver only: runs one step; returns logits [batch.logit_rows.size(), n_vocab].
+  const float* forward(const ForwardBatch& batch);
+  // Non-driver MPI ranks: follow the driver's steps until it shuts down.
+  void serve_forever();
+
+  // Weight bytes held by each rank, and KV bytes per token on each rank.
+  std::vector<size_t> rank_weight_bytes() const;
+  size_t kv_bytes_per_token_per_rank() const;
+  std::vector<RankStats> rank_stats() const;
+  void reset_stats();
+  MoeStats moe_stats() const;
+  std::string summary() const;
+
+ private:
+  struct Rank;
+  void build_ranks();
+  void run_step(Rank& r, const ForwardBatch& batch);
+  void rank_thread_main(Rank* r);
+
+  EngineOptions options_;
+  std::unique_ptr<ModelFile> model_file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  int64_t ctx_size_ = 0;
+  int64_t n_kv_blocks_ = 0;
+  int world_rank_ = 0;
+  std::vector<std::unique_ptr<Rank>> ranks_;  // local ranks of this process
+  std::vector<std::thread> threads_;
+  std::vector<float> logits_;
+  ForwardBatch step_batch_;
+};
+
+}  // namespace parallm

@@ -1,0 +1,35 @@
+// Attention over a paged KV cache, for a mixed batch of sequences at
+// different positions (prefill chunks and decode tokens together).
+//
+// KV layout per layer: [n_blocks, block_size, n_kv_head, head_dim] in the
+// cache dtype (f32, f16 or bf16). Token `p` of a sequence lives in block
+// block_table[p / block_size], row p % block_size ("slot" = block * block_size + row).
+// Each query attends causally to positions 0..its own position of its own
+// sequence; the caller writes the batch's K/V (kv_write) before attending.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "util/thread_pool.h"
+
+namespace parallm::cpu {
+
+struct PagedKv {
+  void* k = nullptr;  // [n_blocks, block_size, n_kv_head, head_dim]
+  void* v = nullptr;  // [n_blocks, block_size, n_kv_head, head_dim]
+  DType dtype = DType::kF32;
+  int64_t block_size = 16;
+  int64_t n_kv_head = 0;
+  int64_t head_dim = 0;
+};
+
+// Stores k/v rows [n_tokens, n_kv_head * head_dim] at slots[n_tokens].
+void kv_write(const PagedKv& kv, const float* k, const float* v, const int64_t* slots, int64_t n_tokens);
+
+// out [n_tokens, n_head, head_dim]; q [n_tokens, n_head, head_dim] (RoPE applied);
+// positions [n_tokens]; block_tables[seq_of_token[t]] lists that sequence's blocks.
+void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_t* positions,
+                     const int32_t* seq_of_token, const int32_t* const* block_tables, int64_t n_tokens,
+                     int64_t n_head, float scale, ThreadPool& pool);
+
+}  // namespace parallm::cpu

@@ -1,0 +1,92 @@
+#include "model/linear.h"
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant.h"
+#include "util/check.h"
+#include "util/log.h"
+
+namespace parallm {
+
+Linear WeightStore::slice(const uint8_t* data, DType dtype, size_t full_row_bytes, int64_t row_begin,
+                          int64_t row_end, int64_t col_begin, int64_t col_end, const std::string& what) {
+  const int64_t block = dtype_block_elems(dtype);
+  if (col_begin % block != 0 || (col_end - col_begin) % block != 0) {
+    throw InputError(strfmt("cannot split '%s' at column %lld: %s blocks hold %lld values; choose another --tp",
+                            what.c_str(), (long long)col_begin, dtype_name(dtype), (long long)block));
+  }
+  Linear l;
+  l.n_out = row_end - row_begin;
+  l.n_in = col_end - col_begin;
+  const uint8_t* first = data + static_cast<size_t>(row_begin) * full_row_bytes + dtype_row_bytes(dtype, col_begin);
+  if (!target_ || *target_ == dtype) {
+    l.data = first;
+    l.dtype = dtype;
+    l.row_stride_bytes = full_row_bytes;
+  } else {
+    // Convert once: dequantize each row slice to f32, re-encode in the target.
+    const DType to = *target_;
+    if (l.n_in % dtype_block_elems(to) != 0) {
+      throw InputError(strfmt("cannot convert '%s' to %s: rows of %lld values are not whole blocks", what.c_str(),
+                              dtype_name(to), (long long)l.n_in));
+    }
+    const size_t out_row = dtype_row_bytes(to, l.n_in);
+    std::vector<uint8_t> buf(out_row * static_cast<size_t>(l.n_out));
+    std::vector<float> tmp(static_cast<size_t>(l.n_in));
+    for (int64_t r = 0; r < l.n_out; ++r) {
+      cpu::dequantize_row(dtype, first + static_cast<size_t>(r) * full_row_bytes, tmp.data(), l.n_in);
+      cpu::quantize_row(to, tmp.data(), buf.data() + static_cast<size_t>(r) * out_row, l.n_in);
+    }
+    buffers_.push_back(std::move(buf));
+    l.data = buffers_.back().data();
+    l.dtype = to;
+    l.row_stride_bytes = out_row;
+  }
+  resident_bytes_ += l.bytes();
+  return l;
+}
+
+Linear WeightStore::column_parallel(const WeightTensor& w, int64_t row_begin, int64_t row_end, const float* bias) {
+  PARALLM_CHECK(w.shape.size() == 2 && row_begin >= 0 && row_end <= w.shape[0]);
+  Linear l = slice(w.data, w.dtype, w.row_bytes(), row_begin, row_end, 0, w.cols(), w.name);
+  l.bias = bias;
+  return l;
+}
+
+Linear WeightStore::row_parallel(const WeightTensor& w, int64_t col_begin, int64_t col_end) {
+  PARALLM_CHECK(w.shape.size() == 2 && col_begin >= 0 && col_end <= w.shape[1]);
+  return slice(w.data, w.dtype, w.row_bytes(), 0, w.rows(), col_begin, col_end, w.name);
+}
+
+const float* WeightStore::vector(const WeightTensor& w, int64_t begin) {
+  PARALLM_CHECK(w.dtype == DType::kF32 && w.shape.size() == 1);
+  return reinterpret_cast<const float*>(w.data) + begin;
+}
+
+namespace {
+void add_bias(float* out, const float* bias, int64_t n_tokens, int64_t n_out) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* o = out + t * n_out;
+    for (int64_t i = 0; i < n_out; ++i) o[i] += bias[i];
+  }
+}
+}  // namespace
+
+void linear_forward(float* out, const Linear& l, const float* x, int64_t n_tokens, ThreadPool& pool) {
+  cpu::matmul(out, l.data, l.dtype, l.row_stride_bytes, x, n_tokens, l.n_in, l.n_out, pool);
+  if (l.bias) add_bias(out, l.bias, n_tokens, l.n_out);
+}
+
+void linear_forward_multi(float* const* outs, const Linear* const* ls, int n, const float* x, int64_t n_tokens,
+                          ThreadPool& pool) {
+  std::vector<cpu::MatmulTarget> targets(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    PARALLM_CHECK(ls[i]->n_in == ls[0]->n_in);
+    targets[i] = {outs[i], ls[i]->data, ls[i]->dtype, ls[i]->row_stride_bytes, ls[i]->n_out};
+  }
+  cpu::matmul_multi(targets.data(), n, x, n_tokens, ls[0]->n_in, pool);
+  for (int i = 0; i < n; ++i) {
+    if (ls[i]->bias) add_bias(outs[i], ls[i]->bias, n_tokens, ls[i]->n_out);
+  }
+}
+
+}  // namespace parallm

@@ -1,0 +1,164 @@
+#include "model/llama_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/quant.h"
+#include "util/check.h"
+
+namespace parallm {
+
+namespace {
+std::string blk(int64_t l, const char* name) { return "blk." + std::to_string(l) + "." + name; }
+}  // namespace
+
+LlamaModel::LlamaModel(const ModelFile& file, const ModelOptions& options)
+    : config_(file.config), options_(options), store_(options.weight_dtype) {
+  shape_ = local_shape(config_, options.shard);
+  const ModelConfig& c = config_;
+  const LocalShape& s = shape_;
+  const int64_t hd = c.head_dim;
+  if (options.tp_comm) PARALLM_CHECK(options.tp_comm->size() == options.shard.tp_size);
+
+  auto bias = [&](const std::string& name, int64_t begin) -> const float* {
+    const WeightTensor* b = file.find(name);
+    return b ? store_.vector(*b, begin) : nullptr;
+  };
+  for (int64_t l = s.layer_begin; l < s.layer_end; ++l) {
+    LayerWeights lw;
+    lw.attn_norm = store_.vector(file.get(blk(l, "attn_norm.weight")));
+    const int64_t q0 = s.head_begin * hd, q1 = q0 + s.n_head_local * hd;
+    const int64_t k0 = s.kv_head_begin * hd, k1 = k0 + s.n_kv_head_local * hd;
+    lw.wq = store_.column_parallel(file.get(blk(l, "attn_q.weight")), q0, q1, bias(blk(l, "attn_q.bias"), q0));
+    lw.wk = store_.column_parallel(file.get(blk(l, "attn_k.weight")), k0, k1, bias(blk(l, "attn_k.bias"), k0));
+    lw.wv = store_.column_parallel(file.get(blk(l, "attn_v.weight")), k0, k1, bias(blk(l, "attn_v.bias"), k0));
+    lw.wo = store_.row_parallel(file.get(blk(l, "attn_output.weight")), q0, q1);
+    lw.ffn_norm = store_.vector(file.get(blk(l, "ffn_norm.weight")));
+    if (c.is_moe()) {
+      lw.moe.router = store_.whole(file.get(blk(l, "ffn_gate_inp.weight")));
+      lw.moe.expert_begin = s.expert_begin;
+      // With ep the experts are whole on their owner; without it, tp shards each expert's columns.
+      const bool ep = options.shard.ep_size > 1;
+      const int64_t f0 = ep ? 0 : s.ff_begin, f1 = ep ? c.n_ff : s.ff_begin + s.n_ff_local;
+      for (int64_t e = s.expert_begin; e < s.expert_end; ++e) {
+        auto take = [&](const char* kind, bool row_parallel) {
+          ModelFile::ExpertMatrix m = file.expert_matrix(l, kind, e);
+          const size_t rb = dtype_row_bytes(m.dtype, m.cols);
+          const std::string what = blk(l, "ffn_") + kind + " expert " + std::to_string(e);
+          return row_parallel ? store_.slice(m.data, m.dtype, rb, 0, m.rows, f0, f1, what)
+                              : store_.slice(m.data, m.dtype, rb, f0, f1, 0, m.cols, what);
+        };
+        lw.moe.gate.push_back(take("gate", false));
+        lw.moe.up.push_back(take("up", false));
+        lw.moe.down.push_back(take("down", true));
+      }
+    } else {
+      const int64_t f0 = s.ff_begin, f1 = s.ff_begin + s.n_ff_local;
+      lw.w_gate = store_.column_parallel(file.get(blk(l, "ffn_gate.weight")), f0, f1);
+      lw.w_up = store_.column_parallel(file.get(blk(l, "ffn_up.weight")), f0, f1);
+      lw.w_down = store_.row_parallel(file.get(blk(l, "ffn_down.weight")), f0, f1);
+    }
+    layers_.push_back(std::move(lw));
+  }
+  if (s.first_stage) token_embd_ = &file.get("token_embd.weight");
+  if (s.last_stage) {
+    output_norm_ = store_.vector(file.get("output_norm.weight"));
+    output_ = store_.whole(c.tied_embeddings ? file.get("token_embd.weight") : file.get("output.weight"));
+  }
+  inv_freq_ = c.rope_inv_freq();
+  if (const WeightTensor* f = file.find("rope_freqs.weight")) {
+    const float* div = reinterpret_cast<const float*>(f->data);
+    for (size_t i = 0; i < inv_freq_.size(); ++i) inv_freq_[i] /= div[i];
+  }
+  rope_style_ = c.rope_style == RopeStyle::kHalf ? cpu::RopeStyle::kHalf : cpu::RopeStyle::kInterleaved;
+}
+
+void LlamaModel::all_reduce_tp(float* data, size_t count) {
+  if (options_.tp_comm) options_.tp_comm->all_reduce_sum(data, count);
+}
+
+void LlamaModel::embed(const ForwardBatch& batch, float* x) {
+  const WeightTensor& e = *token_embd_;
+  const int64_t n_embd = config_.n_embd;
+  for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+    const int32_t id = batch.tokens[t];
+    if (id < 0 || id >= config_.n_vocab) throw InputError("token id " + std::to_string(id) + " is outside the vocabulary");
+    cpu::dequantize_row(e.dtype, e.data + static_cast<size_t>(id) * e.row_bytes(), x + t * n_embd, n_embd);
+  }
+}
+
+void LlamaModel::attention_block(int64_t l, const ForwardBatch& batch, KvPool& kv, float* x, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = layers_[l];
+  const int64_t n = batch.n_tokens(), hd = c.head_dim;
+  const int64_t nh = shape_.n_head_local, nkv = shape_.n_kv_head_local;
+  cpu::rmsnorm(act_.h.data(), x, w.attn_norm, n, c.n_embd, c.rms_eps);
+  float* outs[3] = {act_.q.data(), act_.k.data(), act_.v.data()};
+  const Linear* ls[3] = {&w.wq, &w.wk, &w.wv};
+  linear_forward_multi(outs, ls, 3, act_.h.data(), n, pool);
+  cpu::rope(act_.q.data(), batch.positions.data(), n, nh, hd, inv_freq_.data(), rope_style_);
+  cpu::rope(act_.k.data(), batch.positions.data(), n, nkv, hd, inv_freq_.data(), rope_style_);
+  cpu::PagedKv layer_kv = kv.layer(l);
+  cpu::kv_write(layer_kv, act_.k.data(), act_.v.data(), batch.slots.data(), n);
+  cpu::paged_attention(act_.attn.data(), act_.q.data(), layer_kv, batch.positions.data(), batch.seq_of_token.data(),
+                       batch.block_tables.data(), n, nh, 1.0f / std::sqrt(static_cast<float>(hd)), pool);
+  linear_forward(act_.proj.data(), w.wo, act_.attn.data(), n, pool);
+  all_reduce_tp(act_.proj.data(), static_cast<size_t>(n * c.n_embd));
+  cpu::add(x, x, act_.proj.data(), n * c.n_embd);
+}
+
+void LlamaModel::ffn_block(int64_t l, int64_t n, float* x, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = layers_[l];
+  cpu::rmsnorm(act_.h.data(), x, w.ffn_norm, n, c.n_embd, c.rms_eps);
+  if (c.is_moe()) {
+    moe_forward(act_.proj.data(), act_.h.data(), n, c, w.moe, options_.ep_comm, &moe_stats_, pool);
+    // Without ep, tp shards every expert's columns: partial sums need the all-reduce.
+    if (options_.shard.ep_size == 1) all_reduce_tp(act_.proj.data(), static_cast<size_t>(n * c.n_embd));
+  } else {
+    float* outs[2] = {act_.gate.data(), act_.up.data()};
+    const Linear* ls[2] = {&w.w_gate, &w.w_up};
+    linear_forward_multi(outs, ls, 2, act_.h.data(), n, pool);
+    cpu::swiglu(act_.gate.data(), act_.gate.data(), act_.up.data(), n * shape_.n_ff_local);
+    linear_forward(act_.proj.data(), w.w_down, act_.gate.data(), n, pool);
+    all_reduce_tp(act_.proj.data(), static_cast<size_t>(n * c.n_embd));
+  }
+  cpu::add(x, x, act_.proj.data(), n * c.n_embd);
+}
+
+void LlamaModel::forward(const ForwardBatch& batch, KvPool& kv, float* hidden, float* logits, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const int64_t n = batch.n_tokens(), hd = c.head_dim;
+  PARALLM_CHECK(n > 0);
+  auto fit = [](std::vector<float>& v, int64_t size) {
+    if (static_cast<int64_t>(v.size()) < size) v.resize(static_cast<size_t>(size));
+  };
+  fit(act_.h, n * c.n_embd);
+  fit(act_.q, n * shape_.n_head_local * hd);
+  fit(act_.k, n * shape_.n_kv_head_local * hd);
+  fit(act_.v, n * shape_.n_kv_head_local * hd);
+  fit(act_.attn, n * shape_.n_head_local * hd);
+  fit(act_.proj, n * c.n_embd);
+  fit(act_.gate, n * shape_.n_ff_local);
+  fit(act_.up, n * shape_.n_ff_local);
+
+  if (shape_.first_stage) embed(batch, hidden);
+  for (int64_t l = 0; l < n_local_layers(); ++l) {
+    attention_block(l, batch, kv, hidden, pool);
+    ffn_block(l, n, hidden, pool);
+  }
+  if (!shape_.last_stage) return;
+  const int64_t n_logits = static_cast<int64_t>(batch.logit_rows.size());
+  if (n_logits == 0) return;
+  fit(act_.last, n_logits * c.n_embd);
+  for (int64_t i = 0; i < n_logits; ++i) {
+    const int32_t row = batch.logit_rows[i];
+    PARALLM_CHECK(row >= 0 && row < n);
+    cpu::rmsnorm(act_.last.data() + i * c.n_embd, hidden + row * c.n_embd, output_norm_, 1, c.n_embd, c.rms_eps);
+  }
+  linear_forward(logits, output_, act_.last.data(), n_logits, pool);
+}
+
+}  // namespace parallm

@@ -1,0 +1,99 @@
+// LlamaModel: one rank's share of a Llama-family transformer (Llama 2/3,
+// Mistral, Qwen2 with QKV bias, Mixtral-style MoE), written rank-local:
+// every size below is per rank (see model/shard.h), linear layers know whether
+// they are column- or row-parallel, and the forward calls all_reduce itself.
+//
+//   x = embed(tokens)                               (first pipeline stage)
+//   for each local layer:
+//     h = rmsnorm(x) ; q,k,v = h Wq,Wk,Wv (+bias)   column-parallel, fused
+//     rope(q, k) ; kv_write(k, v) ; a = attention(q, paged KV)
+//     x += all_reduce(a Wo)                          row-parallel
+//     h = rmsnorm(x) ; x += all_reduce(ffn(h))       dense: silu(h Wg) * (h Wu) Wd ; MoE: model/moe.h
+//   logits = rmsnorm(x) Wout                         (last stage, requested rows only)
+#pragma once
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "kernels/cpu/ops.h"
+#include "loader/model_file.h"
+#include "model/forward_batch.h"
+#include "model/kv_pool.h"
+#include "model/linear.h"
+#include "model/moe.h"
+#include "model/shard.h"
+#include "util/thread_pool.h"
+
+namespace parallm {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [n_embd]
+  Linear wq, wk, wv;                 // column-parallel: [n_head_local*hd, n_embd], [n_kv_head_local*hd, n_embd]
+  Linear wo;                         // row-parallel: [n_embd, n_head_local*hd]
+  const float* ffn_norm = nullptr;   // [n_embd]
+  Linear w_gate, w_up;               // dense, column-parallel: [n_ff_local, n_embd]
+  Linear w_down;                     // dense, row-parallel: [n_embd, n_ff_local]
+  MoeWeights moe;                    // MoE layers
+};
+
+// Named intermediates of one forward (sized to the largest batch seen), so a
+// test or a debugging session can dump and diff any of them.
+struct Activations {
+  std::vector<float> x;       // [n_tokens, n_embd] residual stream
+  std::vector<float> h;       // [n_tokens, n_embd] normed input of a sub-block
+  std::vector<float> q;       // [n_tokens, n_head_local * hd]
+  std::vector<float> k, v;    // [n_tokens, n_kv_head_local * hd]
+  std::vector<float> attn;    // [n_tokens, n_head_local * hd]
+  std::vector<float> proj;    // [n_tokens, n_embd] output of Wo / Wdown before the residual add
+  std::vector<float> gate, up;  // [n_tokens, n_ff_local]
+  std::vector<float> last;    // [n_logits, n_embd] normed rows that produce logits
+};
+
+struct ModelOptions {
+  ShardSpec shard;
+  std::optional<DType> weight_dtype;  // --dtype: convert weights at load
+  Communicator* tp_comm = nullptr;     // null when tp == 1
+  Communicator* ep_comm = nullptr;     // null when ep == 1
+};
+
+class LlamaModel {
+ public:
+  LlamaModel(const ModelFile& file, const ModelOptions& options);
+
+  const ModelConfig& config() const { return config_; }
+  const LocalShape& shape() const { return shape_; }
+  int64_t n_local_layers() const { return shape_.layer_end - shape_.layer_begin; }
+  size_t weight_bytes() const { return store_.resident_bytes(); }
+
+  // Runs this rank's layers over the batch.
+  //  hidden [n_tokens, n_embd]: on the first stage it is filled from the token
+  //    embeddings; on later stages it holds the previous stage's output. On
+  //    return it holds this stage's output (the residual stream).
+  //  logits [logit_rows.size(), n_vocab]: written on the last stage only.
+  void forward(const ForwardBatch& batch, KvPool& kv, float* hidden, float* logits, ThreadPool& pool);
+
+  Activations& activations() { return act_; }
+  const MoeStats& moe_stats() const { return moe_stats_; }
+
+ private:
+  void embed(const ForwardBatch& batch, float* x);
+  void attention_block(int64_t l, const ForwardBatch& batch, KvPool& kv, float* x, ThreadPool& pool);
+  void ffn_block(int64_t l, int64_t n_tokens, float* x, ThreadPool& pool);
+  void all_reduce_tp(float* data, size_t count);
+
+  ModelConfig config_;
+  LocalShape shape_;
+  ModelOptions options_;
+  WeightStore store_;
+  const WeightTensor* token_embd_ = nullptr;  // [n_vocab, n_embd], read row by row
+  std::vector<LayerWeights> layers_;          // [n_local_layers]
+  const float* output_norm_ = nullptr;
+  Linear output_;                             // [n_vocab, n_embd]
+  std::vector<float> inv_freq_;               // [head_dim / 2]
+  cpu::RopeStyle rope_style_;
+  Activations act_;
+  MoeStats moe_stats_;
+};
+
+}  // namespace parallm

@@ -1,0 +1,103 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/check.h"
+
+namespace parallm {
+
+void SamplingParams::validate() const {
+  auto bad = [](const char* field, const char* range) {
+    throw InputError(std::string(field) + " must be " + range);
+  };
+  if (!(temperature >= 0.0f) || temperature > 100.0f) bad("temperature", "in [0, 100]");
+  if (top_k < 0) bad("top_k", ">= 0 (0 disables it)");
+  if (!(top_p > 0.0f && top_p <= 1.0f)) bad("top_p", "in (0, 1]");
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) bad("min_p", "in [0, 1]");
+  if (!(repetition_penalty > 0.0f) || repetition_penalty > 10.0f) bad("repetition_penalty", "in (0, 10]");
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) bad("presence_penalty", "in [-2, 2]");
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) bad("frequency_penalty", "in [-2, 2]");
+}
+
+int32_t argmax(const float* x, int32_t n) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < n; ++i) {
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
+Sampler::Sampler(const SamplingParams& params) : p_(params), rng_(params.seed) {}
+
+void Sampler::add_prompt_token(int32_t id) { prompt_counts_[id]++; }
+void Sampler::add_output_token(int32_t id) { output_counts_[id]++; }
+
+int32_t Sampler::sample(float* logits, int32_t n_vocab) {
+  if (p_.repetition_penalty != 1.0f) {
+    auto penalize = [&](int32_t id) {
+      if (id < 0 || id >= n_vocab) return;
+      float& l = logits[id];
+      l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
+    };
+    for (const auto& [id, n] : prompt_counts_) {
+      if (!output_counts_.count(id)) penalize(id);
+    }
+    for (const auto& [id, n] : output_counts_) penalize(id);
+  }
+  if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
+    for (const auto& [id, n] : output_counts_) {
+      if (id < 0 || id >= n_vocab) continue;
+      logits[id] -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(n);
+    }
+  }
+  if (p_.greedy()) return argmax(logits, n_vocab);
+
+  // Softmax over logits / temperature, candidates sorted by probability.
+  candidates_.clear();
+  float mx = logits[argmax(logits, n_vocab)];
+  double sum = 0.0;
+  for (int32_t i = 0; i < n_vocab; ++i) {
+    float pr = std::exp((logits[i] - mx) / p_.temperature);
+    sum += pr;
+    candidates_.emplace_back(pr, i);
+  }
+  auto by_prob = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  size_t keep = candidates_.size();
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {
+    keep = static_cast<size_t>(p_.top_k);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<long>(keep), candidates_.end(), by_prob);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), by_prob);
+  }
+  for (auto& c : candidates_) c.first = static_cast<float>(c.first / sum);
+  if (p_.top_p < 1.0f) {
+    double kept_sum = 0.0;
+    double total = 0.0;
+    for (size_t i = 0; i < keep; ++i) total += candidates_[i].first;
+    size_t n = 0;
+    while (n < keep) {
+      kept_sum += candidates_[n].first;
+      ++n;
+      if (kept_sum >= p_.top_p * total) break;
+    }
+    keep = n;
+  }
+  if (p_.min_p > 0.0f) {
+    const float floor = p_.min_p * candidates_[0].first;
+    size_t n = 1;
+    while (n < keep && candidates_[n].first >= floor) ++n;
+    keep = n;
+  }
+  double kept = 0.0;
+  for (size_t i = 0; i < keep; ++i) kept += candidates_[i].first;
+  // 53 random bits -> uniform in [0, kept).
+  double r = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * kept;
+  for (size_t i = 0; i < keep; ++i) {
+    r -= candidates_[i].first;
+    if (r < 0) return candidates_[i].second;
+  }
+  return candidates_[keep - 1].second;
+}
+
+}  // namespace parallm

@@ -1,0 +1,54 @@
+// Turning logits into the next token. Order (as vLLM applies them):
+//   1. penalties: repetition (CTRL-style, over prompt + output), presence and
+//      frequency (over output only, OpenAI semantics)
+//   2. temperature 0 -> greedy argmax (lowest id wins ties)
+//   3. logits / temperature, softmax
+//   4. top-k, top-p (nucleus), min-p (relative to the top probability)
+//   5. draw from the renormalized distribution with a seeded generator:
+//      the same seed and inputs give the same tokens.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+namespace parallm {
+
+struct SamplingParams {
+  float temperature = 1.0f;
+  int32_t top_k = 0;         // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  float min_p = 0.0f;        // 0 = off
+  float repetition_penalty = 1.0f;  // 1 = off
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  uint64_t seed = 0;
+
+  // Throws InputError naming the field when a value is out of range.
+  void validate() const;
+  bool greedy() const { return temperature <= 0.0f; }
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  // Tokens already in the context: prompt tokens (repetition penalty only) and
+  // generated ones (all penalties).
+  void add_prompt_token(int32_t id);
+  void add_output_token(int32_t id);
+
+  // logits [n_vocab] is modified in place.
+  int32_t sample(float* logits, int32_t n_vocab);
+
+ private:
+  SamplingParams p_;
+  std::mt19937_64 rng_;
+  std::unordered_map<int32_t, int32_t> prompt_counts_, output_counts_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // scratch
+};
+
+// Index of the largest value (lowest index on ties).
+int32_t argmax(const float* x, int32_t n);
+
+}  // namespace parallm
