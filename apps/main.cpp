@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "command_registry.h"
 #include "util/check.h"
@@ -36,6 +37,10 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "parallm: error: out of memory\n");
     return 2;
+  } catch (const std::exception& e) {
+    // Communication failures (a lost or stalled rank) and other runtime faults.
+    std::fprintf(stderr, "parallm: error: %s\n", e.what());
+    return 3;
   }
   return 0;
 }

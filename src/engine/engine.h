@@ -60,7 +60,7 @@ class Engine {
   int64_t ctx_size() const { return ctx_size_; }
   int64_t block_size() const { return options_.block_size; }
   int64_t n_kv_blocks() const { return n_kv_blocks_; }
-  int world_size() const { return options_.tp * options_.pp; }
+  int world_size() const { return std::max(options_.tp, options_.ep) * options_.pp; }
   bool is_driver() const { return world_rank_ == 0; }
   const EngineOptions& options() const { return options_; }
 

@@ -1,0 +1,49 @@
+// `parallm make-model`: writes a random-weight model of a preset's shape as a
+// GGUF file that parallm and llama.cpp both load (loader/make_model.h).
+#include <cstdio>
+#include <memory>
+
+#include "command_registry.h"
+#include "loader/make_model.h"
+#include "loader/model_presets.h"
+#include "util/log.h"
+
+namespace parallm {
+namespace {
+
+struct MakeModelArgs {
+  std::string preset;
+  std::string dtype = "f32";
+  std::string out;
+  uint64_t seed = 0;
+  std::string vocab_from;
+};
+
+const bool registered = register_command(
+    {"make-model", "Write a random-weight model (GGUF) of a preset's shape", [](CLI::App& sub) {
+       auto args = std::make_shared<MakeModelArgs>();
+       sub.add_option("--preset", args->preset, "Model shape (list below)")->required();
+       sub.add_option("--dtype", args->dtype, "Matrix dtype: f32, f16, bf16, q8_0, q4_0 (norms stay f32)")
+           ->capture_default_str();
+       sub.add_option("--out", args->out, "Output GGUF file")->required();
+       sub.add_option("--seed", args->seed, "Weight seed (same seed, byte-identical file)")->capture_default_str();
+       sub.add_option("--vocab-from", args->vocab_from,
+                      "GGUF file whose tokenizer.* keys are copied (default: a generated SentencePiece vocabulary)");
+       sub.footer(describe_model_presets());
+       return [args]() {
+         MakeModelOptions opts;
+         opts.preset = args->preset;
+         opts.dtype = parse_dtype(args->dtype);
+         opts.out_path = args->out;
+         opts.seed = args->seed;
+         opts.vocab_from = args->vocab_from;
+         MakeModelSummary s = make_model(opts);
+         std::fprintf(stderr, "make-model: wrote %s: preset %s, %s, %.1fM parameters, vocab %lld, %s\n",
+                      opts.out_path.c_str(), opts.preset.c_str(), dtype_name(opts.dtype), s.n_params / 1e6,
+                      (long long)s.n_vocab, format_bytes(static_cast<double>(s.file_bytes)).c_str());
+         return 0;
+       };
+     }});
+
+}  // namespace
+}  // namespace parallm

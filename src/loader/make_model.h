@@ -1,0 +1,60 @@
+// Random-weight models in GGUF (`parallm make-model`): a preset's shapes,
+// llama.cpp's tensor names and metadata keys (so llama.cpp can load the same
+// file), seeded weights, and a vocabulary copied from another GGUF file or
+// generated (loader/generated_vocab.h).
+//
+// Weights: a portable counter-based generator (splitmix64, one stream per
+// tensor name) and a sum of four uniforms for a bell-shaped distribution, so
+// the same seed gives a byte-identical file on every machine. Scales keep
+// activations O(1) at any width: matrices std 1/sqrt(n_in), token_embd and
+// output std 2/sqrt(n_embd) (logits std ~2), norms 1 + 0.1 noise, biases std
+// 0.5, router std 2/sqrt(n_embd). Norms, biases, the router and rope_freqs
+// stay F32 as in llama.cpp's files; every other matrix takes --dtype.
+//
+// GGUF keys written (ARCH = llama or qwen2): general.architecture, general.name,
+// general.file_type, general.quantization_version (quantized only),
+// ARCH.context_length, ARCH.embedding_length, ARCH.block_count,
+// ARCH.feed_forward_length, ARCH.attention.head_count, ARCH.attention.head_count_kv,
+// ARCH.rope.freq_base, ARCH.attention.layer_norm_rms_epsilon,
+// ARCH.rope.dimension_count, ARCH.vocab_size; MoE: ARCH.expert_count,
+// ARCH.expert_used_count; linear rope scaling: ARCH.rope.scaling.type = "linear",
+// ARCH.rope.scaling.factor. Llama 3 rope scaling has no GGUF key in llama.cpp:
+// its converter stores the per-frequency divisors as the tensor
+// rope_freqs.weight [head_dim/2] (F32), which we write too, plus parallm's own
+// keys (ignored by llama.cpp, which asserts on an unknown rope.scaling.type):
+// parallm.rope_scaling.type = "llama3", parallm.rope_scaling.factor,
+// parallm.rope_scaling.low_freq_factor, parallm.rope_scaling.high_freq_factor,
+// parallm.rope_scaling.original_context_length.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "loader/gguf_writer.h"
+#include "loader/model_presets.h"
+
+namespace parallm {
+
+struct MakeModelOptions {
+  std::string preset = "tiny";
+  DType dtype = DType::kF32;
+  uint64_t seed = 0;
+  std::string vocab_from;  // GGUF file whose tokenizer.* keys are copied; "" = generate
+  std::string out_path;
+};
+
+struct MakeModelSummary {
+  int64_t n_params = 0;
+  int64_t n_vocab = 0;
+  size_t file_bytes = 0;
+};
+
+// Describes the whole file; nothing is generated until it is written.
+GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summary = nullptr);
+// Builds and writes opts.out_path. Throws InputError.
+MakeModelSummary make_model(const MakeModelOptions& opts);
+
+// llama.cpp's general.file_type (llama_ftype) for a file whose matrices are `t`.
+uint32_t gguf_file_type(DType t);
+
+}  // namespace parallm

@@ -1,0 +1,103 @@
+// The preset table of `parallm make-model` (see model_presets.h).
+#include "loader/model_presets.h"
+
+#include "util/check.h"
+#include "util/log.h"
+
+namespace parallm {
+
+namespace {
+
+ModelPreset base(const std::string& name, const std::string& description, int64_t n_vocab, int64_t n_embd,
+                 int64_t n_layer, int64_t n_head, int64_t n_kv_head, int64_t n_ff, int64_t n_ctx) {
+  ModelPreset p;
+  p.name = name;
+  p.description = description;
+  p.n_vocab = n_vocab;
+  p.n_embd = n_embd;
+  p.n_layer = n_layer;
+  p.n_head = n_head;
+  p.n_kv_head = n_kv_head;
+  p.n_ff = n_ff;
+  p.n_ctx = n_ctx;
+  return p;
+}
+
+std::vector<ModelPreset> build_presets() {
+  std::vector<ModelPreset> v;
+  v.push_back(base("tiny", "Llama, GQA, for tests", 512, 64, 2, 4, 2, 128, 512));
+  v.push_back(base("llama-110m", "Llama 2 shape of stories110M, untied output (the benchmark model)",
+                   32000, 768, 12, 12, 12, 2048, 1024));
+  v.push_back(base("llama-gqa-250m", "Llama with grouped-query attention", 32000, 1024, 16, 16, 4, 2816, 2048));
+
+  ModelPreset moe = base("mixtral-tiny", "Mixtral-style MoE: 8 experts, top-2", 512, 64, 2, 4, 2, 128, 512);
+  moe.n_expert = 8;
+  moe.n_expert_used = 2;
+  moe.rope_theta = 1000000.0f;
+  v.push_back(moe);
+
+  ModelPreset qwen = base("tiny-qwen2", "Qwen2: QKV bias, tied embeddings, rotate-half RoPE", 512, 64, 2, 4, 2,
+                          128, 512);
+  qwen.arch = "qwen2";
+  qwen.qkv_bias = true;
+  qwen.tied_embeddings = true;
+  qwen.rope_theta = 1000000.0f;
+  qwen.rms_eps = 1e-6f;
+  v.push_back(qwen);
+
+  ModelPreset tied = base("tiny-tied", "Llama with the classifier tied to token_embd", 512, 64, 2, 4, 2, 128, 512);
+  tied.tied_embeddings = true;
+  v.push_back(tied);
+
+  // A small original context makes the llama3 band (16..64 positions of
+  // wavelength at head_dim 16) cover several frequencies.
+  ModelPreset l3 = base("tiny-llama3", "Llama 3.1 rope scaling (llama3: factor 8, low 1, high 4, original ctx 64)",
+                        512, 64, 2, 4, 2, 128, 512);
+  l3.rope_theta = 500000.0f;
+  l3.rope_scaling = RopeScaling::kLlama3;
+  l3.rope_factor = 8.0f;
+  l3.rope_low_freq_factor = 1.0f;
+  l3.rope_high_freq_factor = 4.0f;
+  l3.rope_original_ctx = 64;
+  v.push_back(l3);
+  return v;
+}
+
+}  // namespace
+
+int64_t ModelPreset::parameter_count() const {
+  const int64_t hd = head_dim();
+  int64_t attn = n_embd * n_head * hd * 2 + n_embd * n_kv_head * hd * 2;
+  if (qkv_bias) attn += n_head * hd + 2 * n_kv_head * hd;
+  int64_t ffn = 3 * n_embd * n_ff * (n_expert > 0 ? n_expert : 1) + (n_expert > 0 ? n_expert * n_embd : 0);
+  int64_t per_layer = attn + ffn + 2 * n_embd;
+  return n_layer * per_layer + n_vocab * n_embd * (tied_embeddings ? 1 : 2) + n_embd;
+}
+
+const std::vector<ModelPreset>& model_presets() {
+  static const std::vector<ModelPreset> presets = build_presets();
+  return presets;
+}
+
+const ModelPreset& find_model_preset(const std::string& name) {
+  std::string names;
+  for (const auto& p : model_presets()) {
+    if (p.name == name) return p;
+    names += (names.empty() ? "" : ", ") + p.name;
+  }
+  throw InputError("unknown preset '" + name + "' (available: " + names + ")");
+}
+
+std::string describe_model_presets() {
+  std::string s = "Presets (vocab / dim / layers / heads / KV heads / FFN / context):\n";
+  for (const auto& p : model_presets()) {
+    s += strfmt("  %-15s %s %lld/%lld/%lld/%lld/%lld/%lld/%lld", p.name.c_str(), p.arch.c_str(),
+                (long long)p.n_vocab, (long long)p.n_embd, (long long)p.n_layer, (long long)p.n_head,
+                (long long)p.n_kv_head, (long long)p.n_ff, (long long)p.n_ctx);
+    if (p.n_expert > 0) s += strfmt(", %lld experts top-%lld", (long long)p.n_expert, (long long)p.n_expert_used);
+    s += strfmt(", %.1fM params: %s\n", p.parameter_count() / 1e6, p.description.c_str());
+  }
+  return s;
+}
+
+}  // namespace parallm

@@ -1,0 +1,50 @@
+// Presets of `parallm make-model`: the shapes of random-weight models that
+// tests, benchmarks and the README's quick start generate on demand.
+//
+// Each preset names llama.cpp's architecture ("llama" or "qwen2") and every
+// hyper-parameter written to the GGUF metadata. The feature presets
+// (tiny-qwen2, tiny-tied, tiny-llama3, mixtral-tiny) each isolate one
+// architecture feature for the NumPy-reference tests.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/model_config.h"
+
+namespace parallm {
+
+struct ModelPreset {
+  std::string name;
+  std::string description;
+  std::string arch = "llama";  // GGUF general.architecture
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_kv_head = 0;
+  int64_t n_ff = 0;  // each expert's width for MoE
+  int64_t n_ctx = 2048;
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  float rope_theta = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool tied_embeddings = false;
+  bool qkv_bias = false;
+  RopeScaling rope_scaling = RopeScaling::kNone;
+  float rope_factor = 1.0f;
+  float rope_low_freq_factor = 1.0f;
+  float rope_high_freq_factor = 4.0f;
+  int64_t rope_original_ctx = 8192;
+
+  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t parameter_count() const;
+};
+
+const std::vector<ModelPreset>& model_presets();
+// Throws InputError listing the preset names.
+const ModelPreset& find_model_preset(const std::string& name);
+// One line per preset with its shapes (for `make-model --help`).
+std::string describe_model_presets();
+
+}  // namespace parallm

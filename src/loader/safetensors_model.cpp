@@ -1,0 +1,175 @@
+// Hugging Face checkpoints -> ModelFile: config.json (loader/hf_config.h),
+// one model.safetensors or the shards named by model.safetensors.index.json,
+// every tensor mapped in place and renamed to the canonical GGUF names of
+// model_file.h (q/k are not permuted: the config selects rotate-half RoPE).
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+#include <cstring>
+#include <regex>
+#include <set>
+
+#include "loader/hf_config.h"
+#include "loader/model_file.h"
+#include "loader/safetensors_reader.h"
+#include "util/check.h"
+#include "util/log.h"
+
+namespace parallm {
+
+namespace {
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+std::string parent_dir(const std::string& p) {
+  size_t slash = p.find_last_of('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : p.substr(0, slash));
+}
+
+// Per-layer HF suffix -> canonical suffix.
+constexpr std::pair<const char*, const char*> kLayerNames[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.q_proj.bias", "attn_q.bias"},
+    {"self_attn.k_proj.bias", "attn_k.bias"},
+    {"self_attn.v_proj.bias", "attn_v.bias"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+    {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+};
+
+// Returns the canonical name, "" for tensors parallm does not use (rotary
+// caches some exporters include), or throws for names it cannot place.
+std::string canonical_name(const std::string& hf, const std::string& where) {
+  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
+  if (hf == "model.norm.weight") return "output_norm.weight";
+  if (hf == "lm_head.weight") return "output.weight";
+  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+))");
+  static const std::regex expert(R"(block_sparse_moe\.experts\.(\d+)\.(w1|w2|w3)\.weight)");
+  std::smatch m;
+  if (std::regex_match(hf, m, layer)) {
+    const std::string blk = "blk." + m[1].str() + ".";
+    const std::string rest = m[2].str();
+    for (const auto& [from, to] : kLayerNames) {
+      if (rest == from) return blk + to;
+    }
+    std::smatch e;
+    if (std::regex_match(rest, e, expert)) {
+      const std::string w = e[2].str();
+      const char* kind = w == "w1" ? "ffn_gate" : (w == "w3" ? "ffn_up" : "ffn_down");
+      return blk + kind + "." + e[1].str() + ".weight";
+    }
+    if (rest.find("rotary_emb") != std::string::npos) return "";
+  }
+  throw InputError(where + ": tensor '" + hf + "' is not part of a Llama/Mistral/Mixtral/Qwen2 checkpoint");
+}
+
+// The shard files of a checkpoint directory.
+std::vector<std::string> shard_files(const std::string& dir) {
+  const std::string single = dir + "/model.safetensors";
+  const std::string index = dir + "/model.safetensors.index.json";
+  if (is_file(single)) return {single};
+  if (!is_file(index)) {
+    throw InputError("'" + dir + "' has neither model.safetensors nor model.safetensors.index.json");
+  }
+  nlohmann::json j = nlohmann::json::parse(read_text_file(index), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+    throw InputError("'" + index + "' is not a safetensors index (no weight_map object)");
+  }
+  std::set<std::string> files;
+  for (const auto& [name, file] : j["weight_map"].items()) {
+    if (!file.is_string()) throw InputError("'" + index + "': weight_map entry '" + name + "' is not a file name");
+    std::string f = file.get<std::string>();
+    if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..") {
+      throw InputError("'" + index + "': shard name '" + f + "' must be a plain file name in the same folder");
+    }
+    files.insert(f);
+  }
+  if (files.empty()) throw InputError("'" + index + "' names no shards");
+  std::vector<std::string> out;
+  for (const auto& f : files) out.push_back(dir + "/" + f);
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<ModelFile> load_safetensors_model(const std::string& dir_or_file) {
+  std::string dir = dir_or_file;
+  std::vector<std::string> shards;
+  if (is_dir(dir_or_file)) {
+    shards = shard_files(dir);
+  } else if (dir_or_file.size() > 12 && dir_or_file.compare(dir_or_file.size() - 12, 12, ".safetensors") == 0) {
+    dir = parent_dir(dir_or_file);
+    shards = {dir_or_file};
+  } else {  // a config.json path
+    dir = parent_dir(dir_or_file);
+    shards = shard_files(dir);
+  }
+  const std::string config_path = dir + "/config.json";
+  if (!is_file(config_path)) throw InputError("'" + dir + "' has no config.json (a Hugging Face checkpoint needs one)");
+
+  auto model = std::make_unique<ModelFile>();
+  model->path = dir;
+  model->format = "safetensors";
+  model->hf_dir = dir;
+  model->config = parse_hf_config(read_text_file(config_path), config_path);
+
+  bool has_lm_head = false;
+  for (const auto& shard : shards) {
+    SafetensorsFile f(shard);
+    for (const auto& t : f.tensors()) {
+      std::string name = canonical_name(t.name, shard);
+      if (name.empty()) continue;
+      if (name == "output.weight") {
+        has_lm_head = true;
+        if (model->config.tied_embeddings) continue;  // tied: the classifier is token_embd
+      }
+      if (model->find(name) != nullptr) throw InputError("model '" + dir + "': tensor '" + t.name + "' appears twice");
+      WeightTensor w;
+      w.name = name;
+      w.dtype = t.dtype;
+      w.shape = t.shape;
+      w.data = t.data;
+      w.nbytes = t.nbytes;
+      model->add_tensor(std::move(w));
+    }
+    model->keep_mapping(f.take_mapping());
+  }
+  if (!model->config.tied_embeddings && !has_lm_head) {
+    throw InputError("model '" + dir + "' lacks lm_head.weight and config.json does not set tie_word_embeddings");
+  }
+  // NOTE: 1-D tensors (norms, biases) must be f32 for the kernels; HF stores
+  // them in the checkpoint dtype, so convert those few small ones here.
+  for (const auto& [name, t] : model->tensors()) {
+    if (t.shape.size() != 1 || t.dtype == DType::kF32) continue;
+    const int64_t n = t.shape[0];
+    std::vector<uint8_t> bytes(static_cast<size_t>(n) * sizeof(float));
+    float* out = reinterpret_cast<float*>(bytes.data());
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, t.data + 2 * i, 2);
+      out[i] = t.dtype == DType::kF16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+    }
+    WeightTensor c = t;
+    c.dtype = DType::kF32;
+    c.nbytes = bytes.size();
+    c.data = model->own_buffer(std::move(bytes));
+    model->add_tensor(std::move(c));
+  }
+  model->validate();
+  log_debug("loaded Hugging Face checkpoint " + dir + " (" + std::to_string(shards.size()) + " shard(s))");
+  return model;
+}
+
+}  // namespace parallm

@@ -1,0 +1,18 @@
+// libFuzzer target: Hugging Face config.json parsing (loader/hf_config.h).
+// Any text must give a finalized ModelConfig or an InputError.
+// FUZZ_SOURCES: src/loader/hf_config.cpp src/config/model_config.cpp src/util/check.cpp src/util/log.cpp
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "loader/hf_config.h"
+#include "util/check.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  try {
+    parallm::ModelConfig c = parallm::parse_hf_config(std::string(reinterpret_cast<const char*>(data), size));
+    (void)c.rope_inv_freq();
+  } catch (const parallm::InputError&) {
+  }
+  return 0;
+}

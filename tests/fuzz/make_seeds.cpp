@@ -1,0 +1,89 @@
+// Writes the seed corpora of the fuzz targets: small valid files made by
+// parallm's own writers (GgufWriter, make-model, the test safetensors
+// writer), one folder per target: OUT/fuzz_gguf, OUT/fuzz_safetensors,
+// OUT/fuzz_hf_config.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "loader/gguf_writer.h"
+#include "loader/make_model.h"
+#include "safetensors_test_writer.h"
+
+using namespace parallm;
+
+namespace {
+
+void write(const std::string& dir, const std::string& name, const std::vector<uint8_t>& bytes) {
+  std::filesystem::create_directories(dir);
+  test::write_bytes(dir + "/" + name, bytes);
+}
+
+std::vector<uint8_t> all_types_gguf(uint32_t version, size_t alignment) {
+  GgufWriter w(version, alignment);
+  w.set_string("general.architecture", "llama");
+  w.set_u8("a.u8", 1);
+  w.set_i8("a.i8", -1);
+  w.set_u16("a.u16", 2);
+  w.set_i16("a.i16", -2);
+  w.set_u32("a.u32", 3);
+  w.set_i32("a.i32", -3);
+  w.set_u64("a.u64", 4);
+  w.set_i64("a.i64", -4);
+  w.set_f32("a.f32", 0.5f);
+  w.set_f64("a.f64", 0.25);
+  w.set_bool("a.bool", true);
+  w.set_string_array("a.strs", {"<s>", "\xe2\x96\x81hi", ""});
+  w.set_f32_array("a.f32s", {1.0f, -1.0f});
+  w.set_int_array("a.i32s", GgufType::kI32, {1, 2, 3});
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+    const int64_t cols = dtype_block_elems(dt) == 1 ? 4 : dtype_block_elems(dt);
+    std::vector<uint8_t> bytes(dtype_row_bytes(dt, cols) * 2, 0x11);
+    w.add_tensor(std::string("t.") + dtype_name(dt), dt, {2, cols}, bytes);
+  }
+  return w.to_bytes();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string out = argv[1];
+  write(out + "/fuzz_gguf", "all_types_v3.gguf", all_types_gguf(3, 32));
+  write(out + "/fuzz_gguf", "all_types_v2_align64.gguf", all_types_gguf(2, 64));
+  MakeModelOptions o;
+  o.preset = "tiny";
+  o.dtype = DType::kQ4_0;
+  write(out + "/fuzz_gguf", "tiny_q4_0.gguf", build_model_gguf(o).to_bytes());
+
+  std::vector<test::StTensor> st = {
+      {"model.embed_tokens.weight", "F32", {2, 2}, test::f32_bytes({1, 2, 3, 4})},
+      {"model.norm.weight", "BF16", {2}, {0x80, 0x3f, 0x00, 0x40}},
+      {"lm_head.weight", "F16", {1, 2}, {0x00, 0x3c, 0x00, 0xc0}},
+      {"empty", "F32", {0}, {}},
+  };
+  write(out + "/fuzz_safetensors", "small.safetensors", test::safetensors_bytes(st, {{"format", "pt"}}));
+  write(out + "/fuzz_safetensors", "one.safetensors", test::safetensors_bytes({st[0]}));
+
+  const std::string llama =
+      R"({"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,)"
+      R"( "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,)"
+      R"( "rope_theta": 500000.0, "max_position_embeddings": 131072, "tie_word_embeddings": false,)"
+      R"( "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,)"
+      R"( "original_max_position_embeddings": 8192, "rope_type": "llama3"}, "hidden_act": "silu"})";
+  const std::string qwen =
+      R"({"architectures": ["Qwen2ForCausalLM"], "vocab_size": 151936, "hidden_size": 896, "intermediate_size": 4864,)"
+      R"( "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2, "tie_word_embeddings": true,)"
+      R"( "rope_theta": 1000000.0, "rope_scaling": null})";
+  const std::string mixtral =
+      R"({"model_type": "mixtral", "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,)"
+      R"( "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "num_local_experts": 8,)"
+      R"( "num_experts_per_tok": 2, "rope_scaling": {"type": "linear", "factor": 2.0}, "head_dim": 128})";
+  for (const auto& [name, text] : {std::pair{"llama3.json", llama}, {"qwen2.json", qwen}, {"mixtral.json", mixtral}}) {
+    write(out + "/fuzz_hf_config", name, std::vector<uint8_t>(text.begin(), text.end()));
+  }
+  return 0;
+}

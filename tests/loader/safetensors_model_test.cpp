@@ -1,0 +1,341 @@
+// load_safetensors_model / parse_hf_config: Hugging Face checkpoints written
+// by the test's own writer, single file and sharded, every supported
+// architecture feature, and the errors a user can make.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "loader/hf_config.h"
+#include "loader/model_file.h"
+#include "safetensors_test_writer.h"
+#include "util/check.h"
+
+namespace parallm {
+namespace {
+
+using nlohmann::json;
+using test::StTensor;
+
+// A small checkpoint: n_embd 8, 2 heads of 4, 1 KV head, FFN 16, 2 layers, vocab 10.
+struct Checkpoint {
+  json config;
+  std::vector<StTensor> tensors;
+};
+
+std::vector<uint8_t> ramp(int64_t n, float start, const std::string& dtype) {
+  std::vector<uint8_t> b;
+  for (int64_t i = 0; i < n; ++i) {
+    float x = start + 0.01f * static_cast<float>(i);
+    if (dtype == "F32") {
+      uint8_t raw[4];
+      std::memcpy(raw, &x, 4);
+      b.insert(b.end(), raw, raw + 4);
+    } else {
+      uint16_t h = dtype == "F16" ? fp32_to_fp16(x) : fp32_to_bf16(x);
+      b.insert(b.end(), {static_cast<uint8_t>(h), static_cast<uint8_t>(h >> 8)});
+    }
+  }
+  return b;
+}
+
+Checkpoint make_checkpoint(const std::string& type, const std::string& dtype = "F32", int n_expert = 0) {
+  Checkpoint c;
+  c.config = {{"model_type", type},          {"vocab_size", 10},        {"hidden_size", 8},
+              {"intermediate_size", 16},     {"num_hidden_layers", 2},  {"num_attention_heads", 2},
+              {"num_key_value_heads", 1},    {"max_position_embeddings", 64}, {"rms_norm_eps", 1e-5},
+              {"rope_theta", 10000.0},       {"hidden_act", "silu"},    {"tie_word_embeddings", false}};
+  if (n_expert > 0) {
+    c.config["num_local_experts"] = n_expert;
+    c.config["num_experts_per_tok"] = 2;
+  }
+  float start = 0.0f;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, const std::string& dt) {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    c.tensors.push_back({name, dt, shape, ramp(n, start, dt)});
+    start += 1.0f;
+  };
+  add("model.embed_tokens.weight", {10, 8}, dtype);
+  add("model.norm.weight", {8}, dtype);
+  add("lm_head.weight", {10, 8}, dtype);
+  for (int l = 0; l < 2; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {8}, dtype);
+    add(p + "post_attention_layernorm.weight", {8}, dtype);
+    add(p + "self_attn.q_proj.weight", {8, 8}, dtype);
+    add(p + "self_attn.k_proj.weight", {4, 8}, dtype);
+    add(p + "self_attn.v_proj.weight", {4, 8}, dtype);
+    add(p + "self_attn.o_proj.weight", {8, 8}, dtype);
+    add(p + "self_attn.rotary_emb.inv_freq", {2}, "F32");
+    if (type == "qwen2") {
+      add(p + "self_attn.q_proj.bias", {8}, dtype);
+      add(p + "self_attn.k_proj.bias", {4}, dtype);
+      add(p + "self_attn.v_proj.bias", {4}, dtype);
+    }
+    if (n_expert > 0) {
+      add(p + "block_sparse_moe.gate.weight", {n_expert, 8}, dtype);
+      for (int e = 0; e < n_expert; ++e) {
+        std::string q = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
+        add(q + "w1.weight", {16, 8}, dtype);
+        add(q + "w2.weight", {8, 16}, dtype);
+        add(q + "w3.weight", {16, 8}, dtype);
+      }
+    } else {
+      add(p + "mlp.gate_proj.weight", {16, 8}, dtype);
+      add(p + "mlp.up_proj.weight", {16, 8}, dtype);
+      add(p + "mlp.down_proj.weight", {8, 16}, dtype);
+    }
+  }
+  return c;
+}
+
+void write_checkpoint(const test::TempDir& dir, const Checkpoint& c, int n_shards = 1) {
+  test::write_text(dir.file("config.json"), c.config.dump());
+  if (n_shards == 1) {
+    test::write_bytes(dir.file("model.safetensors"), test::safetensors_bytes(c.tensors));
+    return;
+  }
+  json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
+  std::vector<std::vector<StTensor>> shards(static_cast<size_t>(n_shards));
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    size_t s = i % static_cast<size_t>(n_shards);
+    std::string file = "model-0000" + std::to_string(s + 1) + "-of-0000" + std::to_string(n_shards) + ".safetensors";
+    shards[s].push_back(c.tensors[i]);
+    index["weight_map"][c.tensors[i].name] = file;
+  }
+  for (int s = 0; s < n_shards; ++s) {
+    std::string file = "model-0000" + std::to_string(s + 1) + "-of-0000" + std::to_string(n_shards) + ".safetensors";
+    test::write_bytes(dir.file(file), test::safetensors_bytes(shards[static_cast<size_t>(s)]));
+  }
+  test::write_text(dir.file("model.safetensors.index.json"), index.dump());
+}
+
+const StTensor& hf(const Checkpoint& c, const std::string& name) {
+  for (const auto& t : c.tensors) {
+    if (t.name == name) return t;
+  }
+  throw std::runtime_error("no tensor " + name);
+}
+
+void expect_same_bytes(const ModelFile& m, const std::string& canonical, const StTensor& t) {
+  const WeightTensor& w = m.get(canonical);
+  EXPECT_EQ(w.shape, t.shape) << canonical;
+  ASSERT_EQ(w.nbytes, t.bytes.size()) << canonical;
+  EXPECT_EQ(std::vector<uint8_t>(w.data, w.data + w.nbytes), t.bytes) << canonical;
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    load_safetensors_model(path);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SafetensorsModel, LoadsLlamaWithCanonicalNamesAndRotateHalfRope) {
+  test::TempDir dir;
+  Checkpoint c = make_checkpoint("llama", "BF16");
+  write_checkpoint(dir, c);
+  auto m = load_safetensors_model(dir.path());
+  const ModelConfig& cfg = m->config;
+  EXPECT_EQ(m->format, "safetensors");
+  EXPECT_EQ(m->hf_dir, dir.path());
+  EXPECT_EQ(cfg.arch, Architecture::kLlama);
+  EXPECT_EQ(cfg.rope_style, RopeStyle::kHalf);
+  EXPECT_EQ(cfg.n_vocab, 10);
+  EXPECT_EQ(cfg.n_embd, 8);
+  EXPECT_EQ(cfg.n_head, 2);
+  EXPECT_EQ(cfg.n_kv_head, 1);
+  EXPECT_EQ(cfg.head_dim, 4);
+  EXPECT_EQ(cfg.n_ff, 16);
+  EXPECT_EQ(cfg.n_ctx_train, 64);
+  EXPECT_FLOAT_EQ(cfg.rms_eps, 1e-5f);
+  EXPECT_FALSE(cfg.tied_embeddings);
+  EXPECT_FALSE(cfg.qkv_bias);
+  expect_same_bytes(*m, "token_embd.weight", hf(c, "model.embed_tokens.weight"));
+  expect_same_bytes(*m, "output.weight", hf(c, "lm_head.weight"));
+  expect_same_bytes(*m, "blk.1.attn_q.weight", hf(c, "model.layers.1.self_attn.q_proj.weight"));
+  expect_same_bytes(*m, "blk.1.attn_k.weight", hf(c, "model.layers.1.self_attn.k_proj.weight"));
+  expect_same_bytes(*m, "blk.0.attn_output.weight", hf(c, "model.layers.0.self_attn.o_proj.weight"));
+  expect_same_bytes(*m, "blk.0.ffn_gate.weight", hf(c, "model.layers.0.mlp.gate_proj.weight"));
+  expect_same_bytes(*m, "blk.0.ffn_down.weight", hf(c, "model.layers.0.mlp.down_proj.weight"));
+  EXPECT_EQ(m->get("blk.0.attn_q.weight").dtype, DType::kBF16);
+  // 1-D BF16 norms are widened to F32 exactly.
+  const WeightTensor& norm = m->get("blk.1.ffn_norm.weight");
+  ASSERT_EQ(norm.dtype, DType::kF32);
+  const auto& src = hf(c, "model.layers.1.post_attention_layernorm.weight").bytes;
+  for (int i = 0; i < 8; ++i) {
+    uint16_t b;
+    std::memcpy(&b, src.data() + 2 * i, 2);
+    float x;
+    std::memcpy(&x, norm.data + 4 * i, 4);
+    EXPECT_EQ(x, bf16_to_fp32(b));
+  }
+  EXPECT_EQ(m->find("blk.0.rotary_emb.inv_freq"), nullptr);
+}
+
+TEST(SafetensorsModel, ShardedIndexGivesTheSameTensors) {
+  test::TempDir one, three;
+  Checkpoint c = make_checkpoint("mistral", "F16");
+  write_checkpoint(one, c);
+  write_checkpoint(three, c, 3);
+  auto a = load_safetensors_model(one.path());
+  auto b = load_safetensors_model(three.path() + "/config.json");
+  ASSERT_EQ(a->tensors().size(), b->tensors().size());
+  for (const auto& [name, t] : a->tensors()) {
+    const WeightTensor& u = b->get(name);
+    EXPECT_EQ(std::vector<uint8_t>(t.data, t.data + t.nbytes), std::vector<uint8_t>(u.data, u.data + u.nbytes))
+        << name;
+  }
+}
+
+TEST(SafetensorsModel, Qwen2HasQkvBiasAndTiedEmbeddings) {
+  test::TempDir dir;
+  Checkpoint c = make_checkpoint("qwen2");
+  c.config["tie_word_embeddings"] = true;
+  c.tensors.erase(c.tensors.begin() + 2);  // lm_head
+  write_checkpoint(dir, c);
+  auto m = load_safetensors_model(dir.file("model.safetensors"));
+  EXPECT_EQ(m->config.arch, Architecture::kQwen2);
+  EXPECT_TRUE(m->config.qkv_bias);
+  EXPECT_TRUE(m->config.tied_embeddings);
+  EXPECT_EQ(m->find("output.weight"), nullptr);
+  expect_same_bytes(*m, "blk.0.attn_k.bias", hf(c, "model.layers.0.self_attn.k_proj.bias"));
+}
+
+TEST(SafetensorsModel, MixtralExpertsMapToPerExpertTensors) {
+  test::TempDir dir;
+  Checkpoint c = make_checkpoint("mixtral", "F32", 4);
+  write_checkpoint(dir, c);
+  auto m = load_safetensors_model(dir.path());
+  EXPECT_EQ(m->config.n_expert, 4);
+  EXPECT_EQ(m->config.n_expert_used, 2);
+  expect_same_bytes(*m, "blk.1.ffn_gate_inp.weight", hf(c, "model.layers.1.block_sparse_moe.gate.weight"));
+  expect_same_bytes(*m, "blk.1.ffn_gate.3.weight", hf(c, "model.layers.1.block_sparse_moe.experts.3.w1.weight"));
+  expect_same_bytes(*m, "blk.1.ffn_up.3.weight", hf(c, "model.layers.1.block_sparse_moe.experts.3.w3.weight"));
+  expect_same_bytes(*m, "blk.0.ffn_down.2.weight", hf(c, "model.layers.0.block_sparse_moe.experts.2.w2.weight"));
+  ModelFile::ExpertMatrix e = m->expert_matrix(1, "down", 3);
+  EXPECT_EQ(e.rows, 8);
+  EXPECT_EQ(e.cols, 16);
+  EXPECT_EQ(e.data, m->get("blk.1.ffn_down.3.weight").data);
+}
+
+TEST(HfConfig, ParsesRopeScaling) {
+  json j = make_checkpoint("llama").config;
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  ModelConfig c = parse_hf_config(j.dump());
+  EXPECT_EQ(c.rope_scaling, RopeScaling::kLlama3);
+  EXPECT_FLOAT_EQ(c.rope_factor, 32.0f);
+  EXPECT_EQ(c.rope_original_ctx, 8192);
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  c = parse_hf_config(j.dump());
+  EXPECT_EQ(c.rope_scaling, RopeScaling::kLinear);
+  EXPECT_FLOAT_EQ(c.rope_factor, 2.0f);
+  j["rope_scaling"] = nullptr;
+  j["head_dim"] = 8;  // explicit head_dim wins over n_embd / n_head
+  c = parse_hf_config(j.dump());
+  EXPECT_EQ(c.rope_scaling, RopeScaling::kNone);
+  EXPECT_EQ(c.head_dim, 8);
+  j.erase("model_type");
+  j["architectures"] = {"MistralForCausalLM"};
+  EXPECT_EQ(parse_hf_config(j.dump()).arch, Architecture::kLlama);
+}
+
+TEST(HfConfig, BadConfigsAreInputErrors) {
+  auto err = [](const json& j) {
+    try {
+      parse_hf_config(j.dump(), "cfg.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  json base = make_checkpoint("llama").config;
+  json j = base;
+  j["model_type"] = "gpt2";
+  EXPECT_NE(err(j).find("qwen2"), std::string::npos) << err(j);  // lists what is supported
+  j = base;
+  j.erase("hidden_size");
+  EXPECT_NE(err(j).find("'hidden_size'"), std::string::npos);
+  j = base;
+  j["num_hidden_layers"] = "two";
+  EXPECT_NE(err(j).find("not an integer"), std::string::npos);
+  j = base;
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_NE(err(j).find("yarn"), std::string::npos);
+  j = base;
+  j["num_key_value_heads"] = 3;
+  EXPECT_NE(err(j).find("cfg.json"), std::string::npos);
+  j = base;
+  j["hidden_act"] = "gelu";
+  EXPECT_NE(err(j).find("gelu"), std::string::npos);
+  j = base;
+  j.erase("model_type");
+  EXPECT_NE(err(j).find("model_type"), std::string::npos);
+  EXPECT_THROW(parse_hf_config("{not json"), InputError);
+  EXPECT_THROW(parse_hf_config("[]"), InputError);
+}
+
+TEST(SafetensorsModel, BrokenCheckpointsAreInputErrors) {
+  {  // no config.json
+    test::TempDir dir;
+    test::write_bytes(dir.file("model.safetensors"), test::safetensors_bytes(make_checkpoint("llama").tensors));
+    EXPECT_NE(load_error(dir.path()).find("config.json"), std::string::npos);
+  }
+  {  // no weights
+    test::TempDir dir;
+    test::write_text(dir.file("config.json"), make_checkpoint("llama").config.dump());
+    EXPECT_NE(load_error(dir.path()).find("model.safetensors"), std::string::npos);
+  }
+  {  // a missing tensor
+    test::TempDir dir;
+    Checkpoint c = make_checkpoint("llama");
+    c.tensors.erase(c.tensors.begin() + 5);
+    write_checkpoint(dir, c);
+    EXPECT_NE(load_error(dir.path()), "");
+  }
+  {  // untied without lm_head
+    test::TempDir dir;
+    Checkpoint c = make_checkpoint("llama");
+    c.tensors.erase(c.tensors.begin() + 2);
+    write_checkpoint(dir, c);
+    EXPECT_NE(load_error(dir.path()).find("lm_head"), std::string::npos);
+  }
+  {  // a shape that does not match the config
+    test::TempDir dir;
+    Checkpoint c = make_checkpoint("llama");
+    c.config["intermediate_size"] = 32;
+    write_checkpoint(dir, c);
+    EXPECT_NE(load_error(dir.path()).find("shape"), std::string::npos);
+  }
+  {  // a tensor no supported architecture has
+    test::TempDir dir;
+    Checkpoint c = make_checkpoint("llama");
+    c.tensors.push_back({"model.layers.0.cross_attn.weight", "F32", {1}, test::f32_bytes({1})});
+    write_checkpoint(dir, c);
+    EXPECT_NE(load_error(dir.path()).find("cross_attn"), std::string::npos);
+  }
+  {  // an unsupported dtype in a shard
+    test::TempDir dir;
+    Checkpoint c = make_checkpoint("llama");
+    c.tensors[1].dtype = "I32";
+    c.tensors[1].bytes.resize(32);
+    write_checkpoint(dir, c);
+    EXPECT_NE(load_error(dir.path()).find("I32"), std::string::npos);
+  }
+  {  // an index naming a shard outside the folder, and one naming a missing shard
+    test::TempDir dir;
+    test::write_text(dir.file("config.json"), make_checkpoint("llama").config.dump());
+    test::write_text(dir.file("model.safetensors.index.json"), R"({"weight_map": {"a": "../x.safetensors"}})");
+    EXPECT_NE(load_error(dir.path()).find("plain file name"), std::string::npos);
+    test::write_text(dir.file("model.safetensors.index.json"), R"({"weight_map": {"a": "x.safetensors"}})");
+    EXPECT_NE(load_error(dir.path()).find("x.safetensors"), std::string::npos);
+    test::write_text(dir.file("model.safetensors.index.json"), R"({"nothing": 1})");
+    EXPECT_NE(load_error(dir.path()).find("weight_map"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace parallm
