@@ -1,0 +1,207 @@
+// `parallm plan`: the deployment planner (planner/). This file only turns
+// flags into a PlanRequest, resolves the hardware (catalog, saved topology,
+// or this machine), runs --calibrate's micro-benchmarks (kernels/cpu
+// roofline, comm all-reduce) and prints the plan as text or JSON.
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "command_registry.h"
+#include "comm/comm_factory.h"
+#include "comm/local_comm.h"
+#include "kernels/cpu/roofline.h"
+#include "planner/calibration.h"
+#include "planner/model_catalog.h"
+#include "planner/model_source.h"
+#include "planner/plan_output.h"
+#include "topo/local_devices.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/thread_pool.h"
+
+namespace parallm {
+namespace {
+
+using namespace parallm::planner;
+
+struct PlanFlags {
+  std::string model, weights, kv_dtype = "auto", gpu, interconnect, topology, calibration_path;
+  int gpus = 1, nodes = 1, tp = 0, pp = 0, dp = 0, ep = 0, threads = 0;
+  int64_t input_len = 1024, output_len = 256, max_model_len = 0, max_num_seqs = 256, max_batched = 8192;
+  double concurrency = 0, qps = 0, ttft_slo = 0, tpot_slo = 0, price = 0, headroom = 1.3, peak_conc = 0,
+         peak_qps = 0, mem_util = 0.9;
+  bool offline = false, local = false, calibrate = false, json = false;
+};
+
+// Small and large all-reduces over the local (threads) communicator: alpha
+// (latency) from 1 KiB messages, beta (algorithm bandwidth) from 16 MiB.
+void measure_allreduce(int ranks, Calibration* c) {
+  if (ranks < 2) return;
+  auto comms = make_communicators(CommBackend::kLocal, ranks);
+  auto time_op = [&](size_t count, int iters) {
+    double best = 1e30;
+    run_ranks_or_throw(comms, [&](Communicator& comm) {
+      std::vector<float> buf(count, 1.0f);
+      comm.all_reduce_sum(buf.data(), count);  // warm-up
+      for (int rep = 0; rep < 3; ++rep) {
+        comm.barrier();
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) comm.all_reduce_sum(buf.data(), count);
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+        if (comm.rank() == 0) best = std::min(best, s);
+      }
+    });
+    return best;
+  };
+  const size_t small = 256, large = 4u << 20;
+  c->allreduce_latency_us = time_op(small, 200) * 1e6;
+  const double t_large = time_op(large, 3);
+  c->allreduce_gbps = static_cast<double>(large * sizeof(float)) / t_large / 1e9;
+  c->allreduce_ranks = ranks;
+}
+
+int run_calibrate(const PlanFlags& f) {
+  Calibration c;
+  c.threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  {
+    ThreadPool pool(c.threads);
+    c.mem_bw_gbps = cpu::measure_memory_bandwidth_gb_per_s(pool);
+    c.fma_gflops = cpu::measure_fma_peak_gflops(pool);
+  }
+  measure_allreduce(std::min(4, std::max(2, c.threads)), &c);
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  c.measured_at = buf;
+  const std::string path = f.calibration_path.empty() ? default_calibration_path() : f.calibration_path;
+  save_calibration(c, path);
+  if (f.json) {
+    std::cout << calibration_to_json(c);
+  } else {
+    std::cout << strfmt("Calibrated %d threads: memory %.1f GB/s, FP32 FMA %.1f GFLOP/s, all-reduce %.1f us + %.2f GB/s "
+                        "(%d ranks)\nSaved to %s\n",
+                        c.threads, c.mem_bw_gbps, c.fma_gflops, c.allreduce_latency_us, c.allreduce_gbps,
+                        c.allreduce_ranks, path.c_str());
+  }
+  return 0;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int run_plan(const PlanFlags& f) {
+  if (f.calibrate) return run_calibrate(f);
+  if (f.model.empty()) throw InputError("--model is required (a catalog name, GGUF file, config.json or directory)");
+  PlanRequest r;
+  r.model = load_model_spec(f.model);
+  r.model_ref = catalog_has_model(f.model) ? r.model.hf_repo : f.model;
+  std::string weights = f.weights;
+  if (weights.empty()) weights = !r.model.file_weight_type.empty() ? r.model.file_weight_type : "bf16";
+  r.weights = parse_weight_format(weights);
+  if (!f.weights.empty() && r.model.file_weight_bytes > 0 && f.weights != r.model.file_weight_type)
+    r.model.file_weight_bytes = 0;  // predict the file re-quantized to --weights
+  r.kv_dtype = f.kv_dtype;
+  r.kv_elem_bytes = parse_kv_dtype_bytes(f.kv_dtype);
+  if (f.mem_util > 0) r.memory.gpu_memory_utilization = f.mem_util;
+  r.memory.max_num_seqs = f.max_num_seqs;
+  r.memory.max_num_batched_tokens = f.max_batched;
+
+  if (f.local) {
+    if (!f.gpu.empty() || !f.topology.empty()) throw InputError("--local replaces --gpu and --topology; give one");
+    topo::LocalMachine m = topo::discover_local_machine();
+    if (!m.gpus.empty()) {
+      if (!match_gpu_name(m.gpus[0].name, static_cast<double>(m.gpus[0].memory_bytes), &r.gpu))
+        throw InputError("--local: GPU '" + m.gpus[0].name + "' is not in the catalog; use --gpu with a similar one");
+      r.fabric = fabric_from_topology(r.gpu, *m.gpu_links, f.nodes);
+    } else {
+      const std::string path = f.calibration_path.empty() ? default_calibration_path() : f.calibration_path;
+      Calibration c = load_calibration(path);
+      r.gpu = calibrated_cpu(c, static_cast<double>(m.host_memory_bytes));
+      r.constants = calibrated_constants(c);
+      r.memory.activation_elem_bytes = 4;  // the CPU engine keeps fp32 activations
+      r.memory.gpu_memory_utilization = f.mem_util > 0 && f.mem_util != 0.9 ? f.mem_util : 0.8;
+      r.fabric = fabric_from_interconnect(r.gpu, "memory", 1, 1);
+      r.fabric.description = strfmt("this machine's CPU (%d threads, calibrated %.1f GB/s, %.1f GFLOP/s)", c.threads,
+                                    c.mem_bw_gbps, c.fma_gflops);
+    }
+  } else {
+    if (f.gpu.empty()) throw InputError("--gpu NAME is required (or --local); known: H100-SXM, A100-80G, ...");
+    r.gpu = catalog_gpu(f.gpu);
+    if (!f.topology.empty()) {
+      if (!f.interconnect.empty()) throw InputError("--topology and --interconnect both describe the links; give one");
+      topo::TopoMatrix t = topo::parse_nvidia_smi_topo(read_file(f.topology));
+      r.fabric = fabric_from_topology(r.gpu, t, f.nodes);
+    } else {
+      r.fabric = fabric_from_interconnect(r.gpu, f.interconnect, f.gpus, f.nodes);
+    }
+  }
+  r.pinned = Layout{f.dp, f.tp, f.pp, f.ep};
+  Workload& w = r.workload;
+  w.input_len = f.input_len;
+  w.output_len = f.output_len;
+  const int load_flags = (f.concurrency > 0) + (f.qps > 0) + (f.offline ? 1 : 0);
+  if (load_flags > 1) throw InputError("give one of --concurrency, --qps and --offline");
+  if (f.offline) w.mode = LoadMode::kOffline;
+  else if (f.qps > 0) { w.mode = LoadMode::kQps; w.qps = f.qps; }
+  else { w.mode = LoadMode::kConcurrency; w.concurrency = f.concurrency > 0 ? f.concurrency : 1; }
+  w.ttft_slo_ms = f.ttft_slo;
+  w.tpot_slo_ms = f.tpot_slo;
+  w.max_model_len = f.max_model_len;
+  r.economics.gpu_hour_price = f.price;
+  r.economics.headroom = f.headroom;
+  r.economics.peak_concurrency = f.peak_conc;
+  r.economics.peak_qps = f.peak_qps;
+  Plan plan = make_plan(r);
+  if (f.json) std::cout << plan_to_json(plan).dump(2) << "\n";
+  else std::cout << plan_to_text(plan);
+  return 0;
+}
+
+const bool registered = register_command({"plan", "Plan a deployment: fits? which layout? how many GPUs?",
+  [](CLI::App& sub) -> CommandAction {
+    auto f = std::make_shared<PlanFlags>();
+    sub.add_option("--model", f->model, "Catalog name, GGUF file, config.json or HF directory");
+    sub.add_option("--weights", f->weights, "fp32|bf16|fp16|fp8|int8|int4 or a GGUF type [bf16 / the file's]");
+    sub.add_option("--kv-dtype", f->kv_dtype, "KV cache type: auto|fp16|bf16|fp8|int8|fp32 [auto = 16-bit]");
+    sub.add_option("--gpu", f->gpu, "Device from the catalog (H100-SXM, A100-80G, RTX-4090, cpu, ...)");
+    sub.add_option("--gpus", f->gpus, "Devices per node [1]");
+    sub.add_option("--nodes", f->nodes, "Nodes [1]");
+    sub.add_option("--interconnect", f->interconnect, "nvlink|nvswitch|pcie3|pcie4|pcie5");
+    sub.add_option("--topology", f->topology, "Saved `nvidia-smi topo -m` output");
+    sub.add_flag("--local", f->local, "Use this machine's devices (CPU: needs --calibrate first)");
+    sub.add_flag("--calibrate", f->calibrate, "Measure this machine (bandwidth, FMA peak, all-reduce) and save it");
+    sub.add_option("--calibration", f->calibration_path, "Calibration file [~/.cache/parallm/calibration.json]");
+    sub.add_option("--threads", f->threads, "Threads for --calibrate [all]");
+    sub.add_option("--input-len", f->input_len, "Prompt tokens [1024]");
+    sub.add_option("--output-len", f->output_len, "Output tokens [256]");
+    sub.add_option("--concurrency", f->concurrency, "Requests in flight [1]");
+    sub.add_option("--qps", f->qps, "Requests per second");
+    sub.add_flag("--offline", f->offline, "As many requests in flight as memory allows (max throughput)");
+    sub.add_option("--ttft-slo", f->ttft_slo, "Time-to-first-token SLO, ms");
+    sub.add_option("--tpot-slo", f->tpot_slo, "Time-per-output-token SLO, ms");
+    sub.add_option("--max-model-len", f->max_model_len, "Context to reserve per sequence [input + output]");
+    sub.add_option("--tp", f->tp, "Pin tensor parallel size");
+    sub.add_option("--pp", f->pp, "Pin pipeline parallel size");
+    sub.add_option("--dp", f->dp, "Pin data parallel replicas");
+    sub.add_option("--ep", f->ep, "Pin expert parallel size (MoE)");
+    sub.add_option("--gpu-hour-price", f->price, "USD per device-hour [catalog estimate]");
+    sub.add_option("--headroom", f->headroom, "Capacity headroom factor [1.3]");
+    sub.add_option("--peak-concurrency", f->peak_conc, "Peak concurrent requests to provision for");
+    sub.add_option("--peak-qps", f->peak_qps, "Peak requests/s to provision for");
+    sub.add_option("--gpu-memory-utilization", f->mem_util, "Memory cap fraction [0.9]");
+    sub.add_option("--max-num-seqs", f->max_num_seqs, "Scheduler limit of sequences per replica [256]");
+    sub.add_option("--max-num-batched-tokens", f->max_batched, "Token budget per step [8192]");
+    sub.add_flag("--json", f->json, "Print JSON (schema: docs/plan.md)");
+    return [f]() -> int { return run_plan(*f); };
+  }});
+
+}  // namespace
+}  // namespace parallm

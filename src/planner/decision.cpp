@@ -1,0 +1,196 @@
+// The decision: verdict, recommended layout, reasons in plain sentences, and
+// the capacity needed for the peak: replicas = ceil(peak / per-replica
+// capacity x headroom), the rule of thumb of the playbook (peak / per-card
+// x 1.3-1.5).
+#include <algorithm>
+#include <cmath>
+
+#include "planner/plan.h"
+#include "util/check.h"
+#include "util/log.h"
+
+namespace parallm::planner {
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kFine: return "fine";
+    case Verdict::kDoesntFit: return "doesnt_fit";
+    case Verdict::kCantKeepUp: return "cant_keep_up";
+  }
+  return "?";
+}
+
+namespace {
+
+void validate(const PlanRequest& r) {
+  const Workload& w = r.workload;
+  if (w.input_len < 1) throw InputError("--input-len must be at least 1");
+  if (w.output_len < 1) throw InputError("--output-len must be at least 1");
+  if (w.ttft_slo_ms < 0 || w.tpot_slo_ms < 0) throw InputError("SLOs must be positive milliseconds");
+  if (w.mode == LoadMode::kConcurrency && w.concurrency < 1) throw InputError("--concurrency must be at least 1");
+  if (w.mode == LoadMode::kQps && !(w.qps > 0)) throw InputError("--qps must be positive");
+  if (r.economics.headroom < 1.0) throw InputError("--headroom must be at least 1.0");
+  if (r.memory.gpu_memory_utilization <= 0.1 || r.memory.gpu_memory_utilization > 1.0)
+    throw InputError("--gpu-memory-utilization must be in (0.1, 1]");
+  if (w.max_model_len > 0 && w.max_model_len < w.input_len + w.output_len)
+    throw InputError(strfmt("--max-model-len %lld is shorter than --input-len + --output-len (%lld)",
+                            static_cast<long long>(w.max_model_len),
+                            static_cast<long long>(w.input_len + w.output_len)));
+  const Layout& p = r.pinned;
+  if (p.tp < 0 || p.pp < 0 || p.dp < 0 || p.ep < 0) throw InputError("--tp/--pp/--dp/--ep must be positive");
+  const int total = r.fabric.gpus_per_node * r.fabric.nodes;
+  const int pinned = std::max(1, p.tp) * std::max(1, p.pp) * std::max(1, p.dp);
+  if (pinned > total)
+    throw InputError(strfmt("the pinned layout needs %d devices but only %d are given (--gpus x --nodes)", pinned, total));
+  if (p.tp > 0 && r.model.n_head % p.tp != 0)
+    throw InputError(strfmt("--tp %d does not divide the %lld attention heads", p.tp, static_cast<long long>(r.model.n_head)));
+  if (p.ep > 1 && !r.model.is_moe()) throw InputError("--ep applies to mixture-of-experts models only");
+}
+
+// Smallest tp x pp (tp within a node first, then pipeline stages) whose
+// weights fit, for "doesn't fit" answers beyond the devices given.
+Layout minimal_fitting_layout(const PlanRequest& r, const ParamCounts& p, int64_t max_model_len, bool* found) {
+  const int per_node = std::max(8, r.fabric.gpus_per_node);
+  for (int pp = 1; pp <= 64; pp *= 2) {
+    for (int tp = 1; tp <= per_node; tp *= 2) {
+      if (r.model.n_head % tp != 0) continue;
+      Layout l{1, tp, pp, 1};
+      DeviceMemory d = device_memory(r.model, p, r.weights, r.kv_elem_bytes, r.gpu, l, r.memory, max_model_len);
+      if (d.fits) {
+        *found = true;
+        return l;
+      }
+    }
+  }
+  *found = false;
+  return Layout{1, 1, 1, 1};
+}
+
+}  // namespace
+
+void add_reasons(Plan* plan);  // plan_reasons.cpp
+
+Plan make_plan(const PlanRequest& request) {
+  validate_model(request.model);
+  validate(request);
+  Plan plan;
+  plan.request = request;
+  const PlanRequest& r = plan.request;
+  const Workload& w = r.workload;
+  plan.params = count_params(r.model);
+  plan.weight_bytes = model_weight_bytes(r.model, plan.params, r.weights);
+  plan.kv_bytes_per_token = kv_bytes_per_token(r.model, r.kv_elem_bytes);
+  plan.max_model_len = w.max_model_len > 0 ? w.max_model_len : w.input_len + w.output_len;
+  if (r.model.max_position > 0 && plan.max_model_len > r.model.max_position)
+    log_warn(strfmt("max model length %lld exceeds the model's trained context %lld",
+                    static_cast<long long>(plan.max_model_len), static_cast<long long>(r.model.max_position)));
+  evaluate_candidates(r, plan.params, plan.max_model_len, &plan.candidates);
+  if (plan.candidates.empty())
+    throw InputError("no valid layout: the pinned --tp/--pp/--ep do not divide the model's heads/layers/experts");
+
+  const bool any_fit = plan.candidates.front().fits;
+  const bool has_slo = w.ttft_slo_ms > 0 || w.tpot_slo_ms > 0;
+  if (any_fit && has_slo && plan.candidates.front().max_concurrency_slo <= 0) {
+    // Even one sequence misses the SLO on every layout: say what is reachable.
+    double best_ttft = 1e30, best_tpot = 1e30;
+    for (const auto& c : plan.candidates) {
+      if (!c.fits) continue;
+      best_ttft = std::min(best_ttft, c.at_load.concurrency <= 1 ? c.at_load.ttft_ms : best_ttft);
+      best_tpot = std::min(best_tpot, c.at_load.tpot_ms);
+    }
+    std::string what;
+    if (w.tpot_slo_ms > 0) what += strfmt("--tpot-slo %.3g ms (best reachable ~%.3g ms)", w.tpot_slo_ms, best_tpot);
+    if (w.ttft_slo_ms > 0)
+      what += std::string(what.empty() ? "" : " / ") +
+              strfmt("--ttft-slo %.3g ms", w.ttft_slo_ms);
+    throw InputError("impossible SLO: no layout of " + r.fabric.description + " meets " + what +
+                     " even with one request in flight; relax the SLO, quantize, or use faster devices");
+  }
+
+  if (any_fit) {
+    plan.best = 0;
+    for (size_t i = 1; i < plan.candidates.size(); ++i)
+      if (plan.candidates[i].fits) {
+        plan.runner_up = static_cast<int>(i);
+        break;
+      }
+    plan.recommended = plan.candidates[0].layout;
+  } else {
+    bool found = false;
+    plan.recommended = minimal_fitting_layout(r, plan.params, plan.max_model_len, &found);
+    if (!found) plan.recommended = Layout{0, 0, 0, 0};
+  }
+
+  // Verdict in the playbook's terms, from the single-device layout.
+  const Candidate* single = nullptr;
+  for (const auto& c : plan.candidates)
+    if (c.layout.tp == 1 && c.layout.pp == 1 && (single == nullptr || c.layout.dp < single->layout.dp)) single = &c;
+  DeviceMemory one = device_memory(r.model, plan.params, r.weights, r.kv_elem_bytes, r.gpu, Layout{1, 1, 1, 1},
+                                   r.memory, plan.max_model_len);
+  if (!one.fits) {
+    plan.verdict = Verdict::kDoesntFit;
+  } else {
+    // One device holds the model: can one replica carry the load?
+    bool one_carries = false;
+    if (single != nullptr && single->fits) {
+      const double load1 = w.mode == LoadMode::kConcurrency ? w.concurrency
+                           : w.mode == LoadMode::kQps       ? -1
+                                                            : 0;
+      if (w.mode == LoadMode::kOffline) one_carries = true;  // no load to keep up with
+      else if (load1 > 0) one_carries = load1 <= static_cast<double>(single->max_concurrency_slo);
+      else one_carries = single->max_concurrency_slo > 0 &&
+                         single->at_capacity.requests_per_s >= w.qps;
+    }
+    plan.verdict = one_carries ? Verdict::kFine : Verdict::kCantKeepUp;
+  }
+
+  // Capacity for the peak with the recommended layout.
+  Capacity& cap = plan.capacity;
+  const double price = r.economics.gpu_hour_price > 0 ? r.economics.gpu_hour_price : r.gpu.price_per_hour;
+  if (plan.best >= 0) {
+    const Candidate& b = plan.candidates[plan.best];
+    const int per_replica_gpus = b.layout.gpus_per_replica();
+    if (w.mode == LoadMode::kOffline && r.economics.peak_concurrency <= 0 && r.economics.peak_qps <= 0) {
+      cap.unit = "offline";
+      cap.replicas = b.layout.dp;
+      cap.per_replica = static_cast<double>(b.max_concurrency_slo);
+      cap.peak = cap.per_replica * cap.replicas;
+    } else if (r.economics.peak_qps > 0 || (w.mode == LoadMode::kQps && r.economics.peak_concurrency <= 0)) {
+      cap.unit = "requests/s";
+      cap.peak = r.economics.peak_qps > 0 ? r.economics.peak_qps : w.qps;
+      cap.per_replica = b.at_capacity.requests_per_s;
+    } else {
+      cap.unit = "concurrent requests";
+      cap.peak = r.economics.peak_concurrency > 0 ? r.economics.peak_concurrency : w.concurrency;
+      cap.per_replica = static_cast<double>(b.max_concurrency_slo);
+    }
+    if (cap.unit != "offline")
+      cap.replicas = cap.per_replica > 0
+                         ? static_cast<int64_t>(std::ceil(cap.peak / cap.per_replica * r.economics.headroom - 1e-9))
+                         : 0;
+    cap.replicas = std::max<int64_t>(cap.replicas, 1);
+    cap.gpus = cap.replicas * per_replica_gpus;
+    cap.cost_per_hour = static_cast<double>(cap.gpus) * price;
+    cap.cost_per_month = cap.cost_per_hour * 730.0;
+    cap.cost_per_million_output_tokens = b.cost_per_million_output_tokens;
+    if (plan.verdict == Verdict::kFine && cap.replicas > 1 && b.layout.tp * b.layout.pp == 1 &&
+        cap.unit != "offline")
+      plan.verdict = Verdict::kCantKeepUp;  // headroom pushes the peak past one device
+    plan.commands = launch_commands(plan, b);
+  } else if (plan.recommended.tp > 0) {
+    Candidate hypothetical;
+    hypothetical.layout = plan.recommended;
+    hypothetical.memory = device_memory(r.model, plan.params, r.weights, r.kv_elem_bytes, r.gpu, plan.recommended,
+                                        r.memory, plan.max_model_len);
+    cap.unit = "concurrent requests";
+    cap.replicas = 1;
+    cap.gpus = plan.recommended.gpus_per_replica();
+    cap.cost_per_hour = static_cast<double>(cap.gpus) * price;
+    cap.cost_per_month = cap.cost_per_hour * 730.0;
+    plan.commands = launch_commands(plan, hypothetical);
+  }
+  add_reasons(&plan);
+  return plan;
+}
+
+}  // namespace parallm::planner

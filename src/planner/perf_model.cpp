@@ -1,0 +1,151 @@
+// Equations of perf_model.h.
+#include "planner/perf_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace parallm::planner {
+
+namespace {
+
+struct StageWork {
+  double weight_bytes = 0;  // bytes of weights read per forward on one device
+  double gemm_flops = 0;    // per device
+};
+
+double ring_allreduce_s(const PerfInputs& in, double bytes, int n) {
+  if (n <= 1) return 0;
+  const double bw = in.tp_link.bw_gbps * 1e9 * in.k.link_eff;
+  return 2.0 * (n - 1) / n * bytes / bw + in.tp_link.latency_us * 1e-6;
+}
+
+// Weight bytes and GEMM FLOPs of one stage on one device for `tokens` tokens.
+StageWork stage_work(const PerfInputs& in, double tokens) {
+  const ModelSpec& m = *in.model;
+  const ParamCounts& p = in.params;
+  const double bpp = weight_bytes_per_param(m, p, in.weights);
+  const double frac = static_cast<double>(in.memory.layers_per_stage) / static_cast<double>(m.n_layer);
+  const int tp = in.layout.tp;
+  const double expert_split = std::max(tp, in.layout.ep);
+  const double non_expert =
+      static_cast<double>(p.total - p.embedding - p.lm_head - p.final_norm - p.routed_experts_total) * frac;
+  StageWork w;
+  // Reads: the input embedding is a lookup (a few rows), the lm_head is read whole.
+  // With pp the lm_head lives on the last stage only: spread it over the stages so
+  // that pp stage times read it once.
+  const double head_read = static_cast<double>(p.lm_head > 0 ? p.lm_head : p.embedding) / in.layout.pp;
+  w.weight_bytes = bpp * (non_expert + head_read) / tp;
+  double active_expert_params = 0;
+  if (m.is_moe()) {
+    const double e = static_cast<double>(m.n_expert), k = static_cast<double>(m.n_expert_used);
+    const double touched = e * (1.0 - std::pow(1.0 - k / e, std::max(1.0, tokens)));
+    const double moe_layers = static_cast<double>(m.n_moe_layers()) * frac;
+    w.weight_bytes += bpp * moe_layers * touched * static_cast<double>(p.expert) / expert_split;
+    active_expert_params = moe_layers * k * static_cast<double>(p.expert);
+  }
+  w.gemm_flops = 2.0 * tokens * (non_expert + head_read + active_expert_params) / tp;
+  return w;
+}
+
+double roofline_s(const PerfInputs& in, double bytes, double flops) {
+  const double bw = in.gpu.mem_bw_gbps * 1e9 * in.k.bw_eff;
+  const double peak = peak_flops(in.gpu, in.weights.compute) * in.k.flops_eff;
+  return std::max(bytes / bw, flops / peak);
+}
+
+// Communication of one stage for `tokens` tokens: tp all-reduces (attention
+// output and MLP output of each layer) and expert all-to-alls.
+double stage_comm_s(const PerfInputs& in, double tokens) {
+  const ModelSpec& m = *in.model;
+  const double layers = static_cast<double>(in.memory.layers_per_stage);
+  const double msg = tokens * static_cast<double>(m.n_embd) * in.act_elem_bytes;
+  double t = 0;
+  const int tp = in.layout.tp, ep = in.layout.ep;
+  if (tp > 1) t += layers * 2.0 * ring_allreduce_s(in, msg, tp);
+  if (m.is_moe() && ep > 1) {
+    // Dispatch + combine: each token's k copies, (ep-1)/ep of them leave the device.
+    const double moe_layers = static_cast<double>(m.n_moe_layers()) * layers / static_cast<double>(m.n_layer);
+    const double bytes = msg * static_cast<double>(m.n_expert_used) * (ep - 1) / ep / tp;
+    const double bw = in.tp_link.bw_gbps * 1e9 * in.k.link_eff;
+    t += moe_layers * 2.0 * (bytes / bw + in.tp_link.latency_us * 1e-6);
+  }
+  return t;
+}
+
+double handoff_s(const PerfInputs& in, double tokens) {
+  if (in.layout.pp <= 1) return 0;
+  const double bytes = tokens * static_cast<double>(in.model->n_embd) * in.act_elem_bytes;
+  return bytes / (in.pp_link.bw_gbps * 1e9 * in.k.link_eff) + in.pp_link.latency_us * 1e-6;
+}
+
+double heads_local(const PerfInputs& in) {
+  return static_cast<double>(attn_qk_width(*in.model) + attn_v_width(*in.model)) / in.layout.tp;
+}
+
+}  // namespace
+
+double decode_step_s(const PerfInputs& in, double batch, double ctx) {
+  const int pp = in.layout.pp;
+  const double micro = std::max(1.0, std::min<double>(batch, pp));
+  const double b = batch / micro;  // sequences per micro-batch
+  const StageWork w = stage_work(in, b);
+  const double layers = static_cast<double>(in.memory.layers_per_stage);
+  const double t_gemm = roofline_s(in, w.weight_bytes, w.gemm_flops);
+  // Attention reads every sequence's KV once; QK^T and PV are 2 FLOPs per element.
+  const double kv_bytes = b * ctx * in.memory.kv_bytes_per_token;
+  const double attn_flops = 2.0 * b * ctx * layers * heads_local(in);
+  const double t_attn = roofline_s(in, kv_bytes, attn_flops);
+  const double t_stage = t_gemm + t_attn + stage_comm_s(in, b) + layers * in.k.layer_overhead_us * 1e-6;
+  return pp * t_stage + (pp - 1) * handoff_s(in, b);
+}
+
+double prefill_s(const PerfInputs& in, double n_requests, double input_len) {
+  const int pp = in.layout.pp;
+  const double tokens = n_requests * input_len;
+  const StageWork w = stage_work(in, tokens);
+  const double layers = static_cast<double>(in.memory.layers_per_stage);
+  const double t_gemm = roofline_s(in, w.weight_bytes, w.gemm_flops);
+  // Causal attention: half of len^2 for QK^T and for PV, 2 FLOPs each.
+  const double attn_flops = n_requests * input_len * input_len * layers * heads_local(in);
+  const double t_attn = roofline_s(in, 0, attn_flops);
+  const double t_stage = t_gemm + t_attn + stage_comm_s(in, tokens) + layers * in.k.layer_overhead_us * 1e-6;
+  // A lone prompt crosses the stages one after another; many prompts fill the pipeline.
+  const double stages_serial = n_requests >= pp ? 1.0 : pp;
+  return stages_serial * t_stage + (pp - 1) * handoff_s(in, tokens);
+}
+
+LoadPoint predict_load(const PerfInputs& in, double c, int64_t input_len, int64_t output_len) {
+  LoadPoint r;
+  c = std::max(1.0, c);
+  r.concurrency = c;
+  const double in_len = static_cast<double>(std::max<int64_t>(1, input_len));
+  const double out_len = static_cast<double>(std::max<int64_t>(1, output_len));
+  const double t_prefill_all = prefill_s(in, c, in_len);
+  const double t_prefill_one = prefill_s(in, 1, in_len);
+  const double tpot = decode_step_s(in, c, in_len + out_len / 2.0);
+  // Prompts of a round finish their prefill one after another: mean of first and last.
+  r.ttft_ms = (0.5 * (t_prefill_one + t_prefill_all)) * 1e3 + in.k.request_overhead_ms;
+  r.tpot_ms = tpot * 1e3;
+  const double round_s = t_prefill_all + (out_len - 1.0) * tpot + in.k.request_overhead_ms * 1e-3;
+  r.output_tokens_per_s = c * out_len / round_s;
+  r.requests_per_s = c / round_s;
+  return r;
+}
+
+int64_t max_concurrency_at_slo(const PerfInputs& in, int64_t limit, int64_t input_len, int64_t output_len,
+                               double ttft_slo_ms, double tpot_slo_ms) {
+  auto ok = [&](int64_t c) {
+    LoadPoint p = predict_load(in, static_cast<double>(c), input_len, output_len);
+    return (ttft_slo_ms <= 0 || p.ttft_ms <= ttft_slo_ms) && (tpot_slo_ms <= 0 || p.tpot_ms <= tpot_slo_ms);
+  };
+  if (limit < 1 || !ok(1)) return 0;
+  int64_t lo = 1, hi = limit;  // latency grows with concurrency: binary search
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo + 1) / 2;
+    if (ok(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+}  // namespace parallm::planner

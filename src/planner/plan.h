@@ -1,0 +1,115 @@
+// The deployment planner: inputs (model, devices, workload, economics), the
+// candidate layouts it evaluates, and the decision it reaches, in the terms
+// of the deployment playbook: "fine on one device", "doesn't fit" (needs tp/pp
+// or quantization), "can't keep up" (fits, but the load needs replicas).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/fabric.h"
+#include "planner/memory_model.h"
+#include "planner/perf_model.h"
+
+namespace parallm::planner {
+
+enum class LoadMode { kConcurrency, kQps, kOffline };
+enum class Verdict { kFine, kDoesntFit, kCantKeepUp };
+const char* verdict_name(Verdict v);  // "fine", "doesnt_fit", "cant_keep_up"
+
+struct Workload {
+  int64_t input_len = 1024;
+  int64_t output_len = 256;
+  LoadMode mode = LoadMode::kConcurrency;
+  double concurrency = 1;      // sequences in flight, all replicas together
+  double qps = 0;              // requests per second (mode kQps)
+  double ttft_slo_ms = 0;      // 0 = none
+  double tpot_slo_ms = 0;
+  int64_t max_model_len = 0;   // 0 = input_len + output_len
+};
+
+struct Economics {
+  double gpu_hour_price = 0;   // 0 = catalog price of the device
+  double headroom = 1.3;
+  double peak_concurrency = 0; // 0 = the workload's
+  double peak_qps = 0;
+};
+
+struct PlanRequest {
+  ModelSpec model;
+  std::string model_ref;       // what launch commands load (catalog repo or path)
+  WeightFormat weights;
+  std::string kv_dtype = "auto";
+  double kv_elem_bytes = 2;
+  GpuSpec gpu;
+  Fabric fabric;
+  Layout pinned{0, 0, 0, 0};   // 0 = let the search choose
+  Workload workload;
+  Economics economics;
+  MemoryOptions memory;
+  PerfConstants constants;
+};
+
+struct Candidate {
+  Layout layout;
+  DeviceMemory memory;
+  GroupLink tp_link;
+  bool fits = false;
+  int64_t max_concurrency_kv = 0;  // per replica, sequences of input+output tokens
+  int64_t max_concurrency_slo = 0; // per replica, also meeting the SLOs
+  LoadPoint at_load;               // per replica at its share of the workload
+  LoadPoint at_capacity;           // per replica at max_concurrency_slo
+  double output_tokens_per_s = 0;  // all replicas at the workload
+  double capacity_tokens_per_s = 0;  // all replicas at max_concurrency_slo
+  double cost_per_million_output_tokens = 0;
+  bool meets_slo = false;          // at the workload
+  bool meets_load = false;         // the workload fits these replicas within the SLOs
+  std::string note;                // why it ranks where it does
+};
+
+struct Capacity {
+  double peak = 0;                 // peak load in `unit`
+  std::string unit;                // "concurrent requests" | "requests/s" | "offline"
+  double per_replica = 0;          // capacity of one replica in `unit`
+  int64_t replicas = 0;
+  int64_t gpus = 0;
+  double cost_per_hour = 0;
+  double cost_per_month = 0;       // 730 h
+  double cost_per_million_output_tokens = 0;
+};
+
+struct LaunchCommands {
+  std::string parallm, vllm, sglang, trtllm, llamacpp;
+};
+
+struct Plan {
+  PlanRequest request;
+  ParamCounts params;
+  double weight_bytes = 0;
+  double kv_bytes_per_token = 0;
+  int64_t max_model_len = 0;
+  std::vector<Candidate> candidates;  // ranked, best first
+  int best = -1;                      // index into candidates, -1 = nothing fits
+  int runner_up = -1;
+  Layout recommended;                 // also set when it needs more devices than given
+  Verdict verdict = Verdict::kFine;
+  std::vector<std::string> reasons;
+  Capacity capacity;
+  LaunchCommands commands;
+};
+
+// Throws InputError for inconsistent inputs and for SLOs no layout can meet.
+Plan make_plan(const PlanRequest& request);
+
+// Enumerated layouts for `gpus_total` devices (exposed for tests): tp divides
+// the heads (and KV heads divide tp or tp divides them), tp within a node,
+// pp <= n_layer, ep divides the experts and tp; pins respected.
+std::vector<Layout> enumerate_layouts(const ModelSpec& m, int gpus_per_node, int nodes, const Layout& pinned);
+
+// Evaluates every enumerated layout and appends them ranked (best first).
+void evaluate_candidates(const PlanRequest& r, const ParamCounts& p, int64_t max_model_len,
+                         std::vector<Candidate>* out);
+
+LaunchCommands launch_commands(const Plan& plan, const Candidate& c);
+
+}  // namespace parallm::planner

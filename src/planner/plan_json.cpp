@@ -1,0 +1,87 @@
+// JSON form of a plan. Field names are fixed by issue 4 and documented in
+// docs/plan.md; add fields, never rename them.
+#include "planner/plan_output.h"
+
+namespace parallm::planner {
+
+namespace {
+
+nlohmann::json layout_json(const Layout& l) { return {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"ep", l.ep}}; }
+
+nlohmann::json candidate_json(const Candidate& c) {
+  const DeviceMemory& m = c.memory;
+  nlohmann::json j;
+  j["layout"] = layout_json(c.layout);
+  j["gpus"] = c.layout.gpus();
+  j["fits"] = c.fits;
+  j["memory_per_device"] = {{"weights_bytes", m.weights_bytes},   {"kv_bytes", m.kv_bytes},
+                            {"activation_bytes", m.activation_bytes}, {"overhead_bytes", m.overhead_bytes},
+                            {"total_bytes", m.total_bytes},       {"capacity_bytes", m.capacity_bytes},
+                            {"usable_bytes", m.usable_bytes}};
+  j["kv_capacity_tokens"] = m.kv_capacity_tokens;
+  j["max_concurrency_kv"] = c.max_concurrency_kv;
+  j["tp_link"] = {{"kind", c.tp_link.kind}, {"bw_gbps", c.tp_link.size > 1 ? c.tp_link.bw_gbps : 0.0},
+                  {"fast", c.tp_link.fast}};
+  j["predicted"] = {{"concurrency_per_replica", c.at_load.concurrency},
+                    {"ttft_ms", c.at_load.ttft_ms},
+                    {"tpot_ms", c.at_load.tpot_ms},
+                    {"output_tokens_per_s", c.output_tokens_per_s},
+                    {"max_concurrency_at_slo", c.max_concurrency_slo},
+                    {"capacity_output_tokens_per_s", c.capacity_tokens_per_s}};
+  j["meets_slo"] = c.meets_slo;
+  j["meets_load"] = c.meets_load;
+  j["cost_per_million_output_tokens"] = c.cost_per_million_output_tokens;
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json plan_to_json(const Plan& plan) {
+  const PlanRequest& r = plan.request;
+  nlohmann::json j;
+  j["model"] = {{"name", r.model.name},
+                {"params_total", plan.params.total},
+                {"params_active", plan.params.active},
+                {"weight_format", r.weights.name},
+                {"weight_bytes", plan.weight_bytes},
+                {"kv_dtype", r.kv_dtype},
+                {"kv_bytes_per_token", plan.kv_bytes_per_token},
+                {"max_model_len", plan.max_model_len}};
+  j["hardware"] = {{"gpu", r.gpu.name},
+                   {"gpus_per_node", r.fabric.gpus_per_node},
+                   {"nodes", r.fabric.nodes},
+                   {"memory_bytes", r.gpu.memory_bytes},
+                   {"mem_bw_gbps", r.gpu.mem_bw_gbps},
+                   {"interconnect", r.fabric.description}};
+  const Workload& w = r.workload;
+  j["workload"] = {{"input_len", w.input_len},
+                   {"output_len", w.output_len},
+                   {"mode", w.mode == LoadMode::kOffline ? "offline" : w.mode == LoadMode::kQps ? "qps" : "concurrency"},
+                   {"concurrency", w.concurrency},
+                   {"qps", w.qps},
+                   {"ttft_slo_ms", w.ttft_slo_ms},
+                   {"tpot_slo_ms", w.tpot_slo_ms}};
+  j["candidates"] = nlohmann::json::array();
+  for (const auto& c : plan.candidates) j["candidates"].push_back(candidate_json(c));
+  j["recommendation"] = {{"layout", layout_json(plan.recommended)},
+                         {"verdict", verdict_name(plan.verdict)},
+                         {"reasons", plan.reasons},
+                         {"candidate_index", plan.best}};
+  j["capacity"] = {{"replicas", plan.capacity.replicas},
+                   {"gpus", plan.capacity.gpus},
+                   {"peak", plan.capacity.peak},
+                   {"unit", plan.capacity.unit},
+                   {"per_replica", plan.capacity.per_replica},
+                   {"headroom", r.economics.headroom},
+                   {"cost_per_hour", plan.capacity.cost_per_hour},
+                   {"cost_per_month", plan.capacity.cost_per_month},
+                   {"cost_per_million_output_tokens", plan.capacity.cost_per_million_output_tokens}};
+  j["launch"] = {{"parallm", plan.commands.parallm},
+                 {"vllm", plan.commands.vllm},
+                 {"sglang", plan.commands.sglang},
+                 {"trtllm", plan.commands.trtllm},
+                 {"llamacpp", plan.commands.llamacpp}};
+  return j;
+}
+
+}  // namespace parallm::planner

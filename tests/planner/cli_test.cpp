@@ -1,0 +1,112 @@
+// End-to-end checks of `parallm plan` and `parallm topo` through the built
+// binary: JSON output parses and carries the fixed fields; bad input (unknown
+// GPU or model, impossible SLO, malformed topology, config without required
+// fields) gives one line on stderr and exit code 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+Result run(const std::string& args) {
+  const std::string err_path = std::filesystem::temp_directory_path() / "parallm_plan_cli_err.txt";
+  const std::string cmd = std::string(PARALLM_BINARY) + " " + args + " 2>" + err_path;
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  FILE* e = fopen(err_path.c_str(), "r");
+  if (e != nullptr) {
+    while ((n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
+    fclose(e);
+  }
+  return r;
+}
+
+const std::string kSrc = PARALLM_SOURCE_DIR;
+
+class PlanCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(PARALLM_BINARY)) GTEST_SKIP() << "parallm binary not built";
+  }
+};
+
+TEST_F(PlanCli, JsonPlan) {
+  Result r = run("plan --model llama-2-70b --weights fp16 --gpu H100-SXM --gpus 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"]["kv_bytes_per_token"], 327680);
+  EXPECT_EQ(j["recommendation"]["verdict"], "doesnt_fit");
+  EXPECT_EQ(j["recommendation"]["layout"]["tp"], 2);
+}
+
+TEST_F(PlanCli, TopologyFileAndConfig) {
+  Result r = run("plan --model " + kSrc + "/tests/planner/data/llama-3.1-8b-config.json --gpu H100-SXM --topology " +
+                 kSrc + "/tests/topo/data/dgx_h100.txt --offline --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"]["params_total"], 8030261248LL);
+  EXPECT_EQ(j["recommendation"]["layout"]["tp"], 1);
+  EXPECT_EQ(j["recommendation"]["layout"]["dp"], 8);
+  Result t = run("topo --from-file " + kSrc + "/tests/topo/data/dgx_h100.txt --json");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_EQ(nlohmann::json::parse(t.out)["matrix"]["links"][0][1], "NV18");
+}
+
+TEST_F(PlanCli, BadInputExits2WithOneLine) {
+  const std::string data = kSrc + "/tests/planner/data/";
+  const std::string topo = kSrc + "/tests/topo/data/";
+  for (const std::string& args : {
+           std::string("plan --model llama-2-7b --gpu GTX-480"),
+           std::string("plan --model llama-9-7b --gpu H100-SXM"),
+           std::string("plan --model llama-2-70b --gpu A100-80G --gpus 8 --tpot-slo 0.5"),
+           "plan --model llama-2-7b --gpu H100-SXM --topology " + topo + "bad_link.txt",
+           "plan --model " + data + "missing-heads-config.json --gpu H100-SXM",
+           "topo --from-file " + topo + "bad_rows.txt",
+       }) {
+    Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind("parallm: error: ", 0), 0u) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// A GGUF written by `parallm make-model` is read back with the preset's exact
+// parameter count and the file's exact tensor bytes (f32: 4 bytes each).
+TEST_F(PlanCli, GgufModelFromMakeModel) {
+  const std::string path = std::filesystem::temp_directory_path() / "parallm_plan_cli_mixtral_tiny.gguf";
+  Result m = run("make-model --preset mixtral-tiny --out " + path);
+  ASSERT_EQ(m.code, 0) << m.err;
+  Result r = run("plan --model " + path + " --gpu L4 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  // mixtral-tiny: vocab 512, dim 64, 2 layers, 4 heads, 2 KV heads, 8 experts of 128, top-2, untied.
+  const int64_t attn = 64 * 64 * 2 + 2 * 64 * 32, experts = 8 * 3 * 64 * 128, router = 64 * 8, norms = 2 * 64;
+  const int64_t total = 2 * (attn + experts + router + norms) + 2 * 512 * 64 + 64;
+  EXPECT_EQ(j["model"]["params_total"], total);
+  EXPECT_EQ(j["model"]["params_active"], total - 2 * 6 * 3 * 64 * 128);
+  EXPECT_EQ(j["model"]["weight_bytes"], 4.0 * total);
+  EXPECT_EQ(j["model"]["kv_bytes_per_token"], 2 * 2 * 2 * 16 * 2);  // K+V, 2 layers, 2 KV heads, head_dim 16, fp16
+  std::filesystem::remove(path);
+}
+
+}  // namespace
