@@ -1,0 +1,184 @@
+// Kernel lab for matmul on the llama-110m shapes (dim 768, FFN 2048, 12 layers),
+// with the same call pattern as the forward pass: fused QKV (matmul_multi of
+// 3 x 768x768), attention output (768x768), fused gate+up (2 x 2048x768),
+// down (768x2048).
+//   decode:  n_tokens = 1 over all 12 layers (~170 MB in f16, far beyond the
+//            LLC, so caches do not flatter the number); reports weight GB/s
+//            and the fraction of the streaming-read bandwidth measured at startup.
+//   prefill: n_tokens = 128; reports GFLOP/s (2*n_in*n_out*n_tokens) and the
+//            fraction of the FP32 FMA peak measured at startup.
+// Threads: PARALLM_THREADS (default 2). ISA: PARALLM_ISA (default the best).
+// Run: build/bench/bench_matmul [--benchmark_filter=decode]
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/roofline.h"
+
+namespace {
+
+using parallm::DType;
+using parallm::ThreadPool;
+namespace cpu = parallm::cpu;
+
+constexpr int64_t kDim = 768, kFf = 2048, kLayers = 12;
+
+ThreadPool& pool() {
+  static ThreadPool p([] {
+    const char* env = std::getenv("PARALLM_THREADS");
+    return env != nullptr ? std::atoi(env) : 2;
+  }());
+  return p;
+}
+
+struct Limits {
+  double bandwidth_gb_per_s;
+  double fma_peak_gflops;
+};
+
+const Limits& limits() {
+  static Limits l = [] {
+    Limits r{cpu::measure_memory_bandwidth_gb_per_s(pool()), cpu::measure_fma_peak_gflops(pool())};
+    std::fprintf(stderr, "isa %s, %d threads: read bandwidth %.1f GB/s, FP32 FMA peak %.1f GFLOP/s\n",
+                 cpu::isa_name(cpu::active_isa()), pool().size(), r.bandwidth_gb_per_s,
+                 r.fma_peak_gflops);
+    return r;
+  }();
+  return l;
+}
+
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  int64_t n_out, n_in;
+  size_t stride;
+};
+
+struct Layer {
+  Matrix q, k, v, o, gate, up, down;
+};
+
+Matrix random_matrix(DType t, int64_t n_out, int64_t n_in, uint64_t seed) {
+  Matrix m{{}, n_out, n_in, parallm::dtype_row_bytes(t, n_in)};
+  m.bytes.resize(m.stride * n_out);
+  std::vector<float> row(n_in);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t o = 0; o < n_out; ++o) {
+    for (auto& v : row) {
+      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+      v = (static_cast<float>(s >> 40) / static_cast<float>(1 << 24) - 0.5f) * 0.1f;
+    }
+    cpu::quantize_row(t, row.data(), m.bytes.data() + o * m.stride, n_in);
+  }
+  return m;
+}
+
+// One dtype's 12 layers at a time (f32 would be 340 MB).
+const std::vector<Layer>& layers(DType t) {
+  static std::unique_ptr<std::vector<Layer>> cached;
+  static DType cached_type;
+  if (!cached || cached_type != t) {
+    cached.reset();
+    cached = std::make_unique<std::vector<Layer>>();
+    for (int64_t l = 0; l < kLayers; ++l) {
+      const uint64_t s = static_cast<uint64_t>(l) * 16;
+      cached->push_back({random_matrix(t, kDim, kDim, s + 1), random_matrix(t, kDim, kDim, s + 2),
+                         random_matrix(t, kDim, kDim, s + 3), random_matrix(t, kDim, kDim, s + 4),
+                         random_matrix(t, kFf, kDim, s + 5), random_matrix(t, kFf, kDim, s + 6),
+                         random_matrix(t, kDim, kFf, s + 7)});
+    }
+    cached_type = t;
+  }
+  return *cached;
+}
+
+double layer_bytes(DType t) {
+  return static_cast<double>(4 * parallm::dtype_row_bytes(t, kDim) * kDim +
+                             2 * parallm::dtype_row_bytes(t, kDim) * kFf +
+                             parallm::dtype_row_bytes(t, kFf) * kDim);
+}
+
+double layer_flops(int64_t n_tokens) {
+  return 2.0 * n_tokens * (4.0 * kDim * kDim + 3.0 * kDim * kFf);
+}
+
+void forward_matmuls(DType t, const std::vector<Layer>& ls, int64_t n_tokens, const float* x_dim,
+                     const float* x_ff, float* out_q, float* out_k, float* out_v, float* out_o,
+                     float* out_g, float* out_u, float* out_d) {
+  for (const Layer& l : ls) {
+    const cpu::MatmulTarget qkv[] = {{out_q, l.q.bytes.data(), t, l.q.stride, kDim},
+                                     {out_k, l.k.bytes.data(), t, l.k.stride, kDim},
+                                     {out_v, l.v.bytes.data(), t, l.v.stride, kDim}};
+    cpu::matmul_multi(qkv, 3, x_dim, n_tokens, kDim, pool());
+    cpu::matmul(out_o, l.o.bytes.data(), t, l.o.stride, x_dim, n_tokens, kDim, kDim, pool());
+    const cpu::MatmulTarget gu[] = {{out_g, l.gate.bytes.data(), t, l.gate.stride, kFf},
+                                    {out_u, l.up.bytes.data(), t, l.up.stride, kFf}};
+    cpu::matmul_multi(gu, 2, x_dim, n_tokens, kDim, pool());
+    cpu::matmul(out_d, l.down.bytes.data(), t, l.down.stride, x_ff, n_tokens, kFf, kDim, pool());
+  }
+}
+
+void run_model(benchmark::State& state, DType t, int64_t n_tokens, int64_t n_layers) {
+  const Limits& lim = limits();
+  const std::vector<Layer>& all = layers(t);
+  std::vector<float> x_dim(n_tokens * kDim, 0.01f), x_ff(n_tokens * kFf, 0.01f);
+  std::vector<float> q(n_tokens * kDim), k(n_tokens * kDim), v(n_tokens * kDim), o(n_tokens * kDim),
+      g(n_tokens * kFf), u(n_tokens * kFf), d(n_tokens * kDim);
+  const std::vector<Layer> subset(all.begin(), all.begin() + n_layers);
+  const std::vector<Layer>& use = n_layers == kLayers ? all : subset;
+  double seconds = 0;
+  int64_t runs = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    forward_matmuls(t, use, n_tokens, x_dim.data(), x_ff.data(), q.data(), k.data(), v.data(),
+                    o.data(), g.data(), u.data(), d.data());
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++runs;
+  }
+  const double per_run = seconds / static_cast<double>(runs);
+  if (n_tokens == 1) {
+    const double gbs = layer_bytes(t) * static_cast<double>(n_layers) / per_run / 1e9;
+    state.counters["GB/s"] = gbs;
+    state.counters["of_bw"] = gbs / lim.bandwidth_gb_per_s;
+    state.counters["us/token"] = per_run * 1e6;
+  } else {
+    const double gflops = layer_flops(n_tokens) * static_cast<double>(n_layers) / per_run / 1e9;
+    state.counters["GFLOP/s"] = gflops;
+    state.counters["of_peak"] = gflops / lim.fma_peak_gflops;
+    state.counters["tok/s"] = static_cast<double>(n_tokens) / per_run;
+  }
+}
+
+void register_all() {
+  const std::pair<const char*, DType> types[] = {
+      {"f32", DType::kF32},   {"f16", DType::kF16},   {"bf16", DType::kBF16}, {"q8_0", DType::kQ8_0},
+      {"q4_0", DType::kQ4_0}, {"q4_k", DType::kQ4_K}, {"q6_k", DType::kQ6_K}};
+  for (const auto& [name, t] : types) {
+    benchmark::RegisterBenchmark((std::string("decode/") + name).c_str(),
+                                 [t = t](benchmark::State& s) { run_model(s, t, 1, kLayers); })
+        ->Unit(benchmark::kMicrosecond)
+        ->MinTime(1.0);
+    benchmark::RegisterBenchmark((std::string("prefill128/") + name).c_str(),
+                                 [t = t](benchmark::State& s) { run_model(s, t, 128, 2); })
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(1.0);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  limits();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,59 @@
+// Internal: the table of per-ISA kernel entry points. Each isa_<level>.cpp
+// fills one table, compiled with that level's flags; isa.cpp returns the
+// active one. Nothing outside src/kernels/cpu includes this header.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/cpu/isa.h"
+
+namespace parallm::cpu {
+
+// One matrix's rows [o_begin, o_end) for all tokens:
+//   out[t*out_stride + o] = sum_i W[o,i] * x[t*n_in + i]
+struct RowsTask {
+  float* out;
+  int64_t out_stride;  // the matrix's n_out
+  const char* w;       // row o at w + o*w_stride
+  size_t w_stride;
+  DType wtype;
+  const float* x;      // [n_tokens, n_in]
+  const void* xq;      // x in the ISA's 8-bit format (quantize_x), when wants_xq
+  int64_t n_tokens;
+  int64_t n_in;
+  int64_t o_begin;
+  int64_t o_end;
+};
+
+struct IsaKernels {
+  Isa isa;
+  // Whether rows() wants x quantized (quantize_x) for this dtype and batch.
+  bool (*wants_xq)(DType wtype, int64_t n_tokens);
+  size_t (*xq_bytes)(int64_t n_tokens, int64_t n_in);
+  void (*quantize_x)(const float* x, void* xq, int64_t n_tokens, int64_t n_in);
+  void (*rows)(const RowsTask& task);
+  // Fast row conversions (KV cache, activations).
+  void (*f32_to_f16)(const float* src, uint16_t* dst, int64_t n);
+  void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n);
+  void (*f32_to_bf16)(const float* src, uint16_t* dst, int64_t n);
+  void (*bf16_to_f32)(const uint16_t* src, float* dst, int64_t n);
+  // Row ops (ops.h): vectorized bodies of the public functions.
+  void (*rmsnorm_row)(float* out, const float* x, const float* w, int64_t n, float eps);
+  void (*softmax)(float* x, int64_t n);
+  void (*swiglu)(float* out, const float* gate, const float* up, int64_t n);
+  float (*dot)(const float* a, const float* b, int64_t n);
+  void (*axpy)(float* y, float a, const float* x, int64_t n);
+  // Roofline probes: sum of n floats (streaming read); `iters` rounds of
+  // independent FMAs, returning flops done (and a value to keep the work alive).
+  float (*read_sum)(const float* p, int64_t n);
+  double (*fma_burn)(int64_t iters, float* sink);
+};
+
+const IsaKernels& scalar_kernels();
+const IsaKernels& avx2_kernels();
+const IsaKernels& avx512_kernels();
+// The table of active_isa().
+const IsaKernels& active_kernels();
+
+}  // namespace parallm::cpu

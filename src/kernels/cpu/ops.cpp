@@ -1,0 +1,89 @@
+// Transformer-block ops (see ops.h). The row bodies are per ISA
+// (isa_table.h); rope and add stay plain C++ (cos/sin once per token and
+// pair, then a cheap rotation; add is memory-bound).
+#include "kernels/cpu/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/isa_table.h"
+#include "util/check.h"
+
+namespace parallm::cpu {
+
+void rmsnorm(float* out, const float* x, const float* w, int64_t n_tokens, int64_t n_embd,
+             float eps) {
+  const IsaKernels& k = active_kernels();
+  for (int64_t t = 0; t < n_tokens; ++t) k.rmsnorm_row(out + t * n_embd, x + t * n_embd, w, n_embd, eps);
+}
+
+void rope(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_head, int64_t head_dim,
+          const float* inv_freq, RopeStyle style) {
+  PARALLM_CHECK(head_dim % 2 == 0);
+  const int64_t half = head_dim / 2;
+  thread_local std::vector<float> cs;
+  cs.resize(2 * half);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      // NOTE: the angle in double: positions reach 1e5 and f32 would lose
+      // the low bits of p * inv_freq before cos/sin see them.
+      const double angle = static_cast<double>(positions[t]) * inv_freq[i];
+      cs[i] = static_cast<float>(std::cos(angle));
+      cs[half + i] = static_cast<float>(std::sin(angle));
+    }
+    for (int64_t h = 0; h < n_head; ++h) {
+      float* v = x + (t * n_head + h) * head_dim;
+      if (style == RopeStyle::kInterleaved) {
+        for (int64_t i = 0; i < half; ++i) {
+          const float a = v[2 * i], b = v[2 * i + 1], c = cs[i], s = cs[half + i];
+          v[2 * i] = a * c - b * s;
+          v[2 * i + 1] = a * s + b * c;
+        }
+      } else {
+        for (int64_t i = 0; i < half; ++i) {
+          const float a = v[i], b = v[i + half], c = cs[i], s = cs[half + i];
+          v[i] = a * c - b * s;
+          v[i + half] = a * s + b * c;
+        }
+      }
+    }
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  if (n > 0) active_kernels().softmax(x, n);
+}
+
+void swiglu(float* out, const float* gate, const float* up, int64_t n) {
+  active_kernels().swiglu(out, gate, up, n);
+}
+
+float dot(const float* a, const float* b, int64_t n) { return active_kernels().dot(a, b, n); }
+
+void axpy(float* y, float a, const float* x, int64_t n) { active_kernels().axpy(y, a, x, n); }
+
+void add(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void convert_row(DType t, const float* src, void* dst, int64_t n) {
+  switch (t) {
+    case DType::kF32: std::memmove(dst, src, static_cast<size_t>(n) * 4); return;
+    case DType::kF16: active_kernels().f32_to_f16(src, static_cast<uint16_t*>(dst), n); return;
+    case DType::kBF16: active_kernels().f32_to_bf16(src, static_cast<uint16_t*>(dst), n); return;
+    default: PARALLM_CHECK_MSG(false, std::string("convert_row: unsupported dtype ") + dtype_name(t));
+  }
+}
+
+void load_row_f32(DType t, const void* src, float* dst, int64_t n) {
+  switch (t) {
+    case DType::kF32: std::memmove(dst, src, static_cast<size_t>(n) * 4); return;
+    case DType::kF16: active_kernels().f16_to_f32(static_cast<const uint16_t*>(src), dst, n); return;
+    case DType::kBF16: active_kernels().bf16_to_f32(static_cast<const uint16_t*>(src), dst, n); return;
+    default: PARALLM_CHECK_MSG(false, std::string("load_row_f32: unsupported dtype ") + dtype_name(t));
+  }
+}
+
+}  // namespace parallm::cpu

@@ -1,0 +1,49 @@
+// Elementwise and row-wise ops of the transformer block. Plain functions over
+// raw pointers, outputs first (STYLE.md principle 5), vectorized through the
+// active ISA (isa.h). exp is a ~2 ulp polynomial on AVX2/AVX-512 (libm on
+// scalar): swiglu over a 128-token prefill calls it 3 million times.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace parallm::cpu {
+
+enum class RopeStyle {
+  kInterleaved,  // rotates pairs (2i, 2i+1): GGUF llama, llama2.c
+  kHalf,         // rotates (i, i + head_dim/2): Hugging Face, GGUF qwen2 ("neox")
+};
+
+// out, x: [n_tokens, n_embd]; w: [n_embd]. out = x / sqrt(mean(x^2) + eps) * w.
+// out may alias x.
+void rmsnorm(float* out, const float* x, const float* w, int64_t n_tokens, int64_t n_embd,
+             float eps);
+
+// In place. x: [n_tokens, n_head, head_dim]; positions: [n_tokens];
+// inv_freq: [head_dim/2], angle of pair i at position p = p * inv_freq[i]
+// (any rope scaling already folded into inv_freq).
+void rope(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_head, int64_t head_dim,
+          const float* inv_freq, RopeStyle style);
+
+// In place over x: [n], numerically stable (subtracts the max).
+void softmax(float* x, int64_t n);
+
+// out, gate, up: [n]. out = silu(gate) * up; out may alias gate or up.
+void swiglu(float* out, const float* gate, const float* up, int64_t n);
+
+// Dot product of a, b: [n], f32 accumulation (attention scores).
+float dot(const float* a, const float* b, int64_t n);
+// y += a * x, [n] (attention's weighted sum of values).
+void axpy(float* y, float a, const float* x, int64_t n);
+
+// out = a + b, [n]; out may alias a or b.
+void add(float* out, const float* a, const float* b, int64_t n);
+
+// Fast row conversions for KV-cache rows and activations, SIMD via the active
+// ISA. t in {f32, f16, bf16} (f16/bf16 round to nearest even, like quantize_row).
+//   convert_row:  src [n] f32 -> dst [n] of t
+//   load_row_f32: src [n] of t -> dst [n] f32
+void convert_row(DType t, const float* src, void* dst, int64_t n);
+void load_row_f32(DType t, const void* src, float* dst, int64_t n);
+
+}  // namespace parallm::cpu
