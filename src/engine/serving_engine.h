@@ -1,0 +1,86 @@
+// ServingEngine: many concurrent requests on one Engine. A background step
+// loop runs   plan = scheduler.schedule(); out = executor.run(plan);
+// scheduler.update(plan, out)   (STYLE.md principle 2): the scheduler and the
+// KV block manager (src/sched, src/kv) are pure logic; this class is the
+// executor that turns a plan into a ForwardBatch, runs Engine::forward, samples
+// and reports tokens to each request's callback.
+//
+// Thread-safety: submit(), abort() and metrics() may be called from any thread
+// (the HTTP server's). Callbacks run on the step-loop thread and must be quick
+// (hand the event to the connection's queue).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "sampling/sampler.h"
+
+namespace parallm {
+
+struct ServingOptions {
+  int64_t max_num_seqs = 256;            // --max-num-seqs
+  int64_t max_num_batched_tokens = 2048; // --max-num-batched-tokens (chunked prefill budget per step)
+  int64_t max_model_len = 0;             // --max-model-len (0 = engine context)
+  int64_t max_queue = 1024;              // --max-queue: waiting requests before submit() refuses
+  int64_t long_prompt_threshold = 0;     // --long-prompt-threshold (0 = max_num_batched_tokens)
+  bool enable_prefix_caching = true;
+};
+
+struct ServingRequest {
+  std::vector<int32_t> prompt;   // token ids (BOS included as the tokenizer adds it)
+  int64_t max_tokens = 16;       // new tokens at most
+  SamplingParams sampling;
+  bool ignore_eos = false;
+  int priority = 0;              // lower runs first among waiting requests; FCFS within a priority
+};
+
+// One event per generated token, and a final one.
+struct TokenEvent {
+  int32_t token = -1;           // the new token (-1 on a final event that adds none)
+  bool finished = false;
+  std::string finish_reason;    // "stop" | "length" | "abort" | "error" when finished
+  std::string error;            // message when finish_reason == "error"
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;  // so far, including this token
+};
+
+struct ServingMetrics {
+  int64_t num_requests_running = 0;
+  int64_t num_requests_waiting = 0;
+  double kv_cache_usage = 0;       // fraction of blocks in use [0, 1]
+  double prefix_cache_hit_rate = 0;  // hit tokens / queried tokens
+  uint64_t num_preemptions_total = 0;
+  uint64_t prompt_tokens_total = 0;
+  uint64_t generation_tokens_total = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_free = 0;
+};
+
+enum class SubmitStatus { kOk, kQueueFull, kTooLong };
+
+class ServingEngine {
+ public:
+  ServingEngine(Engine& engine, const ServingOptions& options);
+  ~ServingEngine();  // stops the loop; pending requests finish with "abort"
+
+  // Queues a request. kQueueFull: over --max-queue (the server answers 429);
+  // kTooLong: prompt + max_tokens can never fit (the server answers 400).
+  // On kOk, *id is set and on_event will be called until a finished event.
+  SubmitStatus submit(ServingRequest request, std::function<void(const TokenEvent&)> on_event, uint64_t* id);
+  // Aborts a request (client gone): its blocks are freed; a final "abort" event follows.
+  void abort(uint64_t id);
+
+  ServingMetrics metrics() const;
+  const Engine& engine() const { return engine_; }
+  const ServingOptions& options() const { return options_; }
+
+ private:
+  struct Impl;
+  Engine& engine_;
+  ServingOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace parallm

@@ -1,0 +1,293 @@
+// ServingEngine with real small models (stories260K and a generated "tiny"
+// model): concurrent greedy and seeded results equal each request run alone
+// with generate_one; a pool too small for all requests preempts and still
+// produces the same tokens; abort frees the blocks; a repeated prompt hits
+// the prefix cache; the admission answers.
+#include "engine/serving_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "engine/generate.h"
+#include "loader/make_model.h"
+#include "util/check.h"
+
+namespace parallm {
+namespace {
+
+const std::string kStories = std::string(PARALLM_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+
+const std::string& tiny_model_path() {
+  static const std::string path = [] {
+    MakeModelOptions o;
+    o.preset = "tiny";
+    o.seed = 11;
+    o.out_path = testing::TempDir() + "/serving_tiny.gguf";
+    make_model(o);
+    return o.out_path;
+  }();
+  return path;
+}
+
+std::unique_ptr<Engine> make_engine(const std::string& path, int64_t kv_blocks, int64_t ctx = 256) {
+  EngineOptions o;
+  o.model_path = path;
+  o.threads = 1;
+  o.ctx_size = ctx;
+  o.kv_blocks = kv_blocks;
+  return std::make_unique<Engine>(o);
+}
+
+// Collects every request's events.
+struct Results {
+  struct One {
+    std::vector<int32_t> tokens;
+    std::string finish;
+    int64_t completion_tokens = 0;
+  };
+  std::function<void(const TokenEvent&)> callback(int key) {
+    return [this, key](const TokenEvent& ev) {
+      std::lock_guard<std::mutex> lk(mu);
+      One& o = by_key[key];
+      if (ev.token >= 0) o.tokens.push_back(ev.token);
+      o.completion_tokens = ev.completion_tokens;
+      if (ev.finished) {
+        o.finish = ev.finish_reason;
+        ++n_finished;
+        cv.notify_all();
+      }
+    };
+  }
+  bool wait(int n, double timeout_s = 60) {
+    std::unique_lock<std::mutex> lk(mu);
+    return cv.wait_for(lk, std::chrono::duration<double>(timeout_s), [&] { return n_finished >= n; });
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<int, One> by_key;
+  int n_finished = 0;
+};
+
+std::vector<std::vector<int32_t>> make_prompts(const Engine& e, int n, int min_len, int max_len, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int32_t>> out;
+  const int32_t n_vocab = static_cast<int32_t>(e.config().n_vocab);
+  for (int i = 0; i < n; ++i) {
+    std::vector<int32_t> p;
+    if (e.tokenizer().bos_id() >= 0) p.push_back(e.tokenizer().bos_id());
+    const int len = min_len + static_cast<int>(rng() % static_cast<uint64_t>(max_len - min_len + 1));
+    while (static_cast<int>(p.size()) < len) p.push_back(3 + static_cast<int32_t>(rng() % (n_vocab - 3)));
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<int32_t> alone(Engine& e, const std::vector<int32_t>& prompt, int64_t max_tokens,
+                           const SamplingParams& sp, bool ignore_eos) {
+  GenerateParams g;
+  g.max_new_tokens = max_tokens;
+  g.sampling = sp;
+  g.ignore_eos = ignore_eos;
+  return generate_one(e, prompt, g).token_ids;
+}
+
+void wait_idle(const ServingEngine& s) {
+  for (int i = 0; i < 500; ++i) {
+    const ServingMetrics m = s.metrics();
+    if (m.num_requests_running == 0 && m.num_requests_waiting == 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// n concurrent requests equal each one alone; half greedy, half seeded sampling.
+void check_concurrent_equals_alone(const std::string& model, int n, int64_t kv_blocks, bool ignore_eos,
+                                   uint64_t* preemptions, int max_new = 30) {
+  auto ref_engine = make_engine(model, 0);
+  auto prompts = make_prompts(*ref_engine, n, 3, 40, 5);
+  if (model == kStories) {  // real text for some, so that stories end with a stop token
+    const char* texts[] = {"Once upon a time, there was a little girl named Lily.", "One day, a big dog",
+                           "Tom and his mom went to the park. They"};
+    for (int i = 0; i < n; i += 3) prompts[static_cast<size_t>(i)] = ref_engine->tokenizer().encode(texts[i % 3], true);
+  }
+  std::vector<SamplingParams> params(static_cast<size_t>(n));
+  std::vector<int64_t> max_tokens(static_cast<size_t>(n));
+  std::vector<std::vector<int32_t>> expect;
+  for (int i = 0; i < n; ++i) {
+    SamplingParams& sp = params[static_cast<size_t>(i)];
+    if (i % 2 == 0) {
+      sp.temperature = 0;
+    } else {
+      sp.temperature = 0.9f;
+      sp.top_k = 40;
+      sp.seed = 1000 + static_cast<uint64_t>(i);
+    }
+    max_tokens[static_cast<size_t>(i)] = 8 + (i * 7) % max_new;
+    expect.push_back(alone(*ref_engine, prompts[static_cast<size_t>(i)], max_tokens[static_cast<size_t>(i)], sp,
+                           ignore_eos));
+  }
+  auto engine = make_engine(model, kv_blocks);
+  ServingOptions so;
+  so.max_num_batched_tokens = 64;  // several chunks for the longer prompts
+  Results res;
+  {
+    ServingEngine serving(*engine, so);
+    for (int i = 0; i < n; ++i) {
+      ServingRequest r;
+      r.prompt = prompts[static_cast<size_t>(i)];
+      r.max_tokens = max_tokens[static_cast<size_t>(i)];
+      r.sampling = params[static_cast<size_t>(i)];
+      r.ignore_eos = ignore_eos;
+      uint64_t id = 0;
+      ASSERT_EQ(serving.submit(r, res.callback(i), &id), SubmitStatus::kOk);
+    }
+    ASSERT_TRUE(res.wait(n));
+    wait_idle(serving);
+    const ServingMetrics m = serving.metrics();
+    EXPECT_EQ(m.num_requests_running, 0);
+    EXPECT_DOUBLE_EQ(m.kv_cache_usage, 0.0);
+    if (preemptions) *preemptions = m.num_preemptions_total;
+    uint64_t generated = 0;
+    for (int i = 0; i < n; ++i) generated += expect[static_cast<size_t>(i)].size();
+    EXPECT_EQ(m.generation_tokens_total, generated);
+  }
+  int n_stop = 0;
+  for (int i = 0; i < n; ++i) n_stop += res.by_key.at(i).finish == "stop" ? 1 : 0;
+  std::printf("%d requests, %d stopped early, preemptions %llu\n", n, n_stop,
+              (unsigned long long)(preemptions ? *preemptions : 0));
+  for (int i = 0; i < n; ++i) {
+    const Results::One& o = res.by_key.at(i);
+    EXPECT_EQ(o.tokens, expect[static_cast<size_t>(i)]) << "request " << i;
+    const bool full = static_cast<int64_t>(o.tokens.size()) == max_tokens[static_cast<size_t>(i)];
+    EXPECT_EQ(o.finish, full ? "length" : "stop") << "request " << i;
+    EXPECT_EQ(o.completion_tokens, static_cast<int64_t>(o.tokens.size()));
+  }
+}
+
+// Long enough outputs that some stories end with the stop token.
+TEST(ServingEngine, StoriesConcurrentEqualsAlone) {
+  check_concurrent_equals_alone(kStories, 12, 256, false, nullptr, 200);
+}
+
+TEST(ServingEngine, TinyConcurrentEqualsAlone) {
+  check_concurrent_equals_alone(tiny_model_path(), 16, 256, true, nullptr);
+}
+
+TEST(ServingEngine, SmallPoolPreemptsAndStillMatches) {
+  uint64_t preemptions = 0;
+  // 12 requests of up to ~75 tokens (5 blocks each) in 12 blocks.
+  check_concurrent_equals_alone(kStories, 12, 12, true, &preemptions);
+  EXPECT_GT(preemptions, 0u);
+}
+
+TEST(ServingEngine, AbortFreesBlocks) {
+  auto engine = make_engine(kStories, 64);
+  ServingEngine serving(*engine, ServingOptions{});
+  Results res;
+  ServingRequest r;
+  r.prompt = make_prompts(*engine, 1, 30, 30, 3)[0];
+  r.max_tokens = 200;
+  r.ignore_eos = true;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool got_token = false;
+  uint64_t id = 0;
+  auto inner = res.callback(0);
+  ASSERT_EQ(serving.submit(r, [&](const TokenEvent& ev) {
+    inner(ev);
+    std::lock_guard<std::mutex> lk(mu);
+    got_token = true;
+    cv.notify_all();
+  }, &id), SubmitStatus::kOk);
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(30), [&] { return got_token; }));
+  }
+  serving.abort(id);
+  ASSERT_TRUE(res.wait(1));
+  EXPECT_EQ(res.by_key.at(0).finish, "abort");
+  EXPECT_LT(res.by_key.at(0).tokens.size(), 200u);
+  wait_idle(serving);
+  const ServingMetrics m = serving.metrics();
+  EXPECT_EQ(m.num_requests_running, 0);
+  EXPECT_DOUBLE_EQ(m.kv_cache_usage, 0.0);
+  EXPECT_EQ(m.kv_blocks_free, m.kv_blocks_total);
+  serving.abort(id);  // unknown by now: ignored
+}
+
+TEST(ServingEngine, RepeatedPromptHitsThePrefixCache) {
+  auto ref = make_engine(kStories, 0);
+  const auto prompt = make_prompts(*ref, 1, 50, 50, 9)[0];
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  const auto expect = alone(*ref, prompt, 10, greedy, true);
+  auto engine = make_engine(kStories, 64);
+  ServingEngine serving(*engine, ServingOptions{});
+  Results res;
+  for (int k = 0; k < 2; ++k) {
+    ServingRequest r;
+    r.prompt = prompt;
+    r.max_tokens = 10;
+    r.sampling = greedy;
+    r.ignore_eos = true;
+    uint64_t id = 0;
+    ASSERT_EQ(serving.submit(r, res.callback(k), &id), SubmitStatus::kOk);
+    ASSERT_TRUE(res.wait(k + 1));
+  }
+  EXPECT_EQ(res.by_key.at(0).tokens, expect);
+  EXPECT_EQ(res.by_key.at(1).tokens, expect);
+  // The second request found 3 full blocks (48 of its 50 tokens).
+  EXPECT_DOUBLE_EQ(serving.metrics().prefix_cache_hit_rate, 48.0 / 100.0);
+}
+
+TEST(ServingEngine, AdmissionAnswers) {
+  auto engine = make_engine(kStories, 8, 256);  // 8 blocks of 16: 128 tokens
+  ServingOptions so;
+  so.max_model_len = 100;
+  ServingEngine serving(*engine, so);
+  Results res;
+  uint64_t id = 0;
+  ServingRequest r;
+  r.prompt = make_prompts(*engine, 1, 60, 60, 1)[0];
+  r.max_tokens = 41;  // 101 > max_model_len
+  EXPECT_EQ(serving.submit(r, res.callback(0), &id), SubmitStatus::kTooLong);
+  r.max_tokens = 40;
+  EXPECT_EQ(serving.submit(r, res.callback(0), &id), SubmitStatus::kOk);
+  r.prompt.clear();
+  EXPECT_THROW(serving.submit(r, res.callback(1), &id), InputError);
+  r.prompt = {1, 100000};
+  EXPECT_THROW(serving.submit(r, res.callback(1), &id), InputError);
+  ASSERT_TRUE(res.wait(1));
+
+  ServingOptions none;
+  none.max_queue = 0;
+  ServingEngine full(*engine, none);
+  r.prompt = {1, 5};
+  EXPECT_EQ(full.submit(r, res.callback(2), &id), SubmitStatus::kQueueFull);
+}
+
+TEST(ServingEngine, DestructorAbortsPendingRequests) {
+  auto engine = make_engine(kStories, 64);
+  Results res;
+  {
+    ServingEngine serving(*engine, ServingOptions{});
+    ServingRequest r;
+    r.prompt = make_prompts(*engine, 1, 10, 10, 2)[0];
+    r.max_tokens = 240;
+    r.ignore_eos = true;
+    uint64_t id = 0;
+    for (int k = 0; k < 3; ++k) ASSERT_EQ(serving.submit(r, res.callback(k), &id), SubmitStatus::kOk);
+  }
+  ASSERT_TRUE(res.wait(3, 1));
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(res.by_key.at(k).finish, "abort");
+}
+
+}  // namespace
+}  // namespace parallm
