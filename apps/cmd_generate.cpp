@@ -10,6 +10,7 @@
 #include "default_model.h"
 #include "engine/generate.h"
 #include "engine_cli.h"
+#include "util/check.h"
 #include "util/log.h"
 
 namespace parallm {
@@ -17,13 +18,31 @@ namespace {
 
 struct GenerateCli {
   EngineCli engine;
-  std::string prompt;
+  std::string prompt, dump_logits;
   int64_t n = 128;
   float temperature = 0.8f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f, presence = 0.0f, frequency = 0.0f;
   int32_t top_k = 0;
   uint64_t seed = 0;
   bool echo = false, json = false, ignore_eos = false;
 };
+
+// Writes the logits of every prompt position as raw little-endian float32
+// [n_prompt, n_vocab]: what the NumPy reference and the parallel-layout tests compare.
+void dump_prompt_logits(Engine& engine, const std::vector<int32_t>& prompt, const std::string& path) {
+  if (static_cast<int64_t>(prompt.size()) > engine.ctx_size()) throw InputError("the prompt is longer than the context");
+  std::vector<int32_t> table(static_cast<size_t>(engine.n_kv_blocks()));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  ForwardBatch batch;
+  batch.add_sequence_tokens(prompt.data(), static_cast<int64_t>(prompt.size()), 0, 0, table.data(),
+                            engine.block_size(), false);
+  for (size_t i = 0; i < prompt.size(); ++i) batch.logit_rows.push_back(static_cast<int32_t>(i));
+  const float* logits = engine.forward(batch);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) throw InputError("cannot write '" + path + "'");
+  const size_t n = prompt.size() * static_cast<size_t>(engine.config().n_vocab);
+  const bool ok = std::fwrite(logits, sizeof(float), n, f) == n;
+  if (std::fclose(f) != 0 || !ok) throw InputError("cannot write '" + path + "'");
+}
 
 int run_generate(const GenerateCli& g) {
   CommSession comm_session(g.engine.comm);
@@ -52,6 +71,7 @@ int run_generate(const GenerateCli& g) {
   log_info(engine.summary());
   const Tokenizer& tok = engine.tokenizer();
   std::vector<int32_t> prompt = tok.encode(g.prompt, /*add_special=*/true);
+  if (!g.dump_logits.empty()) dump_prompt_logits(engine, prompt, g.dump_logits);
   StreamDecoder stream(tok);
   if (!g.json && g.echo) {
     std::fputs(tok.decode(prompt).c_str(), stdout);
@@ -107,6 +127,7 @@ const bool registered = register_command(
        sub.add_flag("--echo", g->echo, "Print the prompt before the completion");
        sub.add_flag("--json", g->json, "Print one JSON object instead of text");
        sub.add_flag("--ignore-eos", g->ignore_eos, "Keep generating past stop tokens");
+       sub.add_option("--dump-logits", g->dump_logits, "Write the prompt positions' logits (raw f32) to FILE");
        return [g] { return run_generate(*g); };
      }});
 

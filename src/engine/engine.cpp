@@ -282,7 +282,8 @@ void Engine::run_step(Rank& r, const ForwardBatch& batch) {
   const double comm_after = (r.world ? r.world->stats().seconds() : 0) + (r.group ? r.group->stats().seconds() : 0);
   r.stats.comm_s += comm_after - comm_before;
   r.stats.compute_s += total - (comm_after - comm_before);
-  r.stats.bytes_sent = (r.world ? r.world->stats().bytes_sent() : 0) + (r.group ? r.group->stats().bytes_sent() : 0);
+  r.stats.group_bytes_sent = r.group ? r.group->stats().bytes_sent() : 0;
+  r.stats.bytes_sent = (r.world ? r.world->stats().bytes_sent() : 0) + r.stats.group_bytes_sent;
 }
 
 const float* Engine::forward(const ForwardBatch& batch) {

@@ -44,7 +44,8 @@ struct EngineOptions {
 // Per-rank timing and traffic, for bench-model and the server's metrics.
 struct RankStats {
   double compute_s = 0, comm_s = 0;
-  uint64_t bytes_sent = 0;
+  uint64_t bytes_sent = 0;        // all traffic of this rank
+  uint64_t group_bytes_sent = 0;  // tensor/expert-parallel collectives only
 };
 
 class Engine {

@@ -1,0 +1,193 @@
+// `parallm bench-model`: prompt and decode speed of the engine on one model,
+// each set against this machine's limit measured in the same run:
+//   decode:  tokens/s ÷ (memory bandwidth / bytes streamed per token), where
+//            the bytes are every weight the ranks hold except the token
+//            embedding table (read one row per token)
+//   prefill: achieved FLOP/s ÷ measured FP32 FMA peak, with FLOPs =
+//            2 × weight parameters × tokens + causal attention FLOPs
+// With --tp/--pp/--ep it also reports each rank's bytes sent per token and its
+// time in communication versus compute.
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "command_registry.h"
+#include "default_model.h"
+#include "engine/engine.h"
+#include "engine_cli.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/roofline.h"
+#include "sampling/sampler.h"
+#include "util/check.h"
+#include "util/log.h"
+
+namespace parallm {
+namespace {
+
+struct BenchModelCli {
+  EngineCli engine;
+  int64_t prompt_len = 128, gen_len = 64;
+  int repetitions = 3;
+  bool json = false;
+};
+
+int run_bench_model(const BenchModelCli& b) {
+  CommSession comm_session(b.engine.comm);
+  EngineOptions eo = b.engine.to_options();
+  if (eo.model_path.empty()) eo.model_path = ensure_default_model();
+  if (b.prompt_len < 1 || b.gen_len < 1 || b.repetitions < 1) {
+    throw InputError("--prompt-len, --gen-len and --repetitions must be >= 1");
+  }
+  if (eo.ctx_size == 0) eo.ctx_size = b.prompt_len + b.gen_len + 1;
+  if (eo.ctx_size < b.prompt_len + b.gen_len + 1) throw InputError("--ctx-size is smaller than --prompt-len + --gen-len");
+  Engine engine(eo);
+  if (!engine.is_driver()) {
+    engine.serve_forever();
+    return 0;
+  }
+  log_info(engine.summary());
+  const ModelConfig& c = engine.config();
+  const int threads = eo.threads > 0 ? eo.threads : std::max(1, default_thread_count() / engine.world_size());
+
+  // A fixed pseudo-random prompt (token ids are all that matter for speed).
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> pick(3, static_cast<int32_t>(c.n_vocab - 1));
+  std::vector<int32_t> prompt(static_cast<size_t>(b.prompt_len));
+  for (auto& t : prompt) t = pick(rng);
+  std::vector<int32_t> table(static_cast<size_t>(engine.n_kv_blocks()));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  const int64_t bs = engine.block_size();
+  using clock = std::chrono::steady_clock;
+
+  // Prefill: the whole prompt in one forward, best of --repetitions.
+  ForwardBatch batch;
+  double prefill_s = 1e30;
+  for (int r = 0; r < b.repetitions; ++r) {
+    batch.clear();
+    batch.add_sequence_tokens(prompt.data(), b.prompt_len, 0, 0, table.data(), bs, true);
+    auto t0 = clock::now();
+    engine.forward(batch);
+    prefill_s = std::min(prefill_s, std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  // Decode: gen_len single-token steps after the prompt, greedy; best of repetitions.
+  double decode_s = 1e30;
+  engine.reset_stats();
+  for (int r = 0; r < b.repetitions; ++r) {
+    int32_t tok = prompt.back();
+    auto t0 = clock::now();
+    for (int64_t i = 0; i < b.gen_len; ++i) {
+      batch.clear();
+      batch.add_sequence_tokens(&tok, 1, static_cast<int32_t>(b.prompt_len + i), 0, table.data(), bs, true);
+      const float* logits = engine.forward(batch);
+      tok = argmax(logits, static_cast<int32_t>(c.n_vocab));
+    }
+    decode_s = std::min(decode_s, std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  const std::vector<RankStats> stats = engine.rank_stats();
+  const double decode_steps = static_cast<double>(b.gen_len * b.repetitions);
+
+  // This machine's limits, with the same thread count as one rank.
+  ThreadPool pool(threads);
+  const double bandwidth = cpu::measure_memory_bandwidth_gb_per_s(pool);
+  const double fma_peak = cpu::measure_fma_peak_gflops(pool) * engine.world_size();
+
+  size_t streamed = 0;
+  for (size_t w : engine.rank_weight_bytes()) streamed += w;
+  // Ranks of one process share the machine's memory bus; MPI ranks on other hosts would not.
+  const double ranks_per_bus = static_cast<double>(engine.rank_weight_bytes().size());
+  const double bytes_per_token = static_cast<double>(streamed);
+  const double decode_tps = static_cast<double>(b.gen_len) / decode_s;
+  const double roofline_tps = bandwidth * 1e9 / bytes_per_token;
+  const double weight_params = [&] {
+    double p = 0;
+    for (const auto& [name, t] : engine.model_file().tensors()) {
+      if (name == "token_embd.weight" && !c.tied_embeddings) continue;
+      if (t.shape.size() < 2) continue;
+      double n = 1;
+      for (int64_t d : t.shape) n *= static_cast<double>(d);
+      // An MoE token runs only n_expert_used of the n_expert experts.
+      if (c.is_moe() && name.find("_exps") != std::string::npos) n *= static_cast<double>(c.n_expert_used) / c.n_expert;
+      p += n;
+    }
+    return p;
+  }();
+  const double T = static_cast<double>(b.prompt_len);
+  const double attn_flops = 4.0 * c.n_layer * c.n_head * c.head_dim * T * (T + 1) / 2;
+  const double prefill_flops = 2.0 * weight_params * T + attn_flops;
+  const double prefill_gflops = prefill_flops / prefill_s / 1e9;
+  const double prompt_tps = T / prefill_s;
+
+  nlohmann::json j;
+  j["model"] = engine.model_file().path;
+  j["isa"] = cpu::isa_name(cpu::active_isa());
+  j["threads_per_rank"] = threads;
+  j["layout"] = {{"tp", eo.tp}, {"pp", eo.pp}, {"ep", eo.ep}};
+  j["prompt_len"] = b.prompt_len;
+  j["gen_len"] = b.gen_len;
+  j["prompt_tokens_per_s"] = prompt_tps;
+  j["decode_tokens_per_s"] = decode_tps;
+  j["bandwidth_gb_per_s"] = bandwidth;
+  j["fma_peak_gflops"] = fma_peak;
+  j["bytes_per_token"] = bytes_per_token;
+  j["decode_roofline_tokens_per_s"] = roofline_tps;
+  j["decode_roofline_fraction"] = decode_tps / roofline_tps;
+  j["decode_gb_per_s"] = bytes_per_token * decode_tps / 1e9;
+  j["prefill_gflops"] = prefill_gflops;
+  j["prefill_peak_fraction"] = prefill_gflops / fma_peak;
+  (void)ranks_per_bus;
+  if (engine.world_size() > 1) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (size_t i = 0; i < stats.size(); ++i) {
+      const double steps = decode_steps;
+      ranks.push_back({{"rank", i},
+                       {"bytes_sent_per_token", static_cast<double>(stats[i].bytes_sent) / steps},
+                       {"tp_bytes_sent_per_token", static_cast<double>(stats[i].group_bytes_sent) / steps},
+                       {"comm_ms_per_token", stats[i].comm_s * 1e3 / steps},
+                       {"compute_ms_per_token", stats[i].compute_s * 1e3 / steps}});
+    }
+    j["ranks"] = ranks;
+  }
+  if (c.is_moe()) {
+    MoeStats ms = engine.moe_stats();
+    j["expert_tokens"] = ms.tokens_per_expert;
+    j["expert_imbalance"] = ms.imbalance();
+  }
+  if (b.json) {
+    std::cout << j.dump(1) << std::endl;
+    return 0;
+  }
+  std::printf("model            %s (%s, %d thread(s)/rank, tp=%d pp=%d ep=%d)\n", engine.model_file().path.c_str(),
+              cpu::isa_name(cpu::active_isa()), threads, eo.tp, eo.pp, eo.ep);
+  std::printf("machine          %.1f GB/s read bandwidth, %.1f GFLOP/s FP32 FMA peak\n", bandwidth, fma_peak);
+  std::printf("prefill %4lld tok  %8.1f tokens/s  %7.1f GFLOP/s  = %5.1f%% of FMA peak\n", (long long)b.prompt_len,
+              prompt_tps, prefill_gflops, 100 * prefill_gflops / fma_peak);
+  std::printf("decode  %4lld tok  %8.1f tokens/s  %7.1f GB/s     = %5.1f%% of bandwidth roofline (%.1f tokens/s, %s/token)\n",
+              (long long)b.gen_len, decode_tps, bytes_per_token * decode_tps / 1e9, 100 * decode_tps / roofline_tps,
+              roofline_tps, format_bytes(bytes_per_token).c_str());
+  if (engine.world_size() > 1) {
+    for (size_t i = 0; i < stats.size(); ++i) {
+      std::printf("rank %zu           %s sent/token, %.3f ms comm + %.3f ms compute per token\n", i,
+                  format_bytes(static_cast<double>(stats[i].bytes_sent) / decode_steps).c_str(),
+                  stats[i].comm_s * 1e3 / decode_steps, stats[i].compute_s * 1e3 / decode_steps);
+    }
+  }
+  if (c.is_moe()) std::printf("experts          load imbalance %.2f (max / mean tokens)\n", engine.moe_stats().imbalance());
+  return 0;
+}
+
+const bool registered = register_command(
+    {"bench-model", "Measure prompt and decode speed against this machine's limits", [](CLI::App& sub) -> CommandAction {
+       auto b = std::make_shared<BenchModelCli>();
+       b->engine.add_to(sub, /*model_required=*/false);
+       sub.add_option("--prompt-len", b->prompt_len, "Prompt tokens")->capture_default_str();
+       sub.add_option("--gen-len", b->gen_len, "Generated tokens")->capture_default_str();
+       sub.add_option("--repetitions", b->repetitions, "Runs of each phase (best is reported)")->capture_default_str();
+       sub.add_flag("--json", b->json, "Print one JSON object");
+       return [b] { return run_bench_model(*b); };
+     }});
+
+}  // namespace
+}  // namespace parallm

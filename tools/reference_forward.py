@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Independent NumPy reference of parallm's Llama-family forward pass.
+
+Reads a GGUF file with its own minimal parser (no parallm code), runs the
+transformer in float64 over a list of token ids and returns the logits of
+every position. Covers what parallm's model code covers: GQA, Qwen2 QKV bias,
+tied embeddings, RoPE (interleaved pairs for `llama`, rotate-half for
+`qwen2`), Llama 3 rope scaling via `rope_freqs.weight`, linear rope scaling,
+and Mixtral-style MoE (top-k, softmax over the selected experts).
+Supported tensor types: F32, F16, BF16 (enough for the reference tests).
+
+Usage as a script:  reference_forward.py MODEL.gguf ID ID ID ... > logits.npy
+"""
+import struct
+import sys
+
+import numpy as np
+
+GGUF_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+class Gguf:
+    def __init__(self, path):
+        self.buf = open(path, "rb").read()
+        self.pos = 0
+        assert self.buf[:4] == b"GGUF", "not a GGUF file"
+        self.pos = 4
+        version = self._read("<I")
+        assert version in (2, 3)
+        n_tensors = self._read("<Q")
+        n_kv = self._read("<Q")
+        self.kv = {}
+        for _ in range(n_kv):
+            key = self._string()
+            self.kv[key] = self._value(self._read("<I"))
+        infos = []
+        for _ in range(n_tensors):
+            name = self._string()
+            n_dims = self._read("<I")
+            ne = [self._read("<Q") for _ in range(n_dims)]
+            ggml_type = self._read("<I")
+            offset = self._read("<Q")
+            infos.append((name, ne, ggml_type, offset))
+        align = self.kv.get("general.alignment", 32)
+        start = (self.pos + align - 1) // align * align
+        self.tensors = {}
+        for name, ne, ggml_type, offset in infos:
+            count = int(np.prod(ne))
+            shape = list(reversed(ne))
+            at = start + offset
+            if ggml_type == 0:
+                arr = np.frombuffer(self.buf, np.float32, count, at)
+            elif ggml_type == 1:
+                arr = np.frombuffer(self.buf, np.float16, count, at).astype(np.float32)
+            elif ggml_type == 30:
+                raw = np.frombuffer(self.buf, np.uint16, count, at).astype(np.uint32) << 16
+                arr = raw.view(np.float32)
+            else:
+                raise SystemExit(f"reference supports f32/f16/bf16 tensors only, {name} has type {ggml_type}")
+            self.tensors[name] = arr.reshape(shape).astype(np.float64)
+
+    def _read(self, fmt):
+        v = struct.unpack_from(fmt, self.buf, self.pos)[0]
+        self.pos += struct.calcsize(fmt)
+        return v
+
+    def _string(self):
+        n = self._read("<Q")
+        s = self.buf[self.pos:self.pos + n].decode("utf-8", "replace")
+        self.pos += n
+        return s
+
+    def _value(self, t):
+        if t == 8:
+            return self._string()
+        if t == 9:
+            et = self._read("<I")
+            n = self._read("<Q")
+            return [self._value(et) for _ in range(n)]
+        return self._read(GGUF_SCALAR[t])
+
+
+def rmsnorm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x, pos, inv_freq, half):
+    # x: [T, heads, hd]
+    ang = pos[:, None] * inv_freq[None, :]  # [T, hd/2]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    out = x.copy()
+    hd = x.shape[-1]
+    if half:
+        a, b = x[..., : hd // 2], x[..., hd // 2:]
+        out[..., : hd // 2] = a * cos - b * sin
+        out[..., hd // 2:] = a * sin + b * cos
+    else:
+        a, b = x[..., 0::2], x[..., 1::2]
+        out[..., 0::2] = a * cos - b * sin
+        out[..., 1::2] = a * sin + b * cos
+    return out
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def forward(g, ids):
+    arch = g.kv["general.architecture"]
+    p = arch + "."
+    n_embd = g.kv[p + "embedding_length"]
+    n_layer = g.kv[p + "block_count"]
+    n_head = g.kv[p + "attention.head_count"]
+    n_kv = g.kv.get(p + "attention.head_count_kv", n_head)
+    hd = g.kv.get(p + "attention.key_length", n_embd // n_head)
+    eps = g.kv.get(p + "attention.layer_norm_rms_epsilon", 1e-5)
+    theta = g.kv.get(p + "rope.freq_base", 10000.0)
+    n_expert = g.kv.get(p + "expert_count", 0)
+    k_used = g.kv.get(p + "expert_used_count", 0)
+    t = g.tensors
+    inv_freq = theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+    if g.kv.get(p + "rope.scaling.type") == "linear":
+        inv_freq = inv_freq / g.kv[p + "rope.scaling.factor"]
+    if "rope_freqs.weight" in t:
+        inv_freq = inv_freq / t["rope_freqs.weight"]
+    half = arch == "qwen2"
+    T = len(ids)
+    pos = np.arange(T, dtype=np.float64)
+    x = t["token_embd.weight"][ids]
+    mask = np.triu(np.full((T, T), -np.inf), 1)
+    group = n_head // n_kv
+    for l in range(n_layer):
+        b = f"blk.{l}."
+        h = rmsnorm(x, t[b + "attn_norm.weight"], eps)
+        q = h @ t[b + "attn_q.weight"].T + t.get(b + "attn_q.bias", 0)
+        k = h @ t[b + "attn_k.weight"].T + t.get(b + "attn_k.bias", 0)
+        v = h @ t[b + "attn_v.weight"].T + t.get(b + "attn_v.bias", 0)
+        q = rope(q.reshape(T, n_head, hd), pos, inv_freq, half)
+        k = rope(k.reshape(T, n_kv, hd), pos, inv_freq, half)
+        v = v.reshape(T, n_kv, hd)
+        out = np.zeros((T, n_head, hd))
+        for hh in range(n_head):
+            kv = hh // group
+            s = q[:, hh, :] @ k[:, kv, :].T / np.sqrt(hd) + mask
+            s = np.exp(s - s.max(axis=1, keepdims=True))
+            s /= s.sum(axis=1, keepdims=True)
+            out[:, hh, :] = s @ v[:, kv, :]
+        x = x + out.reshape(T, n_head * hd) @ t[b + "attn_output.weight"].T
+        h = rmsnorm(x, t[b + "ffn_norm.weight"], eps)
+        if n_expert:
+            logits = h @ t[b + "ffn_gate_inp.weight"].T
+            y = np.zeros_like(h)
+            for i in range(T):
+                top = np.argsort(-logits[i], kind="stable")[:k_used]
+                w = np.exp(logits[i, top] - logits[i, top].max())
+                w /= w.sum()
+                for e, we in zip(top, w):
+                    gte = t[b + "ffn_gate_exps.weight"][e]
+                    up = t[b + "ffn_up_exps.weight"][e]
+                    dn = t[b + "ffn_down_exps.weight"][e]
+                    y[i] += we * (dn @ (silu(gte @ h[i]) * (up @ h[i])))
+            x = x + y
+        else:
+            a = silu(h @ t[b + "ffn_gate.weight"].T) * (h @ t[b + "ffn_up.weight"].T)
+            x = x + a @ t[b + "ffn_down.weight"].T
+    x = rmsnorm(x, t["output_norm.weight"], eps)
+    out_w = t.get("output.weight", t["token_embd.weight"])
+    return x @ out_w.T
+
+
+if __name__ == "__main__":
+    model = Gguf(sys.argv[1])
+    logits = forward(model, [int(a) for a in sys.argv[2:]])
+    np.save(sys.stdout.buffer, logits.astype(np.float32))
