@@ -1,0 +1,193 @@
+// `parallm serve`: the OpenAI-compatible server. It listens at once (/health
+// answers 503 while the model loads), sizes the paged KV pool from what each
+// device has left after weights and an activation allowance, builds --dp
+// replicas of tp × pp ranks behind the router, and serves until SIGINT/SIGTERM.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "command_registry.h"
+#include "core/device.h"
+#include "default_model.h"
+#include "engine_cli.h"
+#include "loader/model_file.h"
+#include "model/kv_pool.h"
+#include "server/engine_backend.h"
+#include "server/http_server.h"
+#include "server/replica_set_backend.h"
+#include "util/check.h"
+#include "util/log.h"
+
+namespace parallm {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop = true; }
+
+struct ServeCli {
+  EngineCli engine;
+  std::string host = "127.0.0.1", api_key, served_model_name, max_body = "8M", routing = "least-outstanding-tokens";
+  int port = 8000, dp = 1, http_threads = 1024;
+  int64_t max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, max_queue = 1024, kv_blocks = 0;
+  int64_t max_input_tokens = 0, max_output_tokens = 0, long_prompt_threshold = 0;
+  double memory_utilization = 0.9, rate_limit = 0;
+  bool no_prefix_caching = false;
+};
+
+// KV blocks per replica: (device budget × utilization − weights − activations)
+// / bytes per block, capped at what max_num_seqs sequences of max_model_len
+// could ever hold.
+int64_t size_kv_pool(const ServeCli& s, const EngineOptions& eo, int64_t max_model_len) {
+  std::unique_ptr<ModelFile> mf = open_model(eo.model_path);
+  const ModelConfig& c = mf->config;
+  const int group = std::max(eo.tp, eo.ep);
+  const int world = group * eo.pp;
+  const int64_t budget = eo.device_memory_bytes > 0
+                             ? eo.device_memory_bytes
+                             : static_cast<int64_t>(total_system_memory_bytes() / static_cast<uint64_t>(world * s.dp));
+  const double weights = static_cast<double>(mf->weight_bytes()) / world;  // NOTE: --dtype conversion not reflected
+  const double act = static_cast<double>(s.max_num_batched_tokens) * static_cast<double>(c.n_embd * 16 + c.n_ff * 8) +
+                     static_cast<double>(std::min(s.max_num_seqs, s.max_num_batched_tokens)) * static_cast<double>(c.n_vocab) * 4;
+  const int64_t layers_per_rank = (c.n_layer + eo.pp - 1) / eo.pp;
+  const size_t bpt = KvPool::bytes_per_token(layers_per_rank, std::max<int64_t>(1, c.n_kv_head / eo.tp), c.head_dim, eo.kv_dtype);
+  const double block_bytes = static_cast<double>(bpt) * static_cast<double>(eo.block_size);
+  const double free_bytes = static_cast<double>(budget) * s.memory_utilization - weights - act;
+  const int64_t blocks_per_seq = (max_model_len + eo.block_size - 1) / eo.block_size;
+  int64_t blocks = free_bytes > 0 ? static_cast<int64_t>(free_bytes / block_bytes) : 0;
+  blocks = std::min(blocks, s.max_num_seqs * blocks_per_seq);
+  if (s.kv_blocks > 0) blocks = s.kv_blocks;
+  if (blocks < blocks_per_seq) {
+    throw InputError(strfmt("the KV cache fits %lld blocks per device but one sequence of --max-model-len %lld needs %lld: "
+                            "lower --max-model-len, raise --device-memory / --memory-utilization, or add --tp / --pp",
+                            (long long)blocks, (long long)max_model_len, (long long)blocks_per_seq));
+  }
+  log_info(strfmt("KV cache: %lld blocks of %lld tokens = %lld tokens per replica (%s per device; weights %s, activations "
+                  "%s of a %s budget × %.2f); max concurrency at --max-model-len %lld: %.1f",
+                  (long long)blocks, (long long)eo.block_size, (long long)(blocks * eo.block_size),
+                  format_bytes(static_cast<double>(blocks) * block_bytes).c_str(), format_bytes(weights).c_str(),
+                  format_bytes(act).c_str(), format_bytes(static_cast<double>(budget)).c_str(), s.memory_utilization,
+                  (long long)max_model_len, static_cast<double>(blocks) / static_cast<double>(blocks_per_seq)));
+  return blocks;
+}
+
+int run_serve(const ServeCli& s) {
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  if (s.dp < 1) throw InputError("--dp must be >= 1");
+  if (!(s.memory_utilization > 0 && s.memory_utilization <= 1)) throw InputError("--memory-utilization must be in (0, 1]");
+  if (s.max_num_seqs < 1 || s.max_num_batched_tokens < 1 || s.max_queue < 0) {
+    throw InputError("--max-num-seqs and --max-num-batched-tokens must be >= 1, --max-queue >= 0");
+  }
+  CommSession comm_session(s.engine.comm);
+  EngineOptions eo = s.engine.to_options();
+  if (s.dp > 1 && !eo.devices.empty()) throw InputError("--devices with --dp > 1 is not supported yet");
+  if (s.dp > 1 && eo.comm != "local") throw InputError("--dp > 1 needs --comm local");
+  if (eo.model_path.empty()) eo.model_path = ensure_default_model();
+  if (s.max_model_len > 0 && eo.ctx_size == 0) eo.ctx_size = s.max_model_len;
+  if (s.max_model_len > 0 && s.max_model_len > eo.ctx_size) throw InputError("--max-model-len must be <= --ctx-size");
+  const int world = std::max(eo.tp, eo.ep) * eo.pp;
+  if (eo.threads == 0) eo.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / (world * s.dp));
+
+  ServerOptions so;
+  so.host = s.host;
+  so.port = s.port;
+  so.api_key = s.api_key;
+  so.max_input_tokens = s.max_input_tokens;
+  so.max_output_tokens = s.max_output_tokens;
+  so.max_body_bytes = static_cast<size_t>(parse_size(s.max_body));
+  so.rate_limit_per_minute = s.rate_limit;
+  so.http_threads = s.http_threads;
+  {
+    std::string name = s.served_model_name;
+    if (name.empty()) {
+      name = eo.model_path;
+      const size_t slash = name.find_last_of('/');
+      if (slash != std::string::npos) name = name.substr(slash + 1);
+    }
+    so.served_model_name = name;
+  }
+  const bool driver_process = eo.comm == "local" || !comm_session.active();
+  std::unique_ptr<HttpServer> server;
+  if (driver_process) {
+    server = std::make_unique<HttpServer>(so);
+    const int port = server->bind();
+    server->start();
+    std::fprintf(stderr, "parallm serve: listening on http://%s:%d (loading %s)\n", s.host.c_str(), port,
+                 eo.model_path.c_str());
+  }
+
+  // Context first (the pool is sized for it), then the pool.
+  std::unique_ptr<ModelFile> probe = open_model(eo.model_path);
+  const int64_t ctx = eo.ctx_size > 0 ? eo.ctx_size : probe->config.n_ctx_train;
+  probe.reset();
+  const int64_t max_model_len = s.max_model_len > 0 ? s.max_model_len : ctx;
+  eo.kv_blocks = size_kv_pool(s, eo, max_model_len);
+
+  ServingOptions sopt;
+  sopt.max_num_seqs = s.max_num_seqs;
+  sopt.max_num_batched_tokens = s.max_num_batched_tokens;
+  sopt.max_model_len = max_model_len;
+  sopt.max_queue = s.max_queue;
+  sopt.long_prompt_threshold = s.long_prompt_threshold;
+  sopt.enable_prefix_caching = !s.no_prefix_caching;
+
+  std::vector<std::unique_ptr<CompletionBackend>> replicas;
+  for (int r = 0; r < s.dp; ++r) {
+    auto engine = std::make_unique<Engine>(eo);
+    if (!engine->is_driver()) {  // MPI follower rank
+      engine->serve_forever();
+      return 0;
+    }
+    if (r == 0) log_info(engine->summary());
+    std::vector<std::string> names;
+    if (!eo.devices.empty()) {
+      for (const auto& d : parse_device_list(eo.devices)) names.push_back(strfmt("%s:%d", d.kind == DeviceId::Kind::kCpu ? "cpu" : "cuda", d.index));
+    } else {
+      for (int i = 0; i < world; ++i) names.push_back(strfmt("cpu:%d", r * world + i));
+    }
+    replicas.push_back(std::make_unique<EngineBackend>(std::move(engine), sopt, names));
+  }
+  std::unique_ptr<CompletionBackend> backend;
+  if (replicas.size() == 1) backend = std::move(replicas[0]);
+  else backend = std::make_unique<ReplicaSetBackend>(std::move(replicas), s.routing);
+  server->set_backend(backend.get());
+  std::fprintf(stderr, "parallm serve: ready, model '%s', max model len %lld, %d replica(s)\n",
+               so.served_model_name.c_str(), (long long)max_model_len, s.dp);
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::fprintf(stderr, "parallm serve: shutting down\n");
+  server->set_backend(nullptr);
+  server->stop();
+  backend.reset();
+  return 0;
+}
+
+const bool registered = register_command(
+    {"serve", "Serve a model over an OpenAI-compatible HTTP API", [](CLI::App& sub) -> CommandAction {
+       auto s = std::make_shared<ServeCli>();
+       s->engine.add_to(sub, /*model_required=*/false);
+       sub.add_option("--host", s->host, "Address to bind")->capture_default_str();
+       sub.add_option("--port", s->port, "Port (0 = any free port)")->capture_default_str();
+       sub.add_option("--dp", s->dp, "Data-parallel replicas behind the built-in router")->capture_default_str();
+       sub.add_option("--api-key", s->api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
+       sub.add_option("--served-model-name", s->served_model_name, "Model name in the API (default: the file name)");
+       sub.add_option("--max-model-len", s->max_model_len, "Prompt + output tokens per request (default: --ctx-size)");
+       sub.add_option("--max-num-seqs", s->max_num_seqs, "Sequences batched at once")->capture_default_str();
+       sub.add_option("--max-num-batched-tokens", s->max_num_batched_tokens, "Tokens per step (chunked prefill)")->capture_default_str();
+       sub.add_option("--memory-utilization", s->memory_utilization, "Fraction of device memory to use")->capture_default_str();
+       sub.add_option("--max-queue", s->max_queue, "Waiting requests before 429")->capture_default_str();
+       sub.add_option("--long-prompt-threshold", s->long_prompt_threshold, "Prompts longer than this wait in their own queue");
+       sub.add_option("--kv-blocks", s->kv_blocks, "KV blocks per replica (default: sized from memory)");
+       sub.add_option("--max-input-tokens", s->max_input_tokens, "Longest prompt accepted (default: --max-model-len)");
+       sub.add_option("--max-output-tokens", s->max_output_tokens, "Largest max_tokens accepted (default: --max-model-len)");
+       sub.add_option("--max-body", s->max_body, "Largest request body (413 above)")->capture_default_str();
+       sub.add_option("--rate-limit", s->rate_limit, "Requests per minute per API key or client (0 = off)");
+       sub.add_option("--http-threads", s->http_threads, "HTTP worker threads = concurrent connections")->capture_default_str();
+       sub.add_option("--routing", s->routing, "--dp routing policy")->capture_default_str();
+       sub.add_flag("--no-prefix-caching", s->no_prefix_caching, "Disable prefix caching");
+       return [s] { return run_serve(*s); };
+     }});
+
+}  // namespace
+}  // namespace parallm

@@ -1,0 +1,73 @@
+// ChatFormatter: validates OpenAI messages into plain {role, content} objects
+// and renders them with the model's template (see chat_template.h).
+#include "server/chat_template.h"
+
+#include "server/api_error.h"
+#include "tokenizer/tokenizer.h"
+#include "util/check.h"
+
+namespace parallm {
+
+const char* const kDefaultChatTemplate =
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "{{ message['role'] | capitalize }}: {{ message['content'] }}\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}Assistant:{% endif %}";
+
+ChatFormatter::ChatFormatter(const std::optional<std::string>& template_source, std::string bos_token,
+                             std::string eos_token)
+    : tpl_(template_source && !template_source->empty() ? *template_source : std::string(kDefaultChatTemplate)),
+      bos_(std::move(bos_token)),
+      eos_(std::move(eos_token)),
+      uses_default_(!template_source || template_source->empty()) {}
+
+ChatFormatter ChatFormatter::for_tokenizer(const Tokenizer& tokenizer) {
+  const std::string bos = tokenizer.bos_id() >= 0 ? tokenizer.token_to_piece(tokenizer.bos_id()) : "";
+  const std::string eos = tokenizer.eos_id() >= 0 ? tokenizer.token_to_piece(tokenizer.eos_id()) : "";
+  return ChatFormatter(tokenizer.chat_template(), bos, eos);
+}
+
+std::string ChatFormatter::render(const nlohmann::json& messages, bool add_generation_prompt) const {
+  if (!messages.is_array()) throw bad_request("'messages' must be an array", "messages");
+  if (messages.empty()) throw bad_request("'messages' must not be empty", "messages");
+  nlohmann::json clean = nlohmann::json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw bad_request(where + " must be an object", "messages");
+    if (!m.contains("role") || !m["role"].is_string()) throw bad_request(where + ".role must be a string", "messages");
+    nlohmann::json out = m;  // keeps tool_calls, name, ... for templates that use them
+    const std::string role = m["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer") {
+      throw bad_request(where + ".role must be system, user, assistant, tool or developer", "messages");
+    }
+    if (!m.contains("content") || m["content"].is_null()) {
+      if (role != "assistant") throw bad_request(where + ".content is required", "messages");
+      out["content"] = nullptr;
+    } else if (m["content"].is_array()) {
+      std::string text;
+      for (const auto& part : m["content"]) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+          throw bad_request(where + ".content parts must be {\"type\": \"text\", \"text\": string}", "messages");
+        }
+        text += part["text"].get<std::string>();
+      }
+      out["content"] = text;
+    } else if (!m["content"].is_string()) {
+      throw bad_request(where + ".content must be a string or an array of text parts", "messages");
+    }
+    clean.push_back(std::move(out));
+  }
+  nlohmann::json ctx = {{"messages", clean},
+                        {"add_generation_prompt", add_generation_prompt},
+                        {"bos_token", bos_},
+                        {"eos_token", eos_}};
+  try {
+    return tpl_.render(ctx);
+  } catch (const InputError& e) {
+    throw bad_request(e.what(), "messages");
+  }
+}
+
+}  // namespace parallm

@@ -1,0 +1,73 @@
+// The syntax tree of the Jinja subset that chat templates use (see jinja.h).
+// Values are nlohmann::json; Jinja's `undefined` is a discarded json value
+// (is_discarded()), `none` is null. The tree is produced by jinja_parser.cpp
+// and walked by jinja_eval.cpp; it holds no state of a rendering.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace parallm::jinja {
+
+using Value = nlohmann::json;
+inline Value undefined_value() { return Value(Value::value_t::discarded); }
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+enum class ExprKind {
+  kLiteral,   // literal
+  kName,      // name
+  kGetAttr,   // args[0].name
+  kGetItem,   // args[0][args[1]]
+  kSlice,     // args[0][args[1]:args[2]] (null children = omitted)
+  kCall,      // args[0](args[1..], kwargs)
+  kFilter,    // args[0] | name(args[1..], kwargs)
+  kTest,      // args[0] is [not] name(args[1..])
+  kUnary,     // op args[0]: "not", "-", "+"
+  kBinary,    // args[0] op args[1]
+  kCond,      // args[0] if args[1] else args[2] (args[2] may be null)
+  kList,      // [args...]
+  kDict,      // {args[0]: args[1], ...}
+};
+
+struct Expr {
+  ExprKind kind;
+  std::string name;  // name / attribute / filter / test / operator
+  bool negated = false;  // kTest: `is not`
+  Value literal;
+  std::vector<ExprPtr> args;
+  std::vector<std::pair<std::string, ExprPtr>> kwargs;
+};
+
+struct Stmt;
+using Body = std::vector<std::unique_ptr<Stmt>>;
+
+enum class StmtKind {
+  kText,    // text
+  kOutput,  // {{ expr }}
+  kIf,      // branches (cond, body) ..., else_body
+  kFor,     // for targets in expr [if cond] ... [else] ...
+  kSet,     // set target[.attr] = expr
+  kSetBlock,  // set target %} body {% endset
+};
+
+struct Stmt {
+  StmtKind kind;
+  std::string text;
+  ExprPtr expr;  // output / set value / for iterable
+  std::vector<std::pair<ExprPtr, Body>> branches;  // if
+  Body body, else_body;
+  std::vector<std::string> targets;  // for / set (set: target, optional attr in `attr`)
+  std::string attr;
+  ExprPtr filter;  // for ... if filter
+};
+
+struct Template {
+  Body body;
+};
+
+}  // namespace parallm::jinja

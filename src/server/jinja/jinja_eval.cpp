@@ -1,0 +1,335 @@
+// Renders a parsed template (jinja_ast.h) against a JSON context. Scopes follow
+// Jinja: a for loop opens a scope (so a `set` inside it does not leak out,
+// which is why templates use namespace()), if does not. Limits keep a hostile
+// template or request from exhausting the server: output size, loop iterations.
+#include <cmath>
+
+#include "server/jinja/jinja.h"
+#include "server/jinja/jinja_ast.h"
+#include "server/jinja/jinja_builtins.h"
+#include "util/check.h"
+
+namespace parallm::jinja {
+namespace {
+
+constexpr size_t kMaxOutputBytes = 64u << 20;
+constexpr int64_t kMaxIterations = 10'000'000;
+
+[[noreturn]] void fail(const std::string& m) { throw InputError("chat template: " + m); }
+
+class Renderer {
+ public:
+  explicit Renderer(const Value& context) {
+    scopes_.emplace_back();
+    if (context.is_object()) {
+      for (auto it = context.begin(); it != context.end(); ++it) scopes_.back()[it.key()] = it.value();
+    }
+  }
+
+  void exec(const Body& body, std::string* out) {
+    for (const auto& s : body) exec(*s, out);
+  }
+
+ private:
+  using Scope = std::map<std::string, Value>;
+
+  Value* find_var(const std::string& name) {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto f = it->find(name);
+      if (f != it->end()) return &f->second;
+    }
+    return nullptr;
+  }
+
+  void append(std::string* out, const std::string& s) {
+    if (out->size() + s.size() > kMaxOutputBytes) fail("output exceeds 64 MiB");
+    *out += s;
+  }
+
+  void exec(const Stmt& s, std::string* out) {
+    switch (s.kind) {
+      case StmtKind::kText: append(out, s.text); break;
+      case StmtKind::kOutput: append(out, to_str(eval(*s.expr))); break;
+      case StmtKind::kIf:
+        for (const auto& [cond, body] : s.branches) {
+          if (truthy(eval(*cond))) return exec(body, out);
+        }
+        exec(s.else_body, out);
+        break;
+      case StmtKind::kFor: exec_for(s, out); break;
+      case StmtKind::kSet: assign(s, eval(*s.expr)); break;
+      case StmtKind::kSetBlock: {
+        std::string text;
+        exec(s.body, &text);
+        assign(s, text);
+        break;
+      }
+    }
+  }
+
+  void assign(const Stmt& s, Value v) {
+    if (s.attr.empty()) {
+      scopes_.back()[s.targets[0]] = std::move(v);
+      return;
+    }
+    Value* ns = find_var(s.targets[0]);
+    if (!ns || !ns->is_object()) fail("cannot set attribute of '" + s.targets[0] + "' (not a namespace)");
+    (*ns)[s.attr] = std::move(v);
+  }
+
+  void exec_for(const Stmt& s, std::string* out) {
+    const Value it = eval(*s.expr);
+    Value items = Value::array();
+    if (it.is_array()) items = it;
+    else if (it.is_object()) for (auto i = it.begin(); i != it.end(); ++i) items.push_back(i.key());
+    else if (it.is_string()) for (char c : it.get<std::string>()) items.push_back(std::string(1, c));
+    else if (!it.is_null() && !it.is_discarded()) fail("for: value is not iterable");
+
+    scopes_.emplace_back();
+    auto bind = [&](const Value& item) {
+      if (s.targets.size() == 1) {
+        scopes_.back()[s.targets[0]] = item;
+        return;
+      }
+      if (!item.is_array() || item.size() != s.targets.size()) fail("for: cannot unpack item");
+      for (size_t k = 0; k < s.targets.size(); ++k) scopes_.back()[s.targets[k]] = item[k];
+    };
+    if (s.filter) {  // `for x in xs if cond`: loop.* counts only the kept items
+      Value kept = Value::array();
+      for (const Value& item : items) {
+        bind(item);
+        if (truthy(eval(*s.filter))) kept.push_back(item);
+      }
+      items = std::move(kept);
+    }
+    const int64_t n = static_cast<int64_t>(items.size());
+    for (int64_t i = 0; i < n; ++i) {
+      if (++iterations_ > kMaxIterations) fail("too many loop iterations");
+      bind(items[static_cast<size_t>(i)]);
+      Value loop = {{"index", i + 1},          {"index0", i},           {"first", i == 0},
+                    {"last", i == n - 1},      {"length", n},           {"revindex", n - i},
+                    {"revindex0", n - i - 1}};
+      loop["previtem"] = i > 0 ? items[static_cast<size_t>(i - 1)] : undefined_value();
+      loop["nextitem"] = i + 1 < n ? items[static_cast<size_t>(i + 1)] : undefined_value();
+      scopes_.back()["loop"] = std::move(loop);
+      exec(s.body, out);
+    }
+    scopes_.pop_back();
+    if (n == 0) exec(s.else_body, out);
+  }
+
+  static Value get_item(const Value& obj, const Value& key) {
+    if (obj.is_object() && key.is_string()) {
+      auto f = obj.find(key.get<std::string>());
+      return f == obj.end() ? undefined_value() : *f;
+    }
+    if ((obj.is_array() || obj.is_string()) && key.is_number_integer()) {
+      int64_t i = key.get<int64_t>();
+      const int64_t n = static_cast<int64_t>(obj.is_array() ? obj.size() : obj.get_ref<const std::string&>().size());
+      if (i < 0) i += n;
+      if (i < 0 || i >= n) return undefined_value();
+      if (obj.is_array()) return obj[static_cast<size_t>(i)];
+      return std::string(1, obj.get_ref<const std::string&>()[static_cast<size_t>(i)]);
+    }
+    return undefined_value();
+  }
+
+  Value slice(const Value& obj, const Expr* lo_e, const Expr* hi_e) {
+    if (!obj.is_array() && !obj.is_string()) fail("slice of a value that is not a list or string");
+    const int64_t n = static_cast<int64_t>(obj.is_array() ? obj.size() : obj.get_ref<const std::string&>().size());
+    auto bound = [&](const Expr* e, int64_t dflt) {
+      if (!e) return dflt;
+      Value v = eval(*e);
+      if (v.is_null()) return dflt;
+      if (!v.is_number_integer()) fail("slice bounds must be integers");
+      int64_t x = v.get<int64_t>();
+      if (x < 0) x += n;
+      return std::clamp<int64_t>(x, 0, n);
+    };
+    const int64_t lo = bound(lo_e, 0), hi = std::max(lo, bound(hi_e, n));
+    if (obj.is_string()) return obj.get_ref<const std::string&>().substr(static_cast<size_t>(lo), static_cast<size_t>(hi - lo));
+    Value out = Value::array();
+    for (int64_t i = lo; i < hi; ++i) out.push_back(obj[static_cast<size_t>(i)]);
+    return out;
+  }
+
+  static double num(const Value& v, const std::string& op) {
+    if (!v.is_number() && !v.is_boolean()) fail("unsupported operand for '" + op + "'");
+    return v.is_boolean() ? (v.get<bool>() ? 1 : 0) : v.get<double>();
+  }
+  static bool both_int(const Value& a, const Value& b) {
+    return (a.is_number_integer() || a.is_boolean()) && (b.is_number_integer() || b.is_boolean());
+  }
+  static int64_t as_int(const Value& v) { return v.is_boolean() ? (v.get<bool>() ? 1 : 0) : v.get<int64_t>(); }
+
+  Value binary(const Expr& e) {
+    const std::string& op = e.name;
+    if (op == "and") {
+      Value a = eval(*e.args[0]);
+      return truthy(a) ? eval(*e.args[1]) : a;
+    }
+    if (op == "or") {
+      Value a = eval(*e.args[0]);
+      return truthy(a) ? a : eval(*e.args[1]);
+    }
+    const Value a = eval(*e.args[0]);
+    const Value b = eval(*e.args[1]);
+    if (op == "~") return to_str(a) + to_str(b);
+    if (op == "==") return values_equal(a, b);
+    if (op == "!=") return !values_equal(a, b);
+    if (op == "in") return contains(b, a);
+    if (op == "not in") return !contains(b, a);
+    if (op == "<" || op == ">" || op == "<=" || op == ">=") {
+      int c;
+      if (a.is_string() && b.is_string()) {
+        c = a.get_ref<const std::string&>().compare(b.get_ref<const std::string&>());
+      } else {
+        const double x = num(a, op), y = num(b, op);
+        c = x < y ? -1 : x > y ? 1 : 0;
+      }
+      return op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0;
+    }
+    if (op == "+") {
+      if (a.is_string() && b.is_string()) return a.get<std::string>() + b.get<std::string>();
+      if (a.is_array() && b.is_array()) {
+        Value out = a;
+        for (const auto& x : b) out.push_back(x);
+        return out;
+      }
+      if (a.is_string() || b.is_string() || a.is_array() || b.is_array()) {
+        fail("cannot add " + std::string(a.type_name()) + " and " + std::string(b.is_discarded() ? "undefined" : b.type_name()));
+      }
+      if (both_int(a, b)) return as_int(a) + as_int(b);
+      return num(a, op) + num(b, op);
+    }
+    if (op == "*" && a.is_string() && b.is_number_integer()) {
+      std::string out;
+      for (int64_t i = 0; i < b.get<int64_t>() && out.size() < kMaxOutputBytes; ++i) out += a.get<std::string>();
+      return out;
+    }
+    if (op == "-") return both_int(a, b) ? Value(as_int(a) - as_int(b)) : Value(num(a, op) - num(b, op));
+    if (op == "*") return both_int(a, b) ? Value(as_int(a) * as_int(b)) : Value(num(a, op) * num(b, op));
+    const double y = num(b, op);
+    if (y == 0) fail("division by zero");
+    if (op == "/") return num(a, op) / y;
+    if (op == "//") return both_int(a, b) ? Value(static_cast<int64_t>(std::floor(num(a, op) / y))) : Value(std::floor(num(a, op) / y));
+    if (op == "%") {
+      if (both_int(a, b)) {
+        const int64_t m = as_int(a) % as_int(b);
+        return (m != 0 && ((m < 0) != (as_int(b) < 0))) ? m + as_int(b) : m;
+      }
+      return std::fmod(num(a, op), y);
+    }
+    fail("unknown operator '" + op + "'");
+  }
+
+  Value call(const Expr& e) {
+    std::vector<Value> args;
+    for (size_t i = 1; i < e.args.size(); ++i) args.push_back(eval(*e.args[i]));
+    Kwargs kwargs;
+    for (const auto& [k, v] : e.kwargs) kwargs.emplace_back(k, eval(*v));
+    const Expr& callee = *e.args[0];
+    if (callee.kind == ExprKind::kGetAttr) {
+      const Value obj = eval(*callee.args[0]);
+      bool found = false;
+      Value r = call_method(obj, callee.name, args, &found);
+      if (found) return r;
+      fail("no method '" + callee.name + "'");
+    }
+    if (callee.kind == ExprKind::kName) {
+      const std::string& f = callee.name;
+      if (f == "raise_exception") throw InputError(args.empty() ? "chat template raised an exception" : to_str(args[0]));
+      if (f == "namespace") {
+        Value ns = Value::object();
+        for (auto& [k, v] : kwargs) ns[k] = v;
+        return ns;
+      }
+      if (f == "range") {
+        int64_t lo = 0, hi = 0, step = 1;
+        for (const auto& a : args)
+          if (!a.is_number_integer()) fail("range needs integers");
+        if (args.size() == 1) hi = args[0].get<int64_t>();
+        else if (args.size() >= 2) lo = args[0].get<int64_t>(), hi = args[1].get<int64_t>();
+        if (args.size() == 3) step = args[2].get<int64_t>();
+        if (step == 0) fail("range step is 0");
+        Value out = Value::array();
+        for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
+          if (out.size() > 1'000'000) fail("range too long");
+          out.push_back(i);
+        }
+        return out;
+      }
+      fail("unknown function '" + f + "'");
+    }
+    fail("value is not callable");
+  }
+
+  Value eval(const Expr& e) {
+    switch (e.kind) {
+      case ExprKind::kLiteral: return e.literal;
+      case ExprKind::kName: {
+        const Value* v = find_var(e.name);
+        return v ? *v : undefined_value();
+      }
+      case ExprKind::kGetAttr: return get_item(eval(*e.args[0]), Value(e.name));
+      case ExprKind::kGetItem: return get_item(eval(*e.args[0]), eval(*e.args[1]));
+      case ExprKind::kSlice: return slice(eval(*e.args[0]), e.args[1].get(), e.args[2].get());
+      case ExprKind::kCall: return call(e);
+      case ExprKind::kFilter: {
+        const Value v = eval(*e.args[0]);
+        std::vector<Value> args;
+        for (size_t i = 1; i < e.args.size(); ++i) args.push_back(eval(*e.args[i]));
+        Kwargs kwargs;
+        for (const auto& [k, x] : e.kwargs) kwargs.emplace_back(k, eval(*x));
+        return apply_filter(e.name, v, args, kwargs);
+      }
+      case ExprKind::kTest: {
+        const Value v = eval(*e.args[0]);
+        std::vector<Value> args;
+        for (size_t i = 1; i < e.args.size(); ++i) args.push_back(eval(*e.args[i]));
+        return apply_test(e.name, v, args) != e.negated;
+      }
+      case ExprKind::kUnary: {
+        const Value v = eval(*e.args[0]);
+        if (e.name == "not") return !truthy(v);
+        if (!v.is_number()) fail("unary '" + e.name + "' needs a number");
+        if (e.name == "+") return v;
+        return v.is_number_float() ? Value(-v.get<double>()) : Value(-v.get<int64_t>());
+      }
+      case ExprKind::kBinary: return binary(e);
+      case ExprKind::kCond:
+        if (truthy(eval(*e.args[1]))) return eval(*e.args[0]);
+        return e.args[2] ? eval(*e.args[2]) : undefined_value();
+      case ExprKind::kList: {
+        Value out = Value::array();
+        for (const auto& a : e.args) out.push_back(eval(*a));
+        return out;
+      }
+      case ExprKind::kDict: {
+        Value out = Value::object();
+        for (size_t i = 0; i + 1 < e.args.size(); i += 2) out[to_str(eval(*e.args[i]))] = eval(*e.args[i + 1]);
+        return out;
+      }
+    }
+    fail("bad expression");
+  }
+
+  std::vector<Scope> scopes_;
+  int64_t iterations_ = 0;
+};
+
+}  // namespace
+
+CompiledTemplate::CompiledTemplate(std::string_view source) : tpl_(parse_template(source)) {}
+CompiledTemplate::~CompiledTemplate() = default;
+CompiledTemplate::CompiledTemplate(CompiledTemplate&&) noexcept = default;
+CompiledTemplate& CompiledTemplate::operator=(CompiledTemplate&&) noexcept = default;
+
+std::string CompiledTemplate::render(const nlohmann::json& context) const {
+  Renderer r(context);
+  std::string out;
+  r.exec(tpl_->body, &out);
+  return out;
+}
+
+}  // namespace parallm::jinja

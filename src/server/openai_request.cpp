@@ -1,0 +1,157 @@
+// Request validation (see openai_request.h). Unknown fields are ignored, as
+// the OpenAI SDKs send optional ones; known fields are type- and range-checked.
+#include "server/openai_request.h"
+
+#include <random>
+
+#include "server/api_error.h"
+
+namespace parallm {
+namespace {
+
+using nlohmann::json;
+
+bool present(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+double get_number(const json& j, const char* key, double lo, double hi, double dflt) {
+  if (!present(j, key)) return dflt;
+  const json& v = j[key];
+  if (!v.is_number()) throw bad_request(std::string("'") + key + "' must be a number", key);
+  const double x = v.get<double>();
+  if (!(x >= lo && x <= hi)) {
+    throw bad_request(std::string("'") + key + "' must be between " + json(lo).dump() + " and " + json(hi).dump(), key);
+  }
+  return x;
+}
+
+std::optional<int64_t> get_int(const json& j, const char* key, int64_t lo, int64_t hi) {
+  if (!present(j, key)) return std::nullopt;
+  const json& v = j[key];
+  const bool integral_float = v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>()));
+  if (!v.is_number_integer() && !integral_float) throw bad_request(std::string("'") + key + "' must be an integer", key);
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    throw bad_request(std::string("'") + key + "' is out of range", key);
+  }
+  const int64_t x = v.is_number_float() ? static_cast<int64_t>(v.get<double>()) : v.get<int64_t>();
+  if (x < lo || x > hi) {
+    throw bad_request(std::string("'") + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi), key);
+  }
+  return x;
+}
+
+bool get_bool(const json& j, const char* key, bool dflt) {
+  if (!present(j, key)) return dflt;
+  if (!j[key].is_boolean()) throw bad_request(std::string("'") + key + "' must be a boolean", key);
+  return j[key].get<bool>();
+}
+
+std::string get_string(const json& j, const char* key) {
+  if (!present(j, key)) return "";
+  if (!j[key].is_string()) throw bad_request(std::string("'") + key + "' must be a string", key);
+  return j[key].get<std::string>();
+}
+
+}  // namespace
+
+CompletionParams parse_completion_request(const std::string& body, bool chat) {
+  json j;
+  try {
+    j = json::parse(body);  // rejects invalid UTF-8 inside strings
+  } catch (const json::exception& e) {
+    throw bad_request(std::string("request body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw bad_request("request body must be a JSON object");
+  CompletionParams p;
+  p.chat = chat;
+  p.model = get_string(j, "model");
+  if (chat) {
+    if (!present(j, "messages")) throw bad_request("'messages' is required", "messages");
+    if (!j["messages"].is_array()) throw bad_request("'messages' must be an array", "messages");
+    p.messages = j["messages"];
+  } else {
+    if (!present(j, "prompt")) throw bad_request("'prompt' is required", "prompt");
+    const json& pr = j["prompt"];
+    if (pr.is_string()) {
+      p.prompt_text = pr.get<std::string>();
+    } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
+      p.prompt_text = pr[0].get<std::string>();  // a batch of one string
+    } else if (pr.is_array() && !pr.empty() && pr[0].is_number_integer()) {
+      p.prompt_is_tokens = true;
+      for (const auto& t : pr) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+          throw bad_request("'prompt' token ids must be non-negative integers", "prompt");
+        }
+        p.prompt_tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
+      }
+    } else if (pr.is_array() && !pr.empty()) {
+      throw bad_request("'prompt' must be a string or an array of token ids (batches of several prompts are not supported)",
+                        "prompt");
+    } else {
+      throw bad_request("'prompt' must be a non-empty string or array of token ids", "prompt");
+    }
+    p.echo = get_bool(j, "echo", false);
+  }
+  const auto mt = get_int(j, "max_tokens", 1, INT32_MAX);
+  const auto mct = get_int(j, "max_completion_tokens", 1, INT32_MAX);
+  p.max_tokens = mct ? mct : mt;
+  const auto n = get_int(j, "n", 1, INT32_MAX);
+  if (n && *n != 1) throw bad_request("only 'n': 1 is supported", "n");
+  const auto best_of = get_int(j, "best_of", 1, INT32_MAX);
+  if (best_of && *best_of != 1) throw bad_request("only 'best_of': 1 is supported", "best_of");
+
+  SamplingParams& s = p.sampling;
+  s.temperature = static_cast<float>(get_number(j, "temperature", 0.0, 2.0, 1.0));
+  s.top_p = static_cast<float>(get_number(j, "top_p", 0.0, 1.0, 1.0));
+  if (s.top_p <= 0.0f) throw bad_request("'top_p' must be in (0, 1]", "top_p");
+  const auto top_k = get_int(j, "top_k", -1, INT32_MAX);
+  s.top_k = top_k && *top_k > 0 ? static_cast<int32_t>(*top_k) : 0;  // -1 and 0 mean off
+  s.min_p = static_cast<float>(get_number(j, "min_p", 0.0, 1.0, 0.0));
+  s.presence_penalty = static_cast<float>(get_number(j, "presence_penalty", -2.0, 2.0, 0.0));
+  s.frequency_penalty = static_cast<float>(get_number(j, "frequency_penalty", -2.0, 2.0, 0.0));
+  s.repetition_penalty = static_cast<float>(get_number(j, "repetition_penalty", 0.01, 10.0, 1.0));
+  if (present(j, "seed")) {
+    if (!j["seed"].is_number_integer()) throw bad_request("'seed' must be an integer", "seed");
+    s.seed = j["seed"].is_number_unsigned() ? j["seed"].get<uint64_t>() : static_cast<uint64_t>(j["seed"].get<int64_t>());
+  } else {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    s.seed = rng();
+  }
+
+  if (present(j, "stop")) {
+    const json& st = j["stop"];
+    if (st.is_string()) {
+      p.stop.push_back(st.get<std::string>());
+    } else if (st.is_array()) {
+      for (const auto& x : st) {
+        if (!x.is_string()) throw bad_request("'stop' must be a string or an array of strings", "stop");
+        p.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      throw bad_request("'stop' must be a string or an array of strings", "stop");
+    }
+    if (p.stop.size() > 16) throw bad_request("'stop' may hold at most 16 strings", "stop");
+    for (const auto& x : p.stop) {
+      if (x.empty() || x.size() > 1024) throw bad_request("each 'stop' string must have 1 to 1024 bytes", "stop");
+    }
+  }
+  p.stream = get_bool(j, "stream", false);
+  if (present(j, "stream_options")) {
+    const json& so = j["stream_options"];
+    if (!so.is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
+    if (!p.stream) throw bad_request("'stream_options' is only allowed with 'stream': true", "stream_options");
+    p.include_usage = get_bool(so, "include_usage", false);
+  }
+  p.ignore_eos = get_bool(j, "ignore_eos", false);
+  const auto prio = get_int(j, "priority", -1000000, 1000000);
+  p.priority = prio ? static_cast<int>(*prio) : 0;
+  p.user = get_string(j, "user");
+  if (chat && present(j, "tools") && !j["tools"].is_array()) throw bad_request("'tools' must be an array", "tools");
+  try {
+    s.validate();
+  } catch (const std::exception& e) {
+    throw bad_request(e.what());
+  }
+  return p;
+}
+
+}  // namespace parallm

@@ -1,0 +1,285 @@
+// The HTTP layer against a scripted backend (no model): routes, response
+// shapes, SSE framing, stop strings, limits and error mapping, concurrency and
+// client disconnects. Expected texts are computed independently from the
+// script (script_token) and the tokenizer.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <csignal>
+#include <future>
+
+#include "http_test_util.h"
+#include "scripted_backend.h"
+#include "server/http_server.h"
+
+namespace parallm {
+namespace {
+
+using nlohmann::json;
+using test::raw_http;
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void start(ServerOptions o = {}, std::chrono::milliseconds interval = std::chrono::milliseconds(1)) {
+    std::signal(SIGPIPE, SIG_IGN);
+    o.port = 0;
+    o.served_model_name = "tiny";
+    o.heartbeat_s = 0.2;
+    backend_ = std::make_unique<ScriptedBackend>(interval);
+    server_ = std::make_unique<HttpServer>(o);
+    port_ = server_->bind();
+    server_->start();
+    server_->set_backend(backend_.get());
+  }
+  void TearDown() override {
+    if (server_) server_->stop();
+    server_.reset();
+    backend_.reset();
+  }
+  httplib::Result post(const std::string& path, const std::string& body, const httplib::Headers& h = {}) {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(30);
+    return c.Post(path.c_str(), h, body, "application/json");
+  }
+  httplib::Result get(const std::string& path) {
+    httplib::Client c("127.0.0.1", port_);
+    return c.Get(path.c_str());
+  }
+  // The text the script produces for `seed` over n tokens: the pieces joined
+  // (a continuation keeps its first piece's leading space).
+  std::string expected_text(uint64_t seed, int64_t n) {
+    std::string s;
+    for (int64_t i = 0; i < n; ++i) s += backend_->tokenizer().token_to_piece(script_token(seed, i));
+    return s;
+  }
+
+  std::unique_ptr<ScriptedBackend> backend_;
+  std::unique_ptr<HttpServer> server_;
+  int port_ = 0;
+};
+
+TEST_F(HttpServerTest, HealthIs503UntilReady) {
+  ServerOptions o;
+  o.port = 0;
+  HttpServer s(o);
+  const int port = s.bind();
+  s.start();
+  httplib::Client c("127.0.0.1", port);
+  EXPECT_EQ(c.Get("/health")->status, 503);
+  auto r = c.Post("/v1/completions", R"({"prompt":"a"})", "application/json");
+  EXPECT_EQ(r->status, 503);
+  ScriptedBackend b;
+  s.set_backend(&b);
+  EXPECT_EQ(c.Get("/health")->status, 200);
+  s.stop();
+}
+
+TEST_F(HttpServerTest, CompletionShapeAndText) {
+  start();
+  auto r = post("/v1/completions", R"({"model":"tiny","prompt":"Once upon","max_tokens":7,"seed":5,"temperature":0.7})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "tiny");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  EXPECT_TRUE(j["created"].is_number_integer());
+  EXPECT_EQ(j["choices"][0]["text"], expected_text(5, 7));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  const int64_t n_prompt = static_cast<int64_t>(backend_->tokenizer().encode("Once upon", true).size());
+  EXPECT_EQ(j["usage"]["prompt_tokens"], n_prompt);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 7);
+  EXPECT_EQ(j["usage"]["total_tokens"], n_prompt + 7);
+
+  auto c = post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"max_completion_tokens":4,"seed":9})");
+  ASSERT_EQ(c->status, 200) << c->body;
+  json k = json::parse(c->body);
+  EXPECT_EQ(k["object"], "chat.completion");
+  EXPECT_EQ(k["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(k["choices"][0]["message"]["content"], expected_text(9, 4));
+  // The default template (stories260K has none) renders "<s>User: hi\nAssistant:".
+  const auto& tok = backend_->tokenizer();
+  EXPECT_EQ(k["usage"]["prompt_tokens"],
+            tok.encode(tok.token_to_piece(tok.bos_id()) + "User: hi\nAssistant:", false, true).size());
+
+  auto m = get("/v1/models");
+  EXPECT_EQ(json::parse(m->body)["data"][0]["id"], "tiny");
+}
+
+TEST_F(HttpServerTest, StreamedEqualsNonStreamedAndEndsWithDone) {
+  start();
+  for (bool chat : {false, true}) {
+    const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
+    const std::string input = chat ? R"("messages":[{"role":"user","content":"x"}])" : R"("prompt":"x")";
+    auto whole = post(path, "{" + input + R"(,"max_tokens":20,"seed":3})");
+    const std::string resp = raw_http(port_, "POST", path,
+                                      "{" + input + R"(,"max_tokens":20,"seed":3,"stream":true,"stream_options":{"include_usage":true}})");
+    ASSERT_EQ(test::status_of(resp), 200) << resp;
+    EXPECT_NE(resp.find("Content-Type: text/event-stream"), std::string::npos);
+    auto data = test::sse_data(resp);
+    ASSERT_FALSE(data.empty());
+    EXPECT_EQ(data.back(), "[DONE]");
+    std::string finish;
+    json usage;
+    const std::string text = test::sse_text(data, &finish, &usage);
+    json w = json::parse(whole->body);
+    EXPECT_EQ(text, chat ? w["choices"][0]["message"]["content"] : w["choices"][0]["text"]);
+    EXPECT_EQ(text, expected_text(3, 20));
+    EXPECT_EQ(finish, "length");
+    EXPECT_EQ(usage, w["usage"]);
+    EXPECT_EQ(json::parse(data[data.size() - 2])["choices"].size(), 0u);  // the usage chunk
+  }
+}
+
+TEST_F(HttpServerTest, StopStringsEndGenerationAndAreNotIncluded) {
+  start();
+  const std::string full = expected_text(11, 30);
+  ASSERT_GT(full.size(), 20u);
+  const std::string stop = full.substr(10, 3);
+  const std::string want = full.substr(0, full.find(stop));
+  auto r = post("/v1/completions", R"({"prompt":"a","max_tokens":30,"seed":11,"stop":[")" + stop + R"(","zzzzqqq"]})");
+  json j = json::parse(r->body);
+  EXPECT_EQ(j["choices"][0]["text"], want);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_LT(j["usage"]["completion_tokens"].get<int>(), 30);
+  const std::string s = raw_http(port_, "POST", "/v1/completions",
+                                 R"({"prompt":"a","max_tokens":30,"seed":11,"stream":true,"stop":")" + stop + R"("})");
+  std::string finish;
+  EXPECT_EQ(test::sse_text(test::sse_data(s), &finish), want);
+  EXPECT_EQ(finish, "stop");
+}
+
+TEST_F(HttpServerTest, BadRequestCorpusThenHealthy) {
+  ServerOptions o;
+  o.api_key = "sekret";
+  o.max_body_bytes = 64 * 1024;
+  start(o);
+  const std::string auth = "Authorization: Bearer sekret\r\n";
+  struct Case {
+    std::string path, body, headers;
+    int status;
+  };
+  const std::string huge_prompt(600 * 6, 'a');
+  std::string bad_utf8 = R"({"prompt":"ab)";
+  bad_utf8 += "\xff\xfe";
+  bad_utf8 += R"(","max_tokens":2})";
+  std::vector<Case> cases = {
+      {"/v1/completions", R"({"prompt":"a"})", "", 401},
+      {"/v1/completions", R"({"prompt":"a"})", "Authorization: Bearer wrong\r\n", 401},
+      {"/v1/completions", R"({"prompt":"a"})", "Authorization: sekret\r\n", 401},
+      {"/v1/completions", R"({"prompt": "a",)", auth, 400},
+      {"/v1/completions", "not json at all", auth, 400},
+      {"/v1/completions", "[1,2,3]", auth, 400},
+      {"/v1/completions", R"({"max_tokens":3})", auth, 400},
+      {"/v1/completions", R"({"prompt":42})", auth, 400},
+      {"/v1/completions", R"({"prompt":[]})", auth, 400},
+      {"/v1/completions", R"({"prompt":[1,-2]})", auth, 400},
+      {"/v1/completions", R"({"prompt":[1,99999]})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","max_tokens":"5"})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","max_tokens":0})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","max_tokens":100000})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","temperature":"hot"})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","temperature":-1})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","top_p":2})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","stop":5})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","stop":[""]})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","n":2})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","stream":"yes"})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","stream_options":{"include_usage":true}})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","seed":1.5})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","model":"other"})", auth, 404},
+      {"/v1/completions", bad_utf8, auth, 400},
+      {"/v1/completions", R"({"prompt":")" + huge_prompt + R"("})", auth, 400},
+      {"/v1/completions", R"({"prompt":")" + std::string(100 * 1024, 'a') + R"("})", auth, 413},
+      {"/v1/chat/completions", R"({"prompt":"a"})", auth, 400},
+      {"/v1/chat/completions", R"({"messages":"hi"})", auth, 400},
+      {"/v1/chat/completions", R"({"messages":[]})", auth, 400},
+      {"/v1/chat/completions", R"({"messages":[{"role":"user"}]})", auth, 400},
+      {"/v1/chat/completions", R"({"messages":[{"role":"robot","content":"x"}]})", auth, 400},
+      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":{"a":1}}]})", auth, 400},
+      {"/v1/nope", "{}", auth, 404},
+  };
+  for (const auto& c : cases) {
+    const std::string resp = raw_http(port_, "POST", c.path, c.body, c.headers);
+    EXPECT_EQ(test::status_of(resp), c.status) << c.body.substr(0, 200);
+    const size_t b = resp.find("\r\n\r\n");
+    ASSERT_NE(b, std::string::npos);
+    json j = json::parse(resp.substr(b + 4), nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << resp;
+    for (const char* f : {"message", "type", "param", "code"}) EXPECT_TRUE(j["error"].contains(f)) << f << " " << resp;
+  }
+  EXPECT_EQ(backend_->submitted.load(), 0);
+  EXPECT_EQ(get("/health")->status, 200);
+  const std::string ok = raw_http(port_, "POST", "/v1/completions", R"({"prompt":"a","max_tokens":2})", auth);
+  EXPECT_EQ(test::status_of(ok), 200) << ok;
+}
+
+TEST_F(HttpServerTest, QueueFullAndRateLimitGive429) {
+  ServerOptions o;
+  o.rate_limit_per_minute = 3;
+  start(o);
+  backend_->refuse_ = true;
+  auto r = post("/v1/completions", R"({"prompt":"a"})");
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  backend_->refuse_ = false;
+  EXPECT_EQ(post("/v1/completions", R"({"prompt":"a","max_tokens":1})")->status, 200);
+  EXPECT_EQ(post("/v1/completions", R"({"prompt":"a","max_tokens":1})")->status, 200);
+  auto limited = post("/v1/completions", R"({"prompt":"a","max_tokens":1})");
+  EXPECT_EQ(limited->status, 429);
+  EXPECT_GE(std::stoi(limited->get_header_value("Retry-After")), 1);
+  // Another key has its own bucket.
+  EXPECT_EQ(post("/v1/completions", R"({"prompt":"a","max_tokens":1})", {{"Authorization", "Bearer other"}})->status, 200);
+}
+
+TEST_F(HttpServerTest, SixtyFourConcurrentStreams) {
+  start({}, std::chrono::milliseconds(2));
+  std::vector<std::future<std::string>> fs;
+  for (int i = 0; i < 64; ++i) {
+    fs.push_back(std::async(std::launch::async, [this, i] {
+      return raw_http(port_, "POST", "/v1/completions",
+                      R"({"prompt":"a","stream":true,"max_tokens":32,"seed":)" + std::to_string(i) + "}");
+    }));
+  }
+  for (int i = 0; i < 64; ++i) {
+    const std::string resp = fs[static_cast<size_t>(i)].get();
+    auto data = test::sse_data(resp);
+    ASSERT_FALSE(data.empty()) << i;
+    EXPECT_EQ(data.back(), "[DONE]");
+    EXPECT_EQ(test::sse_text(data), expected_text(static_cast<uint64_t>(i), 32)) << i;
+  }
+}
+
+TEST_F(HttpServerTest, DisconnectMidStreamAbortsTheRequest) {
+  start({}, std::chrono::milliseconds(5));
+  const std::string part = raw_http(port_, "POST", "/v1/completions",
+                                    R"({"prompt":"a","stream":true,"max_tokens":100000000,"ignore_eos":true})", "", 600);
+  EXPECT_EQ(test::status_of(part), 400);  // max_tokens over the model length
+  const std::string part2 = raw_http(port_, "POST", "/v1/completions",
+                                     R"({"prompt":"a","stream":true,"max_tokens":500,"ignore_eos":true})", "", 800);
+  EXPECT_EQ(test::status_of(part2), 200);
+  for (int i = 0; i < 200 && backend_->aborted.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(backend_->aborted.load(), 1);
+  const std::string metrics = get("/metrics")->body;
+  EXPECT_EQ(test::metric(metrics, "parallm:num_requests_running"), 0);
+  EXPECT_EQ(test::metric(metrics, "parallm:kv_cache_usage_perc{device=\"cpu:0\"}"), 0);
+}
+
+TEST_F(HttpServerTest, MetricsExposition) {
+  start();
+  ASSERT_EQ(post("/v1/completions", R"({"prompt":"a","max_tokens":5})")->status, 200);
+  const std::string m = get("/metrics")->body;
+  for (const char* name : {"parallm:num_requests_running", "parallm:num_requests_waiting", "parallm:prefix_cache_hit_rate",
+                           "parallm:num_preemptions_total", "parallm:prompt_tokens_total", "parallm:generation_tokens_total",
+                           "parallm:time_to_first_token_seconds_count", "parallm:time_per_output_token_seconds_count",
+                           "parallm:e2e_request_latency_seconds_count"}) {
+    EXPECT_GE(test::metric(m, name), 0) << name;
+  }
+  EXPECT_EQ(test::metric(m, "parallm:e2e_request_latency_seconds_count"), 1);
+  EXPECT_EQ(test::metric(m, "parallm:e2e_request_latency_seconds_bucket{le=\"+Inf\"}"), 1);
+  EXPECT_EQ(test::metric(m, "parallm:generation_tokens_total"), 5);
+  EXPECT_EQ(test::metric(m, "parallm:device_memory_used_bytes{device=\"cpu:0\"}"), 12345);
+  EXPECT_NE(m.find("# TYPE parallm:time_to_first_token_seconds histogram"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace parallm

@@ -1,0 +1,128 @@
+// A CompletionBackend without a model for the HTTP tests: a worker thread
+// "generates" a token sequence fixed by the seed (script_token), one token
+// every `token_interval`, with a real tokenizer (stories260K's) so text and
+// detokenization are real. It counts running requests and aborts, and can be
+// told to refuse with kQueueFull.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "server/completion_backend.h"
+#include "tokenizer/tokenizer.h"
+
+namespace parallm {
+
+inline int32_t script_token(uint64_t seed, int64_t i) {
+  return static_cast<int32_t>(259 + (seed * 7 + static_cast<uint64_t>(i) * 13) % 250);  // no byte tokens
+}
+
+class ScriptedBackend : public CompletionBackend {
+ public:
+  explicit ScriptedBackend(std::chrono::milliseconds token_interval = std::chrono::milliseconds(1))
+      : tok_(load_tokenizer(std::string(PARALLM_SHARED_DIR) + "/models/stories260K/stories260K.gguf")),
+        interval_(token_interval),
+        worker_([this] { loop(); }) {}
+  ~ScriptedBackend() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+
+  SubmitStatus submit(ServingRequest r, std::function<void(const TokenEvent&)> cb, uint64_t* id) override {
+    if (refuse_) return SubmitStatus::kQueueFull;
+    std::lock_guard<std::mutex> lock(mu_);
+    *id = next_id_++;
+    reqs_[*id] = Req{std::move(r), std::move(cb), 0, false};
+    ++submitted;
+    cv_.notify_all();
+    return SubmitStatus::kOk;
+  }
+  void abort(uint64_t id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = reqs_.find(id);
+    if (it != reqs_.end()) it->second.aborted = true;
+  }
+  ServingMetrics metrics() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ServingMetrics m;
+    m.num_requests_running = static_cast<int64_t>(reqs_.size());
+    m.kv_cache_usage = static_cast<double>(reqs_.size()) / 1000.0;
+    m.generation_tokens_total = generated_;
+    return m;
+  }
+  std::vector<DeviceStat> device_stats() const override {
+    return {DeviceStat{"cpu:0", metrics().kv_cache_usage, 12345}};
+  }
+  const Tokenizer& tokenizer() const override { return *tok_; }
+  int64_t max_model_len() const override { return 512; }
+
+  std::atomic<bool> refuse_{false};
+  std::atomic<int> submitted{0}, aborted{0};
+
+ private:
+  struct Req {
+    ServingRequest r;
+    std::function<void(const TokenEvent&)> cb;
+    int64_t n = 0;
+    bool aborted = false;
+  };
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      if (reqs_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      for (auto it = reqs_.begin(); it != reqs_.end();) {
+        Req& q = it->second;
+        TokenEvent e;
+        e.prompt_tokens = static_cast<int64_t>(q.r.prompt.size());
+        if (q.aborted) {
+          e.finished = true;
+          e.finish_reason = "abort";
+          e.completion_tokens = q.n;
+          ++aborted;
+        } else {
+          e.token = script_token(q.r.sampling.seed, q.n);
+          e.completion_tokens = ++q.n;
+          ++generated_;
+          if (q.n >= q.r.max_tokens) {
+            e.finished = true;
+            e.finish_reason = "length";
+          }
+        }
+        q.cb(e);
+        it = e.finished ? reqs_.erase(it) : std::next(it);
+      }
+      lock.unlock();
+      std::this_thread::sleep_for(interval_);
+      lock.lock();
+    }
+    for (auto& [id, q] : reqs_) {
+      TokenEvent e;
+      e.finished = true;
+      e.finish_reason = "abort";
+      q.cb(e);
+    }
+  }
+
+  std::unique_ptr<Tokenizer> tok_;
+  std::chrono::milliseconds interval_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, Req> reqs_;
+  uint64_t next_id_ = 1;
+  uint64_t generated_ = 0;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace parallm
