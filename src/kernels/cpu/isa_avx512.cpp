@@ -246,7 +246,9 @@ float dot_q8_0_ymm(const BlockQ8_0* w, const XqView& x, int64_t nb) {
 // R > 1 rows per pass shares the x loads and ran 35% faster from L2, but
 // streaming from DRAM with 2 threads it fell from 42 to 13 GB/s (q8_0) and
 // 33 to 24 (q4_0): interleaved row streams defeat the prefetcher here, as
-// for f16. So R = 1 in use.
+// for f16. Two distant streams (rows o and o + half) kept the bandwidth
+// but gained nothing either (33 GB/s), nor did 8 blocks per iteration with
+// one scale conversion for both groups (31-33). So R = 1 as below.
 // out[r] = dot(row r, x) for r < R, row r at w + r*stride.
 template <int R>
 void dot_q4_0(const char* w, size_t stride, const XqView& x, int64_t nb, float* out) {
@@ -290,22 +292,7 @@ void dot_q4_0(const char* w, size_t stride, const XqView& x, int64_t nb, float* 
 
 void quant_rows(const RowsTask& a) {
   const int64_t nb = a.n_in / 32;
-  int64_t o_begin = a.o_begin;
-  if (a.wtype == DType::kQ4_0) {
-    // Two distant sequential streams: rows o and o + half.
-    const int64_t half = (a.o_end - a.o_begin) / 2;
-    for (int64_t i = 0; i < half; ++i) {
-      const int64_t o = a.o_begin + i;
-      for (int64_t t = 0; t < a.n_tokens; ++t) {
-        float r[2];
-        dot_q4_0<2>(a.w + o * a.w_stride, half * a.w_stride, xq_view(a.xq, t, a.n_in), nb, r);
-        a.out[t * a.out_stride + o] = r[0];
-        a.out[t * a.out_stride + o + half] = r[1];
-      }
-    }
-    o_begin = a.o_begin + 2 * half;
-  }
-  for (int64_t o = o_begin; o < a.o_end; ++o) {
+  for (int64_t o = a.o_begin; o < a.o_end; ++o) {
     const char* row = a.w + o * a.w_stride;
     for (int64_t t = 0; t < a.n_tokens; ++t) {
       const XqView x = xq_view(a.xq, t, a.n_in);

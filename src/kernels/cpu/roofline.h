@@ -9,7 +9,8 @@ namespace parallm::cpu {
 
 // Streaming read bandwidth in GB/s (1e9 bytes/s) with pool.size() threads,
 // each summing its own slice of a 512 MiB buffer (far beyond the LLC) with the
-// active ISA's widest loads; best of several passes, about 0.5 s in all.
+// active ISA's widest loads; best of 23 passes, about 1 s in all (most of it
+// faulting the buffer in).
 double measure_memory_bandwidth_gb_per_s(ThreadPool& pool);
 
 // FP32 FMA peak in GFLOP/s (2 flops per FMA lane) with pool.size() threads,

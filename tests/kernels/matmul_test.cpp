@@ -1,0 +1,196 @@
+// matmul / matmul_multi against "dequantize W to f32, multiply in f64", for
+// every weight dtype x every ISA level this CPU supports x a grid of shapes
+// (odd n_out, 1..70 tokens, padded row strides, 1..3 threads).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant.h"
+
+namespace parallm::cpu {
+namespace {
+
+constexpr DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
+                               DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (isa_supported(i)) v.push_back(i);
+  }
+  return v;
+}
+
+// Restores the process-wide ISA after a test.
+struct IsaGuard {
+  Isa saved = active_isa();
+  ~IsaGuard() { set_active_isa(saved); }
+};
+
+struct Matrix {
+  DType t;
+  int64_t n_out, n_in;
+  size_t stride;
+  std::vector<uint8_t> bytes;  // n_out rows at `stride`
+  std::vector<float> deq;      // [n_out, n_in], what the rows hold
+};
+
+Matrix make_matrix(DType t, int64_t n_out, int64_t n_in, size_t pad, uint32_t seed) {
+  Matrix m{t, n_out, n_in, dtype_row_bytes(t, n_in) + pad, {}, {}};
+  m.bytes.assign(m.stride * n_out, 0xAB);  // padding holds garbage the kernel must not read
+  m.deq.resize(n_out * n_in);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.5f);
+  std::vector<float> row(n_in);
+  for (int64_t o = 0; o < n_out; ++o) {
+    for (auto& v : row) v = dist(rng);
+    quantize_row(t, row.data(), m.bytes.data() + o * m.stride, n_in);
+    dequantize_row(t, m.bytes.data() + o * m.stride, m.deq.data() + o * n_in, n_in);
+  }
+  return m;
+}
+
+std::vector<float> make_x(int64_t n_tokens, int64_t n_in, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(n_tokens * n_in);
+  for (auto& v : x) v = dist(rng);
+  return x;
+}
+
+// Per-output reference and allowed error.
+struct Reference {
+  std::vector<double> y, tol;
+};
+
+Reference reference(const Matrix& m, const std::vector<float>& x, int64_t n_tokens, bool int8_x) {
+  Reference r;
+  r.y.resize(n_tokens * m.n_out);
+  r.tol.resize(n_tokens * m.n_out);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xt = x.data() + t * m.n_in;
+    for (int64_t o = 0; o < m.n_out; ++o) {
+      const float* w = m.deq.data() + o * m.n_in;
+      double s = 0, abs_sum = 0, q_err = 0;
+      for (int64_t b = 0; b < m.n_in; b += 32) {
+        double amax = 0, wabs = 0;
+        for (int64_t i = b; i < std::min(b + 32, m.n_in); ++i) {
+          s += static_cast<double>(w[i]) * xt[i];
+          abs_sum += std::fabs(static_cast<double>(w[i]) * xt[i]);
+          amax = std::max(amax, static_cast<double>(std::fabs(xt[i])));
+          wabs += std::fabs(w[i]);
+        }
+        // x rounded to 8 bits per 32-block: |dx| <= amax/254 per element.
+        q_err += wabs * amax / 254.0;
+      }
+      r.y[t * m.n_out + o] = s;
+      // f32 accumulation error, plus the activation rounding when x is int8.
+      r.tol[t * m.n_out + o] = 2e-6 * abs_sum + (int8_x ? q_err * 1.01 + 1e-4 * abs_sum : 0.0) + 1e-6;
+    }
+  }
+  return r;
+}
+
+void expect_close(const std::vector<float>& got, const Reference& r, const std::string& what) {
+  int bad = 0;
+  for (size_t i = 0; i < got.size() && bad < 5; ++i) {
+    if (!(std::fabs(got[i] - r.y[i]) <= r.tol[i])) {
+      ADD_FAILURE() << what << " index " << i << ": got " << got[i] << " want " << r.y[i]
+                    << " tol " << r.tol[i];
+      ++bad;
+    }
+  }
+}
+
+bool may_use_int8_x(Isa isa, DType t, int64_t n_tokens) {
+  return isa != Isa::kScalar && (t == DType::kQ8_0 || t == DType::kQ4_0) && n_tokens < 8;
+}
+
+TEST(Matmul, EveryDtypeIsaAndShape) {
+  IsaGuard guard;
+  ThreadPool pool2(2), pool3(3);
+  const int64_t token_counts[] = {1, 2, 3, 5, 6, 7, 8, 13, 33, 70};
+  struct Shape {
+    int64_t n_out, n_in;
+    size_t pad;
+  };
+  // n_in = 96 and 800: block counts that are not a multiple of 4 (kernel tails);
+  // k-quants only take the multiples of 256.
+  const Shape shapes[] = {{37, 256, 0}, {67, 512, 64}, {1, 768, 34}, {11, 96, 6}, {13, 800, 0}};
+  uint32_t seed = 100;
+  for (DType t : kAllTypes) {
+    for (const Shape& s : shapes) {
+      if (s.n_in % dtype_block_elems(t) != 0) continue;
+      const Matrix m = make_matrix(t, s.n_out, s.n_in, s.pad, ++seed);
+      for (int64_t nt : token_counts) {
+        const auto x = make_x(nt, s.n_in, ++seed);
+        const Reference exact = reference(m, x, nt, false);
+        const Reference int8x = reference(m, x, nt, true);
+        for (Isa isa : supported_isas()) {
+          set_active_isa(isa);
+          ThreadPool& pool = (nt % 2 == 0) ? pool2 : pool3;
+          std::vector<float> out(nt * s.n_out, NAN);
+          matmul(out.data(), m.bytes.data(), t, m.stride, x.data(), nt, s.n_in, s.n_out, pool);
+          expect_close(out, may_use_int8_x(isa, t, nt) ? int8x : exact,
+                       std::string(dtype_name(t)) + " " + isa_name(isa) + " n_out=" +
+                           std::to_string(s.n_out) + " n_in=" + std::to_string(s.n_in) +
+                           " n_tokens=" + std::to_string(nt));
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, FloatWeightsAnyRowLength) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (int64_t n_in : {1, 15, 17, 100, 200}) {
+      const Matrix m = make_matrix(t, 9, n_in, 6, 7 + static_cast<uint32_t>(n_in));
+      for (int64_t nt : {1, 4, 9}) {
+        const auto x = make_x(nt, n_in, 3);
+        const Reference r = reference(m, x, nt, false);
+        for (Isa isa : supported_isas()) {
+          set_active_isa(isa);
+          std::vector<float> out(nt * 9, NAN);
+          matmul(out.data(), m.bytes.data(), t, m.stride, x.data(), nt, n_in, 9, pool);
+          expect_close(out, r, std::string(dtype_name(t)) + " " + isa_name(isa) + " n_in=" +
+                                   std::to_string(n_in) + " n_tokens=" + std::to_string(nt));
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, MultiEqualsSeparateCalls) {
+  IsaGuard guard;
+  ThreadPool pool(2);
+  const int64_t n_in = 256;
+  const Matrix a = make_matrix(DType::kF16, 48, n_in, 0, 1);
+  const Matrix b = make_matrix(DType::kQ8_0, 17, n_in, 0, 2);
+  const Matrix c = make_matrix(DType::kQ4_K, 33, n_in, 0, 3);
+  for (int64_t nt : {1, 3, 20}) {
+    const auto x = make_x(nt, n_in, 4);
+    for (Isa isa : supported_isas()) {
+      set_active_isa(isa);
+      std::vector<float> oa(nt * 48), ob(nt * 17), oc(nt * 33);
+      const MatmulTarget targets[] = {{oa.data(), a.bytes.data(), a.t, a.stride, 48},
+                                      {ob.data(), b.bytes.data(), b.t, b.stride, 17},
+                                      {oc.data(), c.bytes.data(), c.t, c.stride, 33}};
+      matmul_multi(targets, 3, x.data(), nt, n_in, pool);
+      for (const auto* m : {&a, &b, &c}) {
+        std::vector<float> want(nt * m->n_out);
+        matmul(want.data(), m->bytes.data(), m->t, m->stride, x.data(), nt, n_in, m->n_out, pool);
+        const std::vector<float>& got = m == &a ? oa : m == &b ? ob : oc;
+        EXPECT_EQ(got, want) << dtype_name(m->t) << " " << isa_name(isa) << " n_tokens=" << nt;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace parallm::cpu

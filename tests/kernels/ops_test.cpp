@@ -1,0 +1,202 @@
+// rmsnorm, rope, softmax, swiglu, add and the row conversions against naive
+// double-precision references.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/roofline.h"
+
+namespace parallm::cpu {
+namespace {
+
+std::vector<float> randv(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (isa_supported(i)) v.push_back(i);
+  }
+  return v;
+}
+
+struct IsaGuard {
+  Isa saved = active_isa();
+  ~IsaGuard() { set_active_isa(saved); }
+};
+
+TEST(Ops, RmsnormMatchesNaiveAndAliases) {
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+  set_active_isa(isa);
+  SCOPED_TRACE(isa_name(isa));
+  const int64_t nt = 3, n = 77;
+  const auto x = randv(nt * n, 1), w = randv(n, 2);
+  std::vector<float> out(nt * n), inplace = x;
+  rmsnorm(out.data(), x.data(), w.data(), nt, n, 1e-5f);
+  rmsnorm(inplace.data(), inplace.data(), w.data(), nt, n, 1e-5f);
+  for (int64_t t = 0; t < nt; ++t) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[t * n + i]) * x[t * n + i];
+    const double scale = 1.0 / std::sqrt(ss / n + 1e-5);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = x[t * n + i] * scale * w[i];
+      EXPECT_NEAR(out[t * n + i], want, 1e-5 * (1 + std::fabs(want)));
+    }
+  }
+  EXPECT_EQ(out, inplace);
+  }
+}
+
+TEST(Ops, RopeBothStyles) {
+  const int64_t nt = 2, nh = 3, hd = 8;
+  const int32_t pos[] = {5, 1000};
+  std::vector<float> inv(hd / 2);
+  for (int64_t i = 0; i < hd / 2; ++i) inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / hd));
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kHalf}) {
+    const auto x = randv(nt * nh * hd, 3);
+    auto y = x;
+    rope(y.data(), pos, nt, nh, hd, inv.data(), style);
+    for (int64_t t = 0; t < nt; ++t) {
+      for (int64_t h = 0; h < nh; ++h) {
+        const float* a = x.data() + (t * nh + h) * hd;
+        const float* b = y.data() + (t * nh + h) * hd;
+        for (int64_t i = 0; i < hd / 2; ++i) {
+          const double th = static_cast<double>(pos[t]) * inv[i];
+          const int64_t i0 = style == RopeStyle::kInterleaved ? 2 * i : i;
+          const int64_t i1 = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + hd / 2;
+          EXPECT_NEAR(b[i0], a[i0] * std::cos(th) - a[i1] * std::sin(th), 1e-5);
+          EXPECT_NEAR(b[i1], a[i0] * std::sin(th) + a[i1] * std::cos(th), 1e-5);
+        }
+      }
+    }
+  }
+}
+
+TEST(Ops, SoftmaxStableAndNormalized) {
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    SCOPED_TRACE(isa_name(isa));
+    for (int64_t n : {1, 5, 16, 37, 100}) {
+      std::vector<float> x = randv(n, 11 + static_cast<uint32_t>(n), 4.0f);
+      x[0] = 1000.0f;  // large values must not overflow
+      if (n > 3) {
+        x[1] = -INFINITY;  // masked position
+        x[2] = 1001.0f;
+        x[3] = -1e30f;
+      }
+      const auto x0 = x;
+      softmax(x.data(), n);
+      double mx = -INFINITY;
+      for (float v : x0) mx = std::max(mx, static_cast<double>(v));
+      double z = 0;
+      for (float v : x0) z += std::exp(static_cast<double>(v) - mx);
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = std::exp(static_cast<double>(x0[i]) - mx) / z;
+        EXPECT_NEAR(x[i], want, 1e-6 * want + 1e-30) << "n=" << n << " i=" << i;
+        sum += x[i];
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-6);
+    }
+  }
+}
+
+TEST(Ops, SwigluAndAdd) {
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    SCOPED_TRACE(isa_name(isa));
+    const int64_t n = 103;
+    auto g = randv(n, 4, 3.0f);
+    const auto u = randv(n, 5);
+    g[0] = 100.0f;
+    g[1] = -100.0f;
+    g[2] = 1e4f;
+    g[3] = -1e4f;
+    g[4] = 0.0f;
+    std::vector<float> out(n), alias = g, sum(n);
+    swiglu(out.data(), g.data(), u.data(), n);
+    swiglu(alias.data(), alias.data(), u.data(), n);
+    add(sum.data(), g.data(), u.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
+      EXPECT_NEAR(out[i], want, 1e-6 * (1e-30 + std::fabs(want)) + 1e-30) << i;
+      EXPECT_EQ(sum[i], g[i] + u[i]);
+    }
+    EXPECT_EQ(out, alias);
+  }
+}
+
+TEST(Ops, DotAndAxpy) {
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    SCOPED_TRACE(isa_name(isa));
+    for (int64_t n : {1, 7, 16, 33, 130}) {
+      const auto a = randv(n, 20, 1.0f), b = randv(n, 21, 1.0f);
+      double want = 0, mag = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        want += static_cast<double>(a[i]) * b[i];
+        mag += std::fabs(static_cast<double>(a[i]) * b[i]);
+      }
+      EXPECT_NEAR(dot(a.data(), b.data(), n), want, 1e-6 * mag) << n;
+      auto y = b;
+      axpy(y.data(), 0.75f, a.data(), n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y[i], b[i] + 0.75 * a[i], 1e-6 * (1 + std::fabs(y[i]))) << i;
+    }
+  }
+}
+
+TEST(Ops, RowConversionsMatchReferenceOnEveryIsa) {
+  const Isa saved = active_isa();
+  auto x = randv(103, 6, 100.0f);
+  x[0] = 1e-40f;  // f32 denormal
+  x[1] = 7e4f;    // f16 overflow
+  x[2] = NAN;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    set_active_isa(isa);
+    for (DType t : {DType::kF16, DType::kBF16}) {
+      std::vector<uint16_t> got(x.size()), want(x.size());
+      convert_row(t, x.data(), got.data(), static_cast<int64_t>(x.size()));
+      quantize_row(t, x.data(), want.data(), static_cast<int64_t>(x.size()));
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (i == 2) continue;  // NaN payloads may differ; checked below
+        EXPECT_EQ(got[i], want[i]) << dtype_name(t) << " " << isa_name(isa) << " " << i;
+      }
+      std::vector<float> back(x.size()), back_ref(x.size());
+      load_row_f32(t, got.data(), back.data(), static_cast<int64_t>(x.size()));
+      dequantize_row(t, got.data(), back_ref.data(), static_cast<int64_t>(x.size()));
+      EXPECT_TRUE(std::isnan(back[2])) << dtype_name(t) << " " << isa_name(isa);
+      back[2] = back_ref[2] = 0;
+      EXPECT_EQ(back, back_ref) << dtype_name(t) << " " << isa_name(isa);
+    }
+  }
+  set_active_isa(saved);
+}
+
+TEST(Roofline, ProbesReturnPlausibleNumbers) {
+  ThreadPool pool(2);
+  const double gbs = measure_memory_bandwidth_gb_per_s(pool);
+  const double gflops = measure_fma_peak_gflops(pool);
+  EXPECT_GT(gbs, 0.5);
+  EXPECT_LT(gbs, 5000);
+  EXPECT_GT(gflops, 1.0);
+  EXPECT_LT(gflops, 100000);
+  std::printf("bandwidth %.1f GB/s, fma peak %.1f GFLOP/s (%s)\n", gbs, gflops, isa_name(active_isa()));
+}
+
+}  // namespace
+}  // namespace parallm::cpu
