@@ -30,6 +30,13 @@ struct Engine::Rank {
 
 namespace {
 
+// Control codes the driver broadcasts in place of a batch size.
+constexpr int64_t kStopCommand = -1;        // followers leave their loop
+constexpr int64_t kResetStatsCommand = -2;  // barrier, then every rank zeroes its stats
+constexpr int64_t kSyncCommand = -3;        // followers finish their step, then barrier
+
+void reset_rank_stats(Engine::Rank& r);
+
 // Serializes the parts of a batch every rank needs (block tables by value).
 std::vector<int32_t> pack_batch(const ForwardBatch& b, int64_t block_size) {
   std::vector<int32_t> out;
@@ -128,7 +135,7 @@ Engine::~Engine() {
   if (!ranks_.empty() && is_driver() && world_size() > 1) {
     // Tell the followers to stop (a negative batch size).
     try {
-      int64_t stop = -1;
+      int64_t stop = kStopCommand;
       ranks_[0]->world->broadcast(&stop, sizeof(stop), 0);
     } catch (const std::exception& e) {
       log_warn(std::string("shutting down ranks: ") + e.what());
@@ -242,7 +249,12 @@ void Engine::rank_thread_main(Rank* r) {
     for (;;) {
       int64_t size = 0;
       r->world->broadcast(&size, sizeof(size), 0);
-      if (size < 0) return;
+      if (size == kStopCommand) return;
+      if (size == kResetStatsCommand || size == kSyncCommand) {
+        r->world->barrier();
+        if (size == kResetStatsCommand) reset_rank_stats(*r);
+        continue;
+      }
       std::vector<int32_t> packed(static_cast<size_t>(size));
       r->world->broadcast(packed.data(), packed.size() * 4, 0);
       unpack_batch(packed, options_.block_size, &r->batch, &r->tables);
@@ -322,18 +334,35 @@ size_t Engine::kv_bytes_per_token_per_rank() const {
   return KvPool::bytes_per_token(m.n_local_layers(), m.shape().n_kv_head_local, config().head_dim, options_.kv_dtype);
 }
 
-std::vector<RankStats> Engine::rank_stats() const {
+namespace {
+void reset_rank_stats(Engine::Rank& r) {
+  r.stats = RankStats{};
+  if (r.world) r.world->reset_stats();
+  if (r.group) r.group->reset_stats();
+}
+}  // namespace
+
+// Followers may still be recording the tail of the last step when the driver
+// returns from forward(); a control command plus a barrier makes every rank
+// finish first, so the counters read or reset are exact.
+void Engine::control(int64_t command) {
+  Rank& r = *ranks_[0];
+  if (world_size() == 1) return;
+  r.world->broadcast(&command, sizeof(command), 0);
+  r.world->barrier();
+}
+
+std::vector<RankStats> Engine::rank_stats() {
+  control(kSyncCommand);
   std::vector<RankStats> out;
   for (const auto& r : ranks_) out.push_back(r->stats);
   return out;
 }
 
 void Engine::reset_stats() {
-  for (auto& r : ranks_) {
-    r->stats = RankStats{};
-    if (r->world) r->world->reset_stats();
-    if (r->group) r->group->reset_stats();
-  }
+  // The driver zeroes its counters after the barrier: the control traffic is not a step's.
+  control(kResetStatsCommand);
+  reset_rank_stats(*ranks_[0]);
 }
 
 MoeStats Engine::moe_stats() const {

@@ -73,13 +73,17 @@ class Engine {
   // Weight bytes held by each rank, and KV bytes per token on each rank.
   std::vector<size_t> rank_weight_bytes() const;
   size_t kv_bytes_per_token_per_rank() const;
-  std::vector<RankStats> rank_stats() const;
+  // Exact counters of this process's ranks (synchronizes with the followers).
+  std::vector<RankStats> rank_stats();
   void reset_stats();
   MoeStats moe_stats() const;
   std::string summary() const;
 
+ public:
+  struct Rank;  // one rank hosted by this process (engine.cpp)
+
  private:
-  struct Rank;
+  void control(int64_t command);
   void build_ranks();
   void run_step(Rank& r, const ForwardBatch& batch);
   void rank_thread_main(Rank* r);

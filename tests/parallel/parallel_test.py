@@ -125,7 +125,7 @@ class LostRank(unittest.TestCase):
     def test_killed_rank_is_named_within_timeout(self):
         m = os.path.join(ARGS.shared, "models", "stories260K")
         cmd = [*mpi_prefix(2), ARGS.binary, "generate", "--model", os.path.join(m, "stories260K.bin"),
-               "--tokenizer", os.path.join(m, "tok512.bin"), "--prompt", PROMPT, "-n", "100000", "--ctx-size", "512",
+               "--tokenizer", os.path.join(m, "tok512.bin"), "--prompt", PROMPT, "-n", "60000", "--ctx-size", "60000",
                "--ignore-eos", "--temperature", "0", "--tp", "2", "--comm", "mpi", "--comm-timeout", "5",
                "--threads", "1"]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -1,8 +1,9 @@
 // Attention over a paged KV cache, for a mixed batch of sequences at
 // different positions (prefill chunks and decode tokens together).
 //
-// KV layout per layer: [n_blocks, block_size, n_kv_head, head_dim] in the
-// cache dtype (f32, f16 or bf16). Token `p` of a sequence lives in block
+// KV layout per layer: [n_blocks, n_kv_head, block_size, head_dim] in the
+// cache dtype (f32, f16 or bf16), so one head's block is contiguous and is
+// widened to f32 in one call. Token `p` of a sequence lives in block
 // block_table[p / block_size], row p % block_size ("slot" = block * block_size + row).
 // Each query attends causally to positions 0..its own position of its own
 // sequence; the caller writes the batch's K/V (kv_write) before attending.
@@ -15,8 +16,8 @@
 namespace parallm::cpu {
 
 struct PagedKv {
-  void* k = nullptr;  // [n_blocks, block_size, n_kv_head, head_dim]
-  void* v = nullptr;  // [n_blocks, block_size, n_kv_head, head_dim]
+  void* k = nullptr;  // [n_blocks, n_kv_head, block_size, head_dim]
+  void* v = nullptr;  // [n_blocks, n_kv_head, block_size, head_dim]
   DType dtype = DType::kF32;
   int64_t block_size = 16;
   int64_t n_kv_head = 0;

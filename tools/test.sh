@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds parallm and runs every test (ctest).
+# Also checks that the CUDA/NCCL path compiles and links when the CUDA
+# toolkit is present (no GPU needed; its runtime tests skip without one).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/install_deps.sh
+jobs=$(nproc)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$jobs"
+if [[ -x /usr/local/cuda/bin/nvcc && "${PARALLM_SKIP_CUDA_BUILD:-0}" != 1 ]]; then
+  echo "== CUDA/NCCL build check (-DPARALLM_CUDA=ON)"
+  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DPARALLM_CUDA=ON -DPARALLM_TESTS=OFF -DPARALLM_BENCH=OFF \
+    -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc
+  cmake --build build-cuda -j"$jobs" --target parallm
+fi
+ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
