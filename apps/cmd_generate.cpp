@@ -89,8 +89,12 @@ int run_generate(const GenerateCli& g) {
     j["prompt_token_ids"] = out.prompt_ids;
     j["token_ids"] = out.token_ids;
     j["generated_token_ids"] = out.token_ids;
-    std::string text = tok.decode(out.token_ids);
-    if (g.echo) text = tok.decode(out.prompt_ids) + text;
+    // NOTE: streamed like the text output (and the server): decode() of the
+    // completion alone would drop its first token's leading space.
+    StreamDecoder json_stream(tok);
+    std::string text = g.echo ? tok.decode(out.prompt_ids) : std::string();
+    for (int32_t id : out.token_ids) text += json_stream.push(id);
+    text += json_stream.flush();
     j["text"] = text;
     j["finish_reason"] = out.finish_reason;
     j["timings"] = {{"load_ms", load_s * 1e3},

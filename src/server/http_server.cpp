@@ -5,6 +5,8 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <mutex>
 
 #include "server/api_error.h"
@@ -26,6 +28,7 @@ struct HttpServer::Impl {
   };
 
   httplib::Server http;
+  int listen_fd = -1;  // the listening socket, seen through set_socket_options
   RateLimiter limiter;
   ServerMetrics metrics;
   std::mutex mu;
@@ -62,6 +65,13 @@ HttpServer::HttpServer(const ServerOptions& options) : options_(options), impl_(
   http.set_keep_alive_timeout(5);
   http.set_read_timeout(30);
   http.set_write_timeout(30);
+  // NOTE: without TCP_NODELAY, Nagle holds each small SSE chunk written after the
+  // headers until the client's delayed ACK (~40 ms on Linux): TTFT +40 ms, tokens bunched.
+  http.set_tcp_nodelay(true);
+  http.set_socket_options([impl = impl_.get()](int sock) {
+    httplib::default_socket_options(sock);
+    impl->listen_fd = sock;
+  });
   http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;
     std::string msg = res.status == 404   ? "no such route"
@@ -155,6 +165,10 @@ int HttpServer::bind() {
     throw InputError("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                      " (address in use or not local? pass --host / --port)");
   }
+  // NOTE: libcpp-httplib 0.11 listens with a backlog of 5: a burst of new connections
+  // (bench at concurrency 32, many clients at once) overflows it and each dropped SYN
+  // waits 1 s, 3 s, ... for the kernel's retransmit. listen() again raises the backlog.
+  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, SOMAXCONN);
   options_.port = port;
   return port;
 }
