@@ -41,8 +41,11 @@ void ThreadPool::run(const Task& fn) {
   }
   task_ = &fn;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
-  generation_.notify_all();
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  // NOTE: a futex wake is a system call (a hypercall on this VM kind); skip it
+  // when every worker is still spinning. seq_cst on both sides: either this
+  // load sees the sleeper, or the sleeper's wait() sees the new generation.
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
   fn(0, n_threads_);
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
     if (spins < kPauseSpins) {
@@ -65,7 +68,9 @@ void ThreadPool::worker_loop(int thread_index) {
       } else if (spins < kSpinIterations) {
         std::this_thread::yield();
       } else {
-        generation_.wait(seen, std::memory_order_acquire);
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        generation_.wait(seen, std::memory_order_seq_cst);
+        sleepers_.fetch_sub(1, std::memory_order_seq_cst);
       }
     }
     seen = gen;

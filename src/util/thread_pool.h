@@ -38,6 +38,7 @@ class ThreadPool {
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<int> sleepers_{0};  // workers blocked in a futex wait (run() wakes them only then)
 };
 
 // Default thread count: the machine's hardware threads (at least 1).
