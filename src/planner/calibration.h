@@ -19,8 +19,11 @@ struct Calibration {
   double allreduce_gbps = 0;         // beta: large-message algorithm bandwidth
   int allreduce_ranks = 0;
   // Fractions of the measured limits the engine reaches (see docs/plan.md).
+  // NOTE: measured with `parallm bench-model` on llama-110m (docs/PERFORMANCE.md):
+  // decode reaches 0.75-0.95 of the probe's bandwidth, prefill 0.61-0.73 of its
+  // FMA peak; the planner uses the middle of each range.
   double bw_eff = 0.8;
-  double flops_eff = 0.5;
+  double flops_eff = 0.68;
   double layer_overhead_us = 20;
   std::string measured_at;        // ISO time
 };

@@ -53,9 +53,26 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab) {
   }
   if (p_.greedy()) return argmax(logits, n_vocab);
 
-  // Softmax over logits / temperature, candidates sorted by probability.
-  candidates_.clear();
+  // Softmax over logits / temperature.
   float mx = logits[argmax(logits, n_vocab)];
+  const bool filtered = p_.top_k > 0 || p_.top_p < 1.0f || p_.min_p > 0.0f;
+  if (!filtered) {
+    // No truncation: draw straight from the distribution in id order. NOTE: a
+    // sort of the whole vocabulary per token was a quarter of a 32-stream
+    // serving step; the filters below need an order, plain sampling does not.
+    double sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      logits[i] = std::exp((logits[i] - mx) / p_.temperature);
+      sum += logits[i];
+    }
+    double r = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * sum;
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      r -= logits[i];
+      if (r < 0) return i;
+    }
+    return n_vocab - 1;
+  }
+  candidates_.clear();
   double sum = 0.0;
   for (int32_t i = 0; i < n_vocab; ++i) {
     float pr = std::exp((logits[i] - mx) / p_.temperature);
