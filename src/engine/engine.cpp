@@ -150,7 +150,6 @@ void Engine::build_ranks() {
   if ((options_.tp != 1 && options_.tp != group) || (options_.ep != 1 && options_.ep != group)) {
     throw InputError("--tp and --ep must be equal when both are above 1 (experts are spread over the tp ranks)");
   }
-  options_.tp = options_.tp;  // frozen from here on
   const int world = group * options_.pp;
   const std::vector<int64_t> layers = stage_layers(c.n_layer, options_.pp, options_.pp_layers);
   const CommBackend backend = parse_comm_backend(options_.comm);
