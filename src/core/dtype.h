@@ -51,6 +51,18 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ6_K) == 210);
 
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K super-block,
+// unpacked from its 12 packed bytes (ggml's layout).
+inline void q4_k_scale_min(const uint8_t* scales, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = scales[j] & 63;
+    *m = scales[j + 4] & 63;
+  } else {
+    *sc = (scales[j + 4] & 0xf) | ((scales[j - 4] >> 6) << 4);
+    *m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+  }
+}
+
 // Elements per block (1 for plain types) and bytes per block.
 int dtype_block_elems(DType t);
 size_t dtype_block_bytes(DType t);

@@ -75,13 +75,7 @@ void dequant_q4_k(const BlockQ4_K* x, float* y, int64_t nb) {
     const uint8_t* s = x[b].scales;
     for (int j = 0; j < 8; ++j) {
       int sc, m;
-      if (j < 4) {
-        sc = s[j] & 63;
-        m = s[j + 4] & 63;
-      } else {
-        sc = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
-        m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-      }
+      q4_k_scale_min(s, j, &sc, &m);
       const __m512 ds = _mm512_set1_ps(d * sc), dm = _mm512_set1_ps(dmin * m);
       const uint8_t* qq = x[b].qs + (j / 2) * 32;
       const int shift = (j % 2) * 4;
