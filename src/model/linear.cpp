@@ -78,12 +78,15 @@ void linear_forward(float* out, const Linear& l, const float* x, int64_t n_token
 
 void linear_forward_multi(float* const* outs, const Linear* const* ls, int n, const float* x, int64_t n_tokens,
                           ThreadPool& pool) {
-  std::vector<cpu::MatmulTarget> targets(static_cast<size_t>(n));
+  // Fused groups are small (QKV, gate+up): a stack array, no allocation per call.
+  constexpr int kMaxFused = 4;
+  PARALLM_CHECK(n > 0 && n <= kMaxFused);
+  cpu::MatmulTarget targets[kMaxFused];
   for (int i = 0; i < n; ++i) {
     PARALLM_CHECK(ls[i]->n_in == ls[0]->n_in);
     targets[i] = {outs[i], ls[i]->data, ls[i]->dtype, ls[i]->row_stride_bytes, ls[i]->n_out};
   }
-  cpu::matmul_multi(targets.data(), n, x, n_tokens, ls[0]->n_in, pool);
+  cpu::matmul_multi(targets, n, x, n_tokens, ls[0]->n_in, pool);
   for (int i = 0; i < n; ++i) {
     if (ls[i]->bias) add_bias(outs[i], ls[i]->bias, n_tokens, ls[i]->n_out);
   }
