@@ -24,7 +24,16 @@ std::string calibration_to_json(const Calibration& c) {
                       {"bw_eff", c.bw_eff},
                       {"flops_eff", c.flops_eff},
                       {"layer_overhead_us", c.layer_overhead_us},
+                      {"attn_bw_eff", c.attn_bw_eff},
+                      {"attn_flops_eff", c.attn_flops_eff},
                       {"measured_at", c.measured_at}};
+  nlohmann::json kernels = nlohmann::json::object();
+  for (const auto& [name, k] : c.kernels)
+    kernels[name] = {{"bw_eff", k.bw_eff},
+                     {"flops_eff", k.flops_eff},
+                     {"decode_gbps", k.decode_gbps},
+                     {"prefill_gflops", k.prefill_gflops}};
+  j["kernels"] = kernels;
   return j.dump(2) + "\n";
 }
 
@@ -42,10 +51,32 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
     c.bw_eff = j.value("bw_eff", c.bw_eff);
     c.flops_eff = j.value("flops_eff", c.flops_eff);
     c.layer_overhead_us = j.value("layer_overhead_us", c.layer_overhead_us);
+    c.attn_bw_eff = j.value("attn_bw_eff", 0.0);
+    c.attn_flops_eff = j.value("attn_flops_eff", 0.0);
     c.measured_at = j.value("measured_at", std::string());
+    if (j.contains("kernels")) {
+      for (const auto& [name, e] : j.at("kernels").items()) {
+        KernelEfficiency k;
+        k.bw_eff = e.at("bw_eff").get<double>();
+        k.flops_eff = e.at("flops_eff").get<double>();
+        k.decode_gbps = e.value("decode_gbps", 0.0);
+        k.prefill_gflops = e.value("prefill_gflops", 0.0);
+        if (!(k.bw_eff > 0) || !(k.flops_eff > 0))
+          throw InputError(origin + ": kernels." + name + " needs positive bw_eff and flops_eff");
+        std::string format;
+        try {
+          format = parse_weight_format(name).name;
+        } catch (const InputError& e) {
+          throw InputError(origin + ": kernels: " + e.what());
+        }
+        c.kernels[format] = k;
+      }
+    }
   } catch (const nlohmann::json::exception& e) {
     throw InputError(origin + ": not a parallm calibration file (" + std::string(e.what()) + ")");
   }
+  if (!(c.attn_bw_eff >= 0) || !(c.attn_flops_eff >= 0) || !(c.layer_overhead_us >= 0))
+    throw InputError(origin + ": calibration needs attn_bw_eff, attn_flops_eff and layer_overhead_us >= 0");
   if (!(c.mem_bw_gbps > 0) || !(c.fma_gflops > 0))
     throw InputError(origin + ": calibration needs positive mem_bw_gbps and fma_gflops");
   return c;
@@ -86,11 +117,19 @@ GpuSpec calibrated_cpu(const Calibration& c, double memory_bytes) {
   return g;
 }
 
-PerfConstants calibrated_constants(const Calibration& c) {
+const KernelEfficiency* kernel_efficiency(const Calibration& c, const WeightFormat& weights) {
+  auto it = c.kernels.find(weights.name);
+  return it == c.kernels.end() ? nullptr : &it->second;
+}
+
+PerfConstants calibrated_constants(const Calibration& c, const WeightFormat& weights) {
   PerfConstants k;
-  k.bw_eff = c.bw_eff;
-  k.flops_eff = c.flops_eff;
+  const KernelEfficiency* e = kernel_efficiency(c, weights);
+  k.bw_eff = e != nullptr ? e->bw_eff : c.bw_eff;
+  k.flops_eff = e != nullptr ? e->flops_eff : c.flops_eff;
   k.layer_overhead_us = c.layer_overhead_us;
+  k.attn_bw_eff = c.attn_bw_eff;
+  k.attn_flops_eff = c.attn_flops_eff;
   k.request_overhead_ms = 0.5;
   return k;
 }

@@ -19,8 +19,10 @@ double ring_allreduce_s(const PerfInputs& in, double bytes, int n) {
   return 2.0 * (n - 1) / n * bytes / bw + in.tp_link.latency_us * 1e-6;
 }
 
-// Weight bytes and GEMM FLOPs of one stage on one device for `tokens` tokens.
-StageWork stage_work(const PerfInputs& in, double tokens) {
+// Weight bytes and GEMM FLOPs of one stage on one device for `tokens` tokens,
+// `logit_tokens` of which need logits (decode: all; prefill: the last token of
+// each prompt, as every engine computes them).
+StageWork stage_work(const PerfInputs& in, double tokens, double logit_tokens) {
   const ModelSpec& m = *in.model;
   const ParamCounts& p = in.params;
   const double bpp = weight_bytes_per_param(m, p, in.weights);
@@ -43,14 +45,24 @@ StageWork stage_work(const PerfInputs& in, double tokens) {
     w.weight_bytes += bpp * moe_layers * touched * static_cast<double>(p.expert) / expert_split;
     active_expert_params = moe_layers * k * static_cast<double>(p.expert);
   }
-  w.gemm_flops = 2.0 * tokens * (non_expert + head_read + active_expert_params) / tp;
+  w.gemm_flops = 2.0 * (tokens * (non_expert + active_expert_params) + logit_tokens * head_read) / tp;
   return w;
 }
 
-double roofline_s(const PerfInputs& in, double bytes, double flops) {
-  const double bw = in.gpu.mem_bw_gbps * 1e9 * in.k.bw_eff;
-  const double peak = peak_flops(in.gpu, in.weights.compute) * in.k.flops_eff;
+double roofline_s(const PerfInputs& in, double bytes, double flops, double bw_eff, double flops_eff) {
+  const double bw = in.gpu.mem_bw_gbps * 1e9 * bw_eff;
+  const double peak = peak_flops(in.gpu, in.weights.compute) * flops_eff;
   return std::max(bytes / bw, flops / peak);
+}
+
+double roofline_s(const PerfInputs& in, double bytes, double flops) {
+  return roofline_s(in, bytes, flops, in.k.bw_eff, in.k.flops_eff);
+}
+
+// Attention at its own efficiencies where calibrated.
+double attention_s(const PerfInputs& in, double bytes, double flops) {
+  return roofline_s(in, bytes, flops, in.k.attn_bw_eff > 0 ? in.k.attn_bw_eff : in.k.bw_eff,
+                    in.k.attn_flops_eff > 0 ? in.k.attn_flops_eff : in.k.flops_eff);
 }
 
 // Communication of one stage for `tokens` tokens: tp all-reduces (attention
@@ -88,13 +100,13 @@ double decode_step_s(const PerfInputs& in, double batch, double ctx) {
   const int pp = in.layout.pp;
   const double micro = std::max(1.0, std::min<double>(batch, pp));
   const double b = batch / micro;  // sequences per micro-batch
-  const StageWork w = stage_work(in, b);
+  const StageWork w = stage_work(in, b, b);
   const double layers = static_cast<double>(in.memory.layers_per_stage);
   const double t_gemm = roofline_s(in, w.weight_bytes, w.gemm_flops);
   // Attention reads every sequence's KV once; QK^T and PV are 2 FLOPs per element.
   const double kv_bytes = b * ctx * in.memory.kv_bytes_per_token;
   const double attn_flops = 2.0 * b * ctx * layers * heads_local(in);
-  const double t_attn = roofline_s(in, kv_bytes, attn_flops);
+  const double t_attn = attention_s(in, kv_bytes, attn_flops);
   const double t_stage = t_gemm + t_attn + stage_comm_s(in, b) + layers * in.k.layer_overhead_us * 1e-6;
   return pp * t_stage + (pp - 1) * handoff_s(in, b);
 }
@@ -102,12 +114,12 @@ double decode_step_s(const PerfInputs& in, double batch, double ctx) {
 double prefill_s(const PerfInputs& in, double n_requests, double input_len) {
   const int pp = in.layout.pp;
   const double tokens = n_requests * input_len;
-  const StageWork w = stage_work(in, tokens);
+  const StageWork w = stage_work(in, tokens, n_requests);
   const double layers = static_cast<double>(in.memory.layers_per_stage);
   const double t_gemm = roofline_s(in, w.weight_bytes, w.gemm_flops);
   // Causal attention: half of len^2 for QK^T and for PV, 2 FLOPs each.
   const double attn_flops = n_requests * input_len * input_len * layers * heads_local(in);
-  const double t_attn = roofline_s(in, 0, attn_flops);
+  const double t_attn = attention_s(in, 0, attn_flops);
   const double t_stage = t_gemm + t_attn + stage_comm_s(in, tokens) + layers * in.k.layer_overhead_us * 1e-6;
   // A lone prompt crosses the stages one after another; many prompts fill the pipeline.
   const double stages_serial = n_requests >= pp ? 1.0 : pp;

@@ -31,6 +31,11 @@ struct PerfConstants {
   double flops_eff = 0.60;       // achieved / datasheet dense tensor throughput
   double link_eff = 0.75;        // achieved / nominal link bandwidth
   double layer_overhead_us = 10; // launches per layer per forward
+  // Attention's own efficiencies (KV reads in decode, causal FLOPs in prefill);
+  // 0 = the weight GEMMs' bw_eff / flops_eff. Only --calibrate sets them: the
+  // CPU engine's attention runs far below its matmuls (docs/plan.md).
+  double attn_bw_eff = 0;
+  double attn_flops_eff = 0;
   double request_overhead_ms = 4;  // scheduling, sampling, detokenize per request (TTFT)
 };
 

@@ -1,11 +1,14 @@
-// Calibration files: round trip, defaults, malformed content, and the
-// calibrated CPU device feeding the same equations.
+// Calibration files: round trip, defaults, malformed content, files from
+// before per-dtype factors, and the calibrated CPU device feeding the same
+// equations with the factor of the model's weight dtype (exact formulas of
+// perf_model.cpp, no timing).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 
 #include "planner/calibration.h"
+#include "planner/model_catalog.h"
 #include "util/check.h"
 
 namespace parallm::planner {
@@ -37,6 +40,128 @@ TEST(Calibration, MalformedIsInputError) {
   EXPECT_THROW(calibration_from_json(R"({"mem_bw_gbps": 10})", "x"), InputError);
   EXPECT_THROW(calibration_from_json(R"({"mem_bw_gbps": -1, "fma_gflops": 5})", "x"), InputError);
   EXPECT_THROW(load_calibration("/nonexistent/cal.json"), InputError);
+}
+
+Calibration sample_with_kernels() {
+  Calibration c;
+  c.threads = 2;
+  c.mem_bw_gbps = 40;
+  c.fma_gflops = 400;
+  c.layer_overhead_us = 3;
+  c.attn_bw_eff = 0.05;
+  c.attn_flops_eff = 0.02;
+  c.kernels["fp16"] = {0.9, 0.7, 36, 280};
+  c.kernels["q8_0"] = {0.75, 0.72, 30, 288};
+  c.kernels["q4_0"] = {0.5, 0.65, 20, 260};
+  return c;
+}
+
+TEST(Calibration, PerDtypeRoundTrip) {
+  const Calibration c = sample_with_kernels();
+  const Calibration back = calibration_from_json(calibration_to_json(c), "x");
+  ASSERT_EQ(back.kernels.size(), 3u);
+  EXPECT_DOUBLE_EQ(back.kernels.at("q4_0").bw_eff, 0.5);
+  EXPECT_DOUBLE_EQ(back.kernels.at("q4_0").flops_eff, 0.65);
+  EXPECT_DOUBLE_EQ(back.kernels.at("q4_0").decode_gbps, 20);
+  EXPECT_DOUBLE_EQ(back.kernels.at("q8_0").prefill_gflops, 288);
+  EXPECT_DOUBLE_EQ(back.attn_bw_eff, 0.05);
+  EXPECT_DOUBLE_EQ(back.attn_flops_eff, 0.02);
+  EXPECT_DOUBLE_EQ(back.layer_overhead_us, 3);
+}
+
+TEST(Calibration, OldFileFallsBackToScalarFactors) {
+  // A file written before per-dtype factors: no "kernels", no attention factors.
+  const Calibration c = calibration_from_json(
+      R"({"device": "cpu", "threads": 2, "mem_bw_gbps": 20, "fma_gflops": 100, "bw_eff": 0.7,
+          "flops_eff": 0.6, "layer_overhead_us": 15})",
+      "old");
+  EXPECT_TRUE(c.kernels.empty());
+  EXPECT_EQ(kernel_efficiency(c, parse_weight_format("q4_0")), nullptr);
+  const PerfConstants k = calibrated_constants(c, parse_weight_format("q4_0"));
+  EXPECT_DOUBLE_EQ(k.bw_eff, 0.7);
+  EXPECT_DOUBLE_EQ(k.flops_eff, 0.6);
+  EXPECT_DOUBLE_EQ(k.layer_overhead_us, 15);
+  EXPECT_DOUBLE_EQ(k.attn_bw_eff, 0);  // 0: attention at bw_eff / flops_eff
+  EXPECT_DOUBLE_EQ(k.attn_flops_eff, 0);
+}
+
+TEST(Calibration, PicksTheWeightDtypesFactor) {
+  const Calibration c = sample_with_kernels();
+  // GGUF type names map onto the planner's format names (f16 -> fp16).
+  PerfConstants k = calibrated_constants(c, parse_weight_format("f16"));
+  EXPECT_DOUBLE_EQ(k.bw_eff, 0.9);
+  EXPECT_DOUBLE_EQ(k.flops_eff, 0.7);
+  k = calibrated_constants(c, parse_weight_format("q4_0"));
+  EXPECT_DOUBLE_EQ(k.bw_eff, 0.5);
+  EXPECT_DOUBLE_EQ(k.flops_eff, 0.65);
+  EXPECT_DOUBLE_EQ(k.attn_bw_eff, 0.05);
+  // Not measured: the scalar fallbacks.
+  k = calibrated_constants(c, parse_weight_format("q6_k"));
+  EXPECT_DOUBLE_EQ(k.bw_eff, c.bw_eff);
+  EXPECT_DOUBLE_EQ(k.flops_eff, c.flops_eff);
+}
+
+TEST(Calibration, MalformedKernelsAreInputErrors) {
+  const std::string head = R"({"mem_bw_gbps": 10, "fma_gflops": 50, "kernels": )";
+  EXPECT_THROW(calibration_from_json(head + R"({"q4_0": {"bw_eff": -1, "flops_eff": 0.5}}})", "x"), InputError);
+  EXPECT_THROW(calibration_from_json(head + R"({"q4_0": {"flops_eff": 0.5}}})", "x"), InputError);
+  EXPECT_THROW(calibration_from_json(head + R"({"q9_9": {"bw_eff": 0.5, "flops_eff": 0.5}}})", "x"), InputError);
+  EXPECT_THROW(calibration_from_json(head + R"([1, 2]})", "x"), InputError);
+  EXPECT_THROW(calibration_from_json(R"({"mem_bw_gbps": 10, "fma_gflops": 50, "attn_bw_eff": -0.1})", "x"),
+               InputError);
+}
+
+// The CPU device of a calibration, llama-2-7b on one "device" (no file bytes:
+// bits per weight of the format).
+PerfInputs cpu_inputs(const ModelSpec& m, const Calibration& c, const char* weights) {
+  PerfInputs in;
+  in.model = &m;
+  in.params = count_params(m);
+  in.weights = parse_weight_format(weights);
+  in.gpu = calibrated_cpu(c, 1e12);
+  in.k = calibrated_constants(c, in.weights);
+  in.layout = Layout{1, 1, 1, 1};
+  in.memory = device_memory(m, in.params, in.weights, 2, in.gpu, in.layout, MemoryOptions{}, 4096);
+  return in;
+}
+
+TEST(Calibration, DecodeUsesTheDtypesBandwidthFactor) {
+  const ModelSpec m = catalog_model("llama-2-7b");
+  const Calibration c = sample_with_kernels();
+  const ParamCounts p = count_params(m);
+  // Weights read per token: everything but the input embedding and the final
+  // norm (perf_model.cpp stage_work); at batch 1 the bytes bound the step.
+  const double read_params = static_cast<double>(p.total - p.embedding - p.final_norm);
+  const double overhead_s = static_cast<double>(m.n_layer) * 3e-6;
+  for (const auto& [name, bpw, eff] : {std::tuple{"fp16", 16.0, 0.9}, std::tuple{"q8_0", 8.5, 0.75},
+                                       std::tuple{"q4_0", 4.5, 0.5}}) {
+    const PerfInputs in = cpu_inputs(m, c, name);
+    const double expected = read_params * bpw / 8 / (40e9 * eff) + overhead_s;
+    EXPECT_NEAR(decode_step_s(in, 1, 0), expected, expected * 1e-12) << name;
+  }
+  // Attention: each context token adds its KV bytes at attn_bw_eff.
+  const PerfInputs in = cpu_inputs(m, c, "q4_0");
+  const double kv_per_token = 2.0 * 32 * 4096 * 2;  // K and V, 32 layers, fp16
+  EXPECT_NEAR(decode_step_s(in, 1, 100) - decode_step_s(in, 1, 0), 100 * kv_per_token / (40e9 * 0.05), 1e-12);
+}
+
+TEST(Calibration, PrefillUsesTheDtypesFlopsAndAttentionFactors) {
+  const ModelSpec m = catalog_model("llama-2-7b");
+  Calibration c = sample_with_kernels();
+  const ParamCounts p = count_params(m);
+  const double L = 512, layers = 32, width = 2 * 4096;
+  // Every prompt token through the layers; only the last one through lm_head.
+  const double gemm_flops =
+      2 * L * static_cast<double>(p.total - p.embedding - p.final_norm - p.lm_head) + 2 * static_cast<double>(p.lm_head);
+  const double attn_flops = L * L * layers * width;  // causal half of QK^T and PV, 2 FLOPs each
+  const PerfInputs in = cpu_inputs(m, c, "q8_0");
+  const double expected = gemm_flops / (400e9 * 0.72) + attn_flops / (400e9 * 0.02) + layers * 3e-6;
+  EXPECT_NEAR(prefill_s(in, 1, L), expected, expected * 1e-12);
+  // Without measured attention factors, attention runs at the GEMM's factor.
+  c.attn_flops_eff = 0;
+  const PerfInputs old = cpu_inputs(m, c, "q8_0");
+  const double expected_old = (gemm_flops + attn_flops) / (400e9 * 0.72) + layers * 3e-6;
+  EXPECT_NEAR(prefill_s(old, 1, L), expected_old, expected_old * 1e-12);
 }
 
 }  // namespace
