@@ -32,6 +32,7 @@ struct BenchModelCli {
   EngineCli engine;
   int64_t prompt_len = 128, gen_len = 64;
   int repetitions = 3;
+  int64_t batch = 0;  // > 0: also decode this many sequences together (batched decode)
   bool json = false;
 };
 
@@ -44,6 +45,9 @@ int run_bench_model(const BenchModelCli& b) {
   }
   if (eo.ctx_size == 0) eo.ctx_size = b.prompt_len + b.gen_len + 1;
   if (eo.ctx_size < b.prompt_len + b.gen_len + 1) throw InputError("--ctx-size is smaller than --prompt-len + --gen-len");
+  if (b.batch < 0 || b.batch > 4096) throw InputError("--batch must be in [0, 4096]");
+  const int64_t blocks_per_seq = (eo.ctx_size + eo.block_size - 1) / eo.block_size;
+  if (b.batch > 0 && eo.kv_blocks == 0) eo.kv_blocks = blocks_per_seq * b.batch;
   Engine engine(eo);
   if (!engine.is_driver()) {
     engine.serve_forever();
@@ -93,6 +97,37 @@ int run_bench_model(const BenchModelCli& b) {
     return best;
   };
   const double decode_after_prompt_s = decode_run(b.prompt_len);
+
+  // Batched decode (--batch N): N sequences, each with its own prompt already
+  // in its own KV blocks, take gen_len steps of N tokens together: the
+  // serving engine's steady state at concurrency N, without HTTP.
+  double batch_decode_s = 0, min_step_s = 1e30;
+  if (b.batch > 0) {
+    if (engine.n_kv_blocks() < blocks_per_seq * b.batch) throw InputError("not enough KV blocks for --batch");
+    const int64_t n = b.batch;
+    for (int64_t s = 0; s < n; ++s) {
+      batch.clear();
+      batch.add_sequence_tokens(prompt.data(), b.prompt_len, 0, 0, table.data() + s * blocks_per_seq, bs, true);
+      engine.forward(batch);
+    }
+    std::vector<int32_t> toks(static_cast<size_t>(n), prompt.back());
+    batch_decode_s = 1e30;
+    for (int r = 0; r < b.repetitions; ++r) {
+      auto t0 = clock::now();
+      for (int64_t i = 0; i < b.gen_len; ++i) {
+        batch.clear();
+        for (int64_t s = 0; s < n; ++s) {
+          batch.add_sequence_tokens(&toks[static_cast<size_t>(s)], 1, static_cast<int32_t>(b.prompt_len + i),
+                                    static_cast<int32_t>(s), table.data() + s * blocks_per_seq, bs, true);
+        }
+        const auto ts = clock::now();
+        const float* logits = engine.forward(batch);
+        min_step_s = std::min(min_step_s, std::chrono::duration<double>(clock::now() - ts).count());
+        for (int64_t s = 0; s < n; ++s) toks[static_cast<size_t>(s)] = argmax(logits + s * c.n_vocab, static_cast<int32_t>(c.n_vocab));
+      }
+      batch_decode_s = std::min(batch_decode_s, std::chrono::duration<double>(clock::now() - t0).count());
+    }
+  }
   engine.reset_stats();
   const double decode_s = decode_run(0);
   const std::vector<RankStats> stats = engine.rank_stats();
@@ -145,6 +180,13 @@ int run_bench_model(const BenchModelCli& b) {
   j["decode_roofline_tokens_per_s"] = roofline_tps;
   j["decode_roofline_fraction"] = decode_tps / roofline_tps;
   j["decode_gb_per_s"] = bytes_per_token * decode_tps / 1e9;
+  if (b.batch > 0) {
+    const double batch_tps = static_cast<double>(b.batch * b.gen_len) / batch_decode_s;
+    j["batch"] = b.batch;
+    j["batch_decode_tokens_per_s"] = batch_tps;
+    j["batch_decode_vs_prompt"] = batch_tps / prompt_tps;
+    j["batch_fastest_step_ms"] = min_step_s * 1e3;
+  }
   j["prefill_gflops"] = prefill_gflops;
   j["prefill_peak_fraction"] = prefill_gflops / fma_peak;
   (void)ranks_per_bus;
@@ -179,6 +221,12 @@ int run_bench_model(const BenchModelCli& b) {
               roofline_tps, format_bytes(bytes_per_token).c_str());
   std::printf("decode after the prompt (context %lld..%lld): %.1f tokens/s\n", (long long)b.prompt_len,
               (long long)(b.prompt_len + b.gen_len), static_cast<double>(b.gen_len) / decode_after_prompt_s);
+  if (b.batch > 0) {
+    const double batch_tps = static_cast<double>(b.batch * b.gen_len) / batch_decode_s;
+    std::printf("decode x%-4lld (context %lld..%lld): %.1f tokens/s = %.2f of the prompt rate (fastest step %.2f ms)\n",
+                (long long)b.batch, (long long)b.prompt_len, (long long)(b.prompt_len + b.gen_len), batch_tps,
+                batch_tps / prompt_tps, min_step_s * 1e3);
+  }
   if (engine.world_size() > 1) {
     for (size_t i = 0; i < stats.size(); ++i) {
       std::printf("rank %zu           %s sent/token, %.3f ms comm + %.3f ms compute per token\n", i,
@@ -197,6 +245,7 @@ const bool registered = register_command(
        sub.add_option("--prompt-len", b->prompt_len, "Prompt tokens")->capture_default_str();
        sub.add_option("--gen-len", b->gen_len, "Generated tokens")->capture_default_str();
        sub.add_option("--repetitions", b->repetitions, "Runs of each phase (best is reported)")->capture_default_str();
+       sub.add_option("--batch", b->batch, "Also decode this many sequences together after their prompts");
        sub.add_flag("--json", b->json, "Print one JSON object");
        return [b] { return run_bench_model(*b); };
      }});

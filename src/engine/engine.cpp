@@ -322,6 +322,11 @@ const float* Engine::forward(const ForwardBatch& batch) {
   return r.logits.data();
 }
 
+ThreadPool& Engine::driver_pool() {
+  PARALLM_CHECK(is_driver());
+  return *ranks_[0]->pool;
+}
+
 std::vector<size_t> Engine::rank_weight_bytes() const {
   std::vector<size_t> out;
   for (const auto& r : ranks_) out.push_back(r->model->weight_bytes());

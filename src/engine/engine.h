@@ -67,6 +67,9 @@ class Engine {
 
   // Driver only: runs one step; returns logits [batch.logit_rows.size(), n_vocab].
   const float* forward(const ForwardBatch& batch);
+  // Driver only: the threads of the driver's rank, idle between forward()
+  // calls (for work on the step's results, such as sampling).
+  ThreadPool& driver_pool();
   // Non-driver MPI ranks: follow the driver's steps until it shuts down.
   void serve_forever();
 

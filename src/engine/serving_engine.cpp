@@ -58,7 +58,6 @@ struct ServingEngine::Impl {
         sched(scheduler_options(e, o), kv, [&e](int32_t id) { return e.tokenizer().is_stop_token(id); }),
         n_vocab(static_cast<int32_t>(e.config().n_vocab)),
         max_queue(o.max_queue) {
-    logits_row.resize(static_cast<size_t>(n_vocab));
     publish_metrics();
   }
 
@@ -90,7 +89,8 @@ struct ServingEngine::Impl {
   ForwardBatch batch;
   std::vector<int32_t> sampled;
   std::vector<SeqEvent> events;
-  std::vector<float> logits_row;
+  std::vector<size_t> sample_rows;   // plan.seqs indices that sample this step
+  std::vector<Sampler*> samplers;    // their samplers, in the same order
   std::deque<Incoming> taken;
   std::vector<uint64_t> aborts_taken;
   std::thread thread;
@@ -176,14 +176,27 @@ void ServingEngine::Impl::step() {
   sampled.assign(plan.seqs.size(), -1);
   try {
     const float* logits = engine.forward(batch);  // [n_logit_rows, n_vocab]
-    size_t row = 0;
+    sample_rows.clear();
+    samplers.clear();
     for (size_t i = 0; i < plan.seqs.size(); ++i) {
       if (!plan.seqs[i].wants_logits) continue;
-      const float* lg = logits + row * static_cast<size_t>(n_vocab);
-      std::copy(lg, lg + n_vocab, logits_row.begin());
-      sampled[i] = live.at(plan.seqs[i].id).sampler.sample(logits_row.data(), n_vocab);
-      ++row;
+      sample_rows.push_back(i);
+      samplers.push_back(&live.at(plan.seqs[i].id).sampler);
     }
+    // Sequences sample independently (each has its own generator), so the
+    // driver's threads share them: at 32 streams a softmax over the vocabulary
+    // per sequence is otherwise a serial tail of every step.
+    engine.driver_pool().run([&](int ti, int nt) {
+      int64_t b, e;
+      ThreadPool::split(static_cast<int64_t>(sample_rows.size()), 1, ti, nt, &b, &e);
+      thread_local std::vector<float> row;
+      row.resize(static_cast<size_t>(n_vocab));
+      for (int64_t k = b; k < e; ++k) {
+        const float* lg = logits + static_cast<size_t>(k) * static_cast<size_t>(n_vocab);
+        std::copy(lg, lg + n_vocab, row.begin());
+        sampled[sample_rows[static_cast<size_t>(k)]] = samplers[static_cast<size_t>(k)]->sample(row.data(), n_vocab);
+      }
+    });
   } catch (const std::exception& ex) {
     // The step failed as a whole: its requests end with "error"; the loop goes on.
     log_warn(strfmt("serving step failed: %s", ex.what()));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/ops.h"
 #include "util/check.h"
 
 namespace parallm {
@@ -60,17 +61,41 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab) {
     // No truncation: draw straight from the distribution in id order. NOTE: a
     // sort of the whole vocabulary per token was a quarter of a 32-stream
     // serving step; the filters below need an order, plain sampling does not.
-    double sum = 0.0;
-    for (int32_t i = 0; i < n_vocab; ++i) {
-      logits[i] = std::exp((logits[i] - mx) / p_.temperature);
-      sum += logits[i];
+    // The softmax is the kernels' vectorized one, and the draw first picks a
+    // chunk of ids by the chunks' sums, so no loop runs 32,000 dependent adds.
+    const float inv_t = 1.0f / p_.temperature;
+    for (int32_t i = 0; i < n_vocab; ++i) logits[i] = (logits[i] - mx) * inv_t;
+    cpu::softmax(logits, n_vocab);
+    constexpr int32_t kChunk = 512, kLanes = 16;
+    const int32_t n_chunks = (n_vocab + kChunk - 1) / kChunk;
+    chunk_sums_.assign(static_cast<size_t>(n_chunks), 0.0);
+    double total = 0.0;
+    for (int32_t c = 0; c < n_chunks; ++c) {
+      const int32_t b = c * kChunk, e = std::min(n_vocab, b + kChunk);
+      float lane[kLanes] = {};
+      int32_t i = b;
+      for (; i + kLanes <= e; i += kLanes) {
+        for (int j = 0; j < kLanes; ++j) lane[j] += logits[i + j];
+      }
+      double cs = 0.0;
+      for (; i < e; ++i) cs += logits[i];
+      for (float l : lane) cs += l;
+      chunk_sums_[static_cast<size_t>(c)] = cs;
+      total += cs;
     }
-    double r = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * sum;
-    for (int32_t i = 0; i < n_vocab; ++i) {
+    double r = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * total;
+    int32_t c = 0;
+    while (c < n_chunks - 1 && r >= chunk_sums_[static_cast<size_t>(c)]) r -= chunk_sums_[static_cast<size_t>(c++)];
+    const int32_t e = std::min(n_vocab, (c + 1) * kChunk);
+    for (int32_t i = c * kChunk; i < e; ++i) {
       r -= logits[i];
       if (r < 0) return i;
     }
-    return n_vocab - 1;
+    // Rounding left r just past the chunk: its last id with any mass.
+    for (int32_t i = e - 1; i > 0; --i) {
+      if (logits[i] > 0) return i;
+    }
+    return 0;
   }
   candidates_.clear();
   double sum = 0.0;

@@ -46,6 +46,7 @@ class Sampler {
   std::mt19937_64 rng_;
   std::unordered_map<int32_t, int32_t> prompt_counts_, output_counts_;
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch
+  std::vector<double> chunk_sums_;                     // scratch
 };
 
 // Index of the largest value (lowest index on ties).

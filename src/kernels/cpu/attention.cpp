@@ -1,7 +1,8 @@
-// Paged attention, one work item per (query token, KV head): the item widens
-// each key block of its head to f32 once (one contiguous load_row_f32), scores
-// it against every query head of its GQA group, then a numerically stable
-// softmax and the weighted sum of values. Scratch buffers are per thread and
+// Paged attention, one work item per (query token, KV head). The active ISA's
+// kernel (attention_avx512.cpp) runs an item when it has one; the portable
+// item here widens each key block of its head to f32 once (one contiguous
+// load_row_f32), scores it against every query head of its GQA group, then a
+// numerically stable softmax and the weighted sum of values. Scratch buffers are per thread and
 // reused, so a decode step allocates nothing.
 #include "kernels/cpu/attention.h"
 
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/isa_table.h"
 #include "kernels/cpu/ops.h"
 #include "util/check.h"
 
@@ -117,6 +119,19 @@ void attend_item(float* og, const float* qg, const PagedKv& kv, const int32_t* t
   }
 }
 
+// The first key blocks of the next item, fetched while this item runs: the
+// kernels prefetch ahead inside an item, but an item's first blocks would
+// otherwise start from a DRAM miss.
+void prefetch_item_start(const PagedKv& kv, const int32_t* table, int64_t h_kv, int64_t len) {
+  const size_t eb = elem_bytes(kv.dtype);
+  const size_t chunk_bytes = static_cast<size_t>(kv.block_size * kv.head_dim) * eb;
+  const int64_t n_blocks = std::min<int64_t>(2, (len + kv.block_size - 1) / kv.block_size);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const char* p = static_cast<const char*>(kv.k) + block_head_offset(kv, table[b], h_kv) * eb;
+    for (size_t off = 0; off < chunk_bytes; off += 64) __builtin_prefetch(p + off);
+  }
+}
+
 }  // namespace
 
 void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_t* positions,
@@ -129,6 +144,8 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
   int32_t max_pos = 0;
   for (int64_t t = 0; t < n_tokens; ++t) max_pos = std::max(max_pos, positions[t]);
   const int64_t max_len = max_pos + 1;
+  // The ISA's own kernel when it has one for this head size.
+  void (*const fast)(const AttendTask&) = hd % 16 == 0 ? active_kernels().attend : nullptr;
 
   pool.run([&](int ti, int nt) {
     int64_t begin, end;
@@ -142,6 +159,18 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
     }
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / n_kv_head, h_kv = item % n_kv_head;
+      if (item + 1 < end) {
+        const int64_t t1 = (item + 1) / n_kv_head;
+        prefetch_item_start(kv, block_tables[seq_of_token[t1]], (item + 1) % n_kv_head, positions[t1] + 1);
+      }
+      if (fast != nullptr) {
+        const AttendTask task{out + (t * n_head + h_kv * group) * hd, q + (t * n_head + h_kv * group) * hd,
+                              static_cast<const char*>(kv.k), static_cast<const char*>(kv.v), kv.dtype,
+                              block_tables[seq_of_token[t]], positions[t] + 1, h_kv, n_kv_head, bs, hd, group,
+                              scale, s.scores.data()};
+        fast(task);
+        continue;
+      }
       attend_item(out + (t * n_head + h_kv * group) * hd, q + (t * n_head + h_kv * group) * hd, kv,
                   block_tables[seq_of_token[t]], positions[t] + 1, h_kv, group, max_len, scale, s);
     }

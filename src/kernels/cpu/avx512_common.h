@@ -39,10 +39,58 @@ struct LoadBF16 {
   }
 };
 
+// dst[k*ldd + i] = src[i*lds + k] for a 16 x 16 block.
+inline void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // r[4i+j], 128-bit lane L: column 4L+j of rows 4i..4i+3
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512 a = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+    const __m512 b = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+    const __m512 c = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    const __m512 d = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+    _mm512_storeu_ps(dst + j * ldd, _mm512_shuffle_f32x4(a, c, 0x88));
+    _mm512_storeu_ps(dst + (j + 8) * ldd, _mm512_shuffle_f32x4(a, c, 0xDD));
+    _mm512_storeu_ps(dst + (j + 4) * ldd, _mm512_shuffle_f32x4(b, d, 0x88));
+    _mm512_storeu_ps(dst + (j + 12) * ldd, _mm512_shuffle_f32x4(b, d, 0xDD));
+  }
+}
+
+// out[t*ldo + r] = c[r*ldc + t] for r < n_rows, t < n_tokens: a GEMM panel's
+// [row][token] results into the [token][row] output, 16 x 16 at a time.
+inline void store_transposed(const float* c, int64_t ldc, int64_t n_rows, int64_t n_tokens, float* out, int64_t ldo) {
+  int64_t r0 = 0;
+  for (; r0 + 16 <= n_rows; r0 += 16) {
+    int64_t t0 = 0;
+    for (; t0 + 16 <= n_tokens; t0 += 16) transpose16(c + r0 * ldc + t0, ldc, out + t0 * ldo + r0, ldo);
+    for (int64_t t = t0; t < n_tokens; ++t) {
+      for (int64_t r = r0; r < r0 + 16; ++r) out[t * ldo + r] = c[r * ldc + t];
+    }
+  }
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = r0; r < n_rows; ++r) out[t * ldo + r] = c[r * ldc + t];
+  }
+}
+
 // One weight row of any dtype to f32: y [n] (gemm_avx512.cpp).
 void dequant_row(DType t, const char* row, float* y, int64_t n);
 
+// Paged attention for one task (attention_avx512.cpp).
+void attend(const AttendTask& task);
+
 // GEMM over f32 panels for any weight dtype (gemm_avx512.cpp).
 void gemm_rows(const RowsTask& task);
+// Integer (VNNI) GEMM for q8_0 and q4_0 weights (gemm_q8_avx512.cpp).
+void gemm_q8_rows(const RowsTask& task);
 
 }  // namespace parallm::cpu::avx512

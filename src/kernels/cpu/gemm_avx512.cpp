@@ -136,33 +136,6 @@ void dequant_row(DType t, const char* row, float* y, int64_t n) {
 namespace {
 
 // ------------------------------------------------------------ x^T packing
-// dst[k*ldd + i] = src[i*lds + k] for a 16 x 16 block.
-void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
-  __m512 r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // r[4i+j], 128-bit lane L: column 4L+j of rows 4i..4i+3
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-  for (int j = 0; j < 4; ++j) {
-    const __m512 a = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
-    const __m512 b = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
-    const __m512 c = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-    const __m512 d = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
-    _mm512_storeu_ps(dst + j * ldd, _mm512_shuffle_f32x4(a, c, 0x88));
-    _mm512_storeu_ps(dst + (j + 8) * ldd, _mm512_shuffle_f32x4(a, c, 0xDD));
-    _mm512_storeu_ps(dst + (j + 4) * ldd, _mm512_shuffle_f32x4(b, d, 0x88));
-    _mm512_storeu_ps(dst + (j + 12) * ldd, _mm512_shuffle_f32x4(b, d, 0xDD));
-  }
-}
-
 // xt[(tb*n_in + k)*kTokenBlock + j] = x[(tb*kTokenBlock + j)*n_in + k], zero past n_tokens.
 void pack_xt(const float* x, int64_t n_tokens, int64_t n_in, float* xt) {
   const int64_t n_tb = (n_tokens + kTokenBlock - 1) / kTokenBlock;
@@ -257,10 +230,7 @@ void gemm_rows(const RowsTask& a) {
         }
       }
     }
-    for (int64_t t = 0; t < a.n_tokens; ++t) {
-      float* dst = a.out + t * a.out_stride + p0;
-      for (int64_t r = 0; r < np; ++r) dst[r] = cbuf[r * ldc + t];
-    }
+    store_transposed(cbuf.data(), ldc, np, a.n_tokens, a.out + p0, a.out_stride);
   }
 }
 

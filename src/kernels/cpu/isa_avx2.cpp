@@ -500,7 +500,8 @@ double fma_burn(int64_t iters, float* sink) {
 const IsaKernels kTable = {Isa::kAvx2, wants_xq,    xq_bytes,   quantize_x, rows,
                            f32_to_f16,  f16_to_f32,  f32_to_bf16, bf16_to_f32, rmsnorm_row,
                            softmax,     swiglu,      dot,         axpy,        read_sum,
-                           fma_burn};
+                           fma_burn,
+                           nullptr};
 
 }  // namespace
 

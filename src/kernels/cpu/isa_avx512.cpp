@@ -3,7 +3,8 @@
 //  - decode (n_tokens < kGemmMinTokens) for f32/f16/bf16 weights: one weight
 //    row at a time, converted to f32 in registers, against up to 6 tokens;
 //  - q8_0 / q4_0 decode with x quantized to 8 bits and VPDPBUSD (VNNI);
-//  - batches go to the GEMM in gemm_avx512.cpp (all dtypes);
+//  - batches go to the integer GEMM in gemm_q8_avx512.cpp (q8_0, q4_0) or
+//    the f32-panel GEMM in gemm_avx512.cpp (every other dtype);
 //  - KV-cache row conversions and the roofline probes.
 #include <immintrin.h>
 
@@ -22,6 +23,7 @@ namespace parallm::cpu {
 
 namespace {
 
+using avx512::gemm_q8_rows;
 using avx512::gemm_rows;
 using avx512::LoadBF16;
 using avx512::LoadF16;
@@ -338,6 +340,10 @@ void rows(const RowsTask& a) {
       default: break;
     }
   }
+  if (a.wtype == DType::kQ8_0 || a.wtype == DType::kQ4_0) {
+    gemm_q8_rows(a);
+    return;
+  }
   gemm_rows(a);
 }
 
@@ -506,7 +512,7 @@ double fma_burn(int64_t iters, float* sink) {
 const IsaKernels kTable = {Isa::kAvx512, wants_xq,    xq_bytes,   quantize_x, rows,
                            f32_to_f16,   f16_to_f32,  f32_to_bf16, bf16_to_f32, rmsnorm_row,
                            softmax,      swiglu,      dot,         axpy,        read_sum,
-                           fma_burn};
+                           fma_burn,     avx512::attend};
 
 }  // namespace
 

@@ -26,6 +26,21 @@ struct RowsTask {
   int64_t o_end;
 };
 
+// One query token against one KV head of a paged cache, for the `group`
+// query heads that share it (attention.cpp builds these).
+struct AttendTask {
+  float* out;                 // [group, head_dim]
+  const float* q;             // [group, head_dim], RoPE applied
+  const char* k;              // pool base: [n_blocks, n_kv_head, block_size, head_dim]
+  const char* v;
+  DType dtype;                // f32, f16 or bf16
+  const int32_t* table;       // the sequence's block ids
+  int64_t len;                // positions 0..len-1 are attended
+  int64_t h_kv, n_kv_head, block_size, head_dim, group;
+  float scale;
+  float* scores;              // scratch [group, len]
+};
+
 struct IsaKernels {
   Isa isa;
   // Whether rows() wants x quantized (quantize_x) for this dtype and batch.
@@ -48,6 +63,9 @@ struct IsaKernels {
   // independent FMAs, returning flops done (and a value to keep the work alive).
   float (*read_sum)(const float* p, int64_t n);
   double (*fma_burn)(int64_t iters, float* sink);
+  // Attention for one AttendTask with head_dim % 16 == 0; nullptr: the
+  // portable loop in attention.cpp serves.
+  void (*attend)(const AttendTask& task);
 };
 
 const IsaKernels& scalar_kernels();
