@@ -17,20 +17,16 @@ KvPool::KvPool(int64_t n_layers, int64_t n_blocks, int64_t block_size, int64_t n
     : n_layers_(n_layers), n_blocks_(n_blocks), block_size_(block_size), n_kv_head_(n_kv_head),
       head_dim_(head_dim), dtype_(dtype) {
   PARALLM_CHECK(n_layers > 0 && n_blocks > 0 && block_size > 0);
-  const size_t per_layer = static_cast<size_t>(n_blocks * block_size * n_kv_head * head_dim) * elem_bytes(dtype);
-  k_.resize(static_cast<size_t>(n_layers));
-  v_.resize(static_cast<size_t>(n_layers));
-  for (int64_t l = 0; l < n_layers; ++l) {
-    k_[l].resize(per_layer);
-    v_[l].resize(per_layer);
-  }
+  layer_bytes_ = static_cast<size_t>(n_blocks * block_size * n_kv_head * head_dim) * elem_bytes(dtype);
+  memory_ = ZeroedMemory(2 * static_cast<size_t>(n_layers) * layer_bytes_);
 }
 
 cpu::PagedKv KvPool::layer(int64_t l) {
   PARALLM_CHECK(l >= 0 && l < n_layers_);
   cpu::PagedKv kv;
-  kv.k = k_[l].data();
-  kv.v = v_[l].data();
+  uint8_t* base = static_cast<uint8_t*>(memory_.data()) + 2 * static_cast<size_t>(l) * layer_bytes_;
+  kv.k = base;
+  kv.v = base + layer_bytes_;
   kv.dtype = dtype_;
   kv.block_size = block_size_;
   kv.n_kv_head = n_kv_head_;
@@ -38,7 +34,7 @@ cpu::PagedKv KvPool::layer(int64_t l) {
   return kv;
 }
 
-size_t KvPool::bytes() const { return 2 * static_cast<size_t>(n_layers_) * k_[0].size(); }
+size_t KvPool::bytes() const { return memory_.size(); }
 
 size_t KvPool::bytes_per_token(int64_t n_layers, int64_t n_kv_head, int64_t head_dim, DType dtype) {
   return 2 * static_cast<size_t>(n_layers * n_kv_head * head_dim) * elem_bytes(dtype);

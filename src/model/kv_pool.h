@@ -1,13 +1,13 @@
 // KvPool: the tensor side of the paged KV cache on one rank: for each of the
-// rank's layers, K and V pools of [n_blocks, block_size, n_kv_head_local, head_dim]
-// in the cache dtype. Which block belongs to which sequence is decided by the
+// rank's layers, K and V pools of [n_blocks, n_kv_head_local, block_size, head_dim]
+// in the cache dtype, all in one zero-filled mapping (util/zeroed_memory.h). Which block belongs to which sequence is decided by the
 // (tensor-free) block manager; this class only holds the memory.
 #pragma once
 #include <cstdint>
-#include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cpu/attention.h"
+#include "util/zeroed_memory.h"
 
 namespace parallm {
 
@@ -25,7 +25,8 @@ class KvPool {
  private:
   int64_t n_layers_, n_blocks_, block_size_, n_kv_head_, head_dim_;
   DType dtype_;
-  std::vector<std::vector<uint8_t>> k_, v_;  // [n_layers][n_blocks * block_size * n_kv_head * head_dim * elem]
+  size_t layer_bytes_ = 0;  // one layer's K (or V): n_blocks * n_kv_head * block_size * head_dim * elem
+  ZeroedMemory memory_;     // [n_layers][K, V][layer_bytes_]
 };
 
 }  // namespace parallm
