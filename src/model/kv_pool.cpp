@@ -19,6 +19,7 @@ KvPool::KvPool(int64_t n_layers, int64_t n_blocks, int64_t block_size, int64_t n
   PARALLM_CHECK(n_layers > 0 && n_blocks > 0 && block_size > 0);
   layer_bytes_ = static_cast<size_t>(n_blocks * block_size * n_kv_head * head_dim) * elem_bytes(dtype);
   memory_ = ZeroedMemory(2 * static_cast<size_t>(n_layers) * layer_bytes_);
+  memory_.prefault();
 }
 
 cpu::PagedKv KvPool::layer(int64_t l) {

@@ -22,6 +22,11 @@ ZeroedMemory::ZeroedMemory(size_t bytes) : size_(bytes) {
   data_ = p;
 }
 
+void ZeroedMemory::prefault() {
+  volatile char* p = static_cast<char*>(data_);
+  for (size_t i = 0; i < size_; i += 4096) p[i] = 0;
+}
+
 ZeroedMemory::~ZeroedMemory() { release(); }
 
 ZeroedMemory::ZeroedMemory(ZeroedMemory&& other) noexcept

@@ -216,12 +216,11 @@ void gemm_q8_rows(const RowsTask& a) {
     const int64_t pf_lines = pf_rows * pf_lines_per_row;
     const int64_t calls = ((nb + kKcBlocks - 1) / kKcBlocks) * n_tb * ((np + kTileRows - 1) / kTileRows);
     const int64_t lines_per_call = (pf_lines + calls - 1) / calls;
-    int64_t next_line = 0;
+    int64_t pf_row = 0, pf_line = 0, pf_done = 0;  // counters, no division per prefetch
     auto prefetch_slice = [&] {
-      for (int64_t i = 0; i < lines_per_call && next_line < pf_lines; ++i, ++next_line) {
-        _mm_prefetch(pf_w + (next_line / pf_lines_per_row) * static_cast<int64_t>(a.w_stride) +
-                         (next_line % pf_lines_per_row) * 64,
-                     _MM_HINT_T1);
+      for (int64_t i = 0; i < lines_per_call && pf_done < pf_lines; ++i, ++pf_done) {
+        _mm_prefetch(pf_w + pf_row * static_cast<int64_t>(a.w_stride) + pf_line * 64, _MM_HINT_T1);
+        if (++pf_line == pf_lines_per_row) pf_line = 0, ++pf_row;
       }
     };
     for (int64_t b0 = 0; b0 < nb; b0 += kKcBlocks) {
