@@ -43,6 +43,8 @@ CommandAction setup_bench(CLI::App& sub) {
   sub.add_option("--tpot-slo", o.tpot_slo_ms, "TPOT SLO in ms (per request)");
   sub.add_option("--seed", o.seed, "Seed for prompts, lengths and arrivals [0]");
   sub.add_option("--timeout", o.timeout_s, "Per-request timeout in seconds [60]");
+  sub.add_option("--ready-timeout", o.ready_timeout_s,
+                 "Seconds to wait for a server still loading its model (503 from /v1/models) [600]");
   sub.add_flag("--ignore-eos", o.ignore_eos, "Send ignore_eos (vLLM/llama.cpp extension) for exact output lengths");
   sub.add_option("--json", o.json_path, "Write the JSON report here ('-' for stdout)");
   sub.add_option("--html", o.html_path, "Write the self-contained HTML report here");

@@ -88,6 +88,7 @@ void validate_options(BenchOptions& o) {
   if (o.duration_s < 0 || !std::isfinite(o.duration_s)) throw InputError("--duration must be positive seconds");
   if (o.num_requests == 0 && o.duration_s == 0) o.num_requests = 100;
   if (o.timeout_s <= 0) throw InputError("--timeout must be positive seconds");
+  if (!(o.ready_timeout_s >= 0)) throw InputError("--ready-timeout must be >= 0 seconds");
   if (o.ttft_slo_ms < 0 || o.tpot_slo_ms < 0) throw InputError("--ttft-slo/--tpot-slo must be positive milliseconds");
   if (o.headroom < 1.0) throw InputError("--headroom must be at least 1.0 (1.3 keeps 30% spare)");
   if (o.peak_concurrency < 0 || o.peak_qps < 0) throw InputError("--peak-concurrency/--peak-qps must be positive");

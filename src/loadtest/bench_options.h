@@ -35,6 +35,7 @@ struct BenchOptions {
   double tpot_slo_ms = 0;           // 0: no TPOT SLO
   uint64_t seed = 0;
   double timeout_s = 60;            // per request, until the end of its stream
+  double ready_timeout_s = 600;     // wait this long for a server that answers 503 (still loading)
   bool ignore_eos = false;          // send "ignore_eos": true (vLLM, llama.cpp extension)
   std::string json_path;
   std::string html_path;

@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include "loadtest/stream_client.h"
 #include "loadtest/workload.h"
 #include "util/check.h"
@@ -26,6 +29,29 @@ std::string discover_model(const ServerAddress& server, const BenchOptions& o) {
   return "";
 }
 
+// A server that is up but still loading its model answers 503 (parallm,
+// vLLM): wait for it, as vLLM's benchmark does, rather than record every
+// request of the first level as failed.
+void wait_until_ready(const ServerAddress& server, const BenchOptions& o, std::ostream* progress) {
+  const auto start = std::chrono::steady_clock::now();
+  bool said = false;
+  for (;;) {
+    const HttpGetResult r = http_get(server, o.url, models_path(o.url), o.api_key, 5.0);
+    if (r.status != 503) return;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited >= o.ready_timeout_s) {
+      throw InputError(strfmt("the server still answers 503 (not ready) after %.0f s; raise --ready-timeout",
+                              o.ready_timeout_s));
+    }
+    if (!said && progress != nullptr) {
+      *progress << "bench: the server is not ready yet (503), waiting up to " << o.ready_timeout_s << " s\n";
+      progress->flush();
+      said = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+}
+
 void print_progress(std::ostream* progress, const LevelResult& r) {
   if (progress == nullptr) return;
   *progress << "bench: " << (r.rate > 0 ? strfmt("rate %.3g req/s", r.rate) : strfmt("concurrency %lld",
@@ -44,6 +70,7 @@ BenchReport run_bench(const BenchOptions& o, std::ostream* progress) {
   if (!o.dataset_path.empty()) load_dataset(o.dataset_path);  // bad files fail before any traffic
   const ServerAddress server = resolve_address(o.url);
   probe_connect(server, 5.0);
+  wait_until_ready(server, o, progress);
   report.model = o.model.empty() ? discover_model(server, o) : o.model;
   report.request_path = endpoint_path(o.url, o.endpoint == Endpoint::kChat);
   if (progress != nullptr) {

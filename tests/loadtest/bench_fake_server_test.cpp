@@ -13,6 +13,7 @@
 #include "fake_openai_server.h"
 #include "loadtest/bench_runner.h"
 #include "loadtest/stream_client.h"
+#include "util/check.h"
 
 namespace parallm::loadtest {
 namespace {
@@ -374,6 +375,37 @@ TEST(BenchFakeServer, FindCapacityFindsTheKnownKnee) {
     }
   }
   EXPECT_EQ(rep.results.size(), c.levels.size());
+}
+
+}  // namespace
+}  // namespace parallm::loadtest
+
+namespace parallm::loadtest {
+namespace {
+
+TEST(BenchFakeServer, WaitsForAServerStillLoadingThenRuns) {
+  FakeOpenAiServer server([](int64_t, const nlohmann::json&) {
+    FakeScript s;
+    s.ttft_ms = 1;
+    s.gap_ms = 1;
+    return s;
+  });
+  server.set_loading_polls(3);
+  BenchOptions o = options_for(server);
+  o.num_requests = 4;
+  o.output_len = {3, 3};
+  const BenchReport rep = run(o);
+  EXPECT_EQ(rep.model, "fake-model");
+  EXPECT_GE(server.models_requests(), 4);  // three 503s, then the answer
+  EXPECT_EQ(rep.results.at(0).requests, 4);
+  EXPECT_EQ(rep.results.at(0).failed(), 0);
+
+  // Never ready within --ready-timeout: one clear error, no requests sent.
+  server.set_loading_polls(1000000);
+  o.ready_timeout_s = 0.5;
+  const int64_t before = server.requests_seen();
+  EXPECT_THROW(run(o), parallm::InputError);
+  EXPECT_EQ(server.requests_seen(), before);
 }
 
 }  // namespace

@@ -156,6 +156,13 @@ void FakeOpenAiServer::serve_connection(int fd, Clock::time_point accepted) {
       const std::string body_text = buf.substr(header_end + 4, content_length);
       buf.erase(0, header_end + 4 + content_length);
       if (method == "GET" && path == "/v1/models") {
+        ++models_requests_;
+        if (loading_polls_.fetch_sub(1) > 0) {
+          const std::string err = R"({"error":{"message":"the model is still loading","type":"server_error"}})";
+          if (!send_all(fd, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
+                                std::to_string(err.size()) + "\r\n\r\n" + err)) goto done;
+          continue;
+        }
         const std::string body = R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})";
         if (!send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
                               std::to_string(body.size()) + "\r\n\r\n" + body)) goto done;

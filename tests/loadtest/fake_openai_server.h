@@ -47,6 +47,9 @@ class FakeOpenAiServer {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   // Simulates a crash: stops accepting and cuts every open connection.
   void kill();
+  // The next n GET /v1/models answer 503 "not ready" (a model still loading).
+  void set_loading_polls(int n) { loading_polls_ = n; }
+  int64_t models_requests() const { return models_requests_.load(); }
 
   int64_t requests_seen() const { return requests_seen_.load(); }
   int64_t max_streams_seen() const { return max_streams_.load(); }
@@ -75,6 +78,8 @@ class FakeOpenAiServer {
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> loading_polls_{0};
+  std::atomic<int64_t> models_requests_{0};
   std::thread acceptor_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
