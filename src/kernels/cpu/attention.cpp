@@ -147,9 +147,24 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
   // The ISA's own kernel when it has one for this head size.
   void (*const fast)(const AttendTask&) = hd % 16 == 0 ? active_kernels().attend : nullptr;
 
+  // Items split by cost, not count: an item costs about its context length
+  // (plus a fixed part), and a split by count gave the last thread the long
+  // rows of a causal prefill (3x the first one's work; it showed as the other
+  // thread waiting).
+  constexpr int64_t kItemFixedCost = 16;
+  int64_t total_cost = 0;
+  for (int64_t t = 0; t < n_tokens; ++t) total_cost += (positions[t] + 1 + kItemFixedCost) * n_kv_head;
   pool.run([&](int ti, int nt) {
-    int64_t begin, end;
-    ThreadPool::split(n_items, 1, ti, nt, &begin, &end);
+    const int64_t lo = total_cost * ti / nt, hi = total_cost * (ti + 1) / nt;
+    int64_t begin = n_items, end = n_items, cum = 0;
+    for (int64_t item = 0; item < n_items; ++item) {
+      if (begin == n_items && cum >= lo) begin = item;
+      if (cum >= hi && ti + 1 < nt) {
+        end = item;
+        break;
+      }
+      cum += positions[item / n_kv_head] + 1 + kItemFixedCost;
+    }
     if (begin >= end) return;
     Scratch& s = scratch();
     if (static_cast<int64_t>(s.scores.size()) < group * max_len) s.scores.resize(static_cast<size_t>(group * max_len));
