@@ -3,13 +3,8 @@
 
 #include <array>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <thread>
-#include <unistd.h>
 
 #include "comm/comm_factory.h"
 #include "comm/local_comm.h"

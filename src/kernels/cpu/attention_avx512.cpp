@@ -19,20 +19,23 @@ namespace {
 
 constexpr int64_t kPrefetchBlocks = 2;  // blocks ahead of the one being read
 
-inline size_t elem_bytes(DType t) { return t == DType::kF32 ? 4 : 2; }
-
-// Pointer to (block table[b], head h_kv) in a pool.
-inline const char* chunk(const AttendTask& a, const char* pool, int64_t b) {
-  const int64_t block = a.table[b];
-  return pool + ((block * a.n_kv_head + a.h_kv) * a.block_size) * a.head_dim *
-                    static_cast<int64_t>(elem_bytes(a.dtype));
+// Bytes of one (block, head) chunk: block_size rows of head_dim elements.
+template <class L>
+inline int64_t chunk_bytes(const AttendTask& a) {
+  return a.block_size * a.head_dim * L::kBytes;
 }
 
+// Pointer to (block table[b], head h_kv) in a pool.
+template <class L>
+inline const char* chunk(const AttendTask& a, const char* pool, int64_t b) {
+  return pool + (a.table[b] * a.n_kv_head + a.h_kv) * chunk_bytes<L>(a);
+}
+
+template <class L>
 inline void prefetch_chunk(const AttendTask& a, const char* pool, int64_t b, int64_t n_blocks) {
   if (b >= n_blocks) return;
-  const char* p = chunk(a, pool, b);
-  const int64_t bytes = a.block_size * a.head_dim * static_cast<int64_t>(elem_bytes(a.dtype));
-  for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+  const char* p = chunk<L>(a, pool, b);
+  for (int64_t off = 0; off < chunk_bytes<L>(a); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
 }
 
 // out_g = sum_p scores[g][p] * v_p. NV > 0: head_dim = 16 NV, the output
@@ -50,8 +53,8 @@ void weighted_sum(const AttendTask& a, int64_t g, int64_t n_blocks, int64_t row_
     std::fill(o, o + hd, 0.f);
   }
   for (int64_t b = 0; b < n_blocks; ++b) {
-    if (g == 0) prefetch_chunk(a, a.v, b + kPrefetchBlocks, n_blocks);
-    const char* vb = chunk(a, a.v, b);
+    if (g == 0) prefetch_chunk<L>(a, a.v, b + kPrefetchBlocks, n_blocks);
+    const char* vb = chunk<L>(a, a.v, b);
     const int64_t n = std::min(bs, a.len - b * bs);
     for (int64_t r = 0; r < n; ++r) {
       const __m512 w = _mm512_set1_ps(sg[b * bs + r]);
@@ -75,12 +78,12 @@ template <class L>
 void attend_t(const AttendTask& a) {
   const int64_t hd = a.head_dim, bs = a.block_size, len = a.len;
   const int64_t n_blocks = (len + bs - 1) / bs;
-  const int64_t row_bytes = hd * static_cast<int64_t>(elem_bytes(a.dtype));
-  for (int64_t b = 0; b < kPrefetchBlocks; ++b) prefetch_chunk(a, a.k, b, n_blocks);
+  const int64_t row_bytes = hd * L::kBytes;
+  for (int64_t b = 0; b < kPrefetchBlocks; ++b) prefetch_chunk<L>(a, a.k, b, n_blocks);
   // Scores: s[g][p] = scale * q_g . k_p
   for (int64_t b = 0; b < n_blocks; ++b) {
-    prefetch_chunk(a, a.k, b + kPrefetchBlocks, n_blocks);
-    const char* kb = chunk(a, a.k, b);
+    prefetch_chunk<L>(a, a.k, b + kPrefetchBlocks, n_blocks);
+    const char* kb = chunk<L>(a, a.k, b);
     const int64_t p0 = b * bs, n = std::min(bs, len - p0);
     for (int64_t g = 0; g < a.group; ++g) {
       const float* q = a.q + g * hd;
@@ -98,7 +101,7 @@ void attend_t(const AttendTask& a) {
       }
     }
   }
-  for (int64_t b = 0; b < kPrefetchBlocks; ++b) prefetch_chunk(a, a.v, b, n_blocks);
+  for (int64_t b = 0; b < kPrefetchBlocks; ++b) prefetch_chunk<L>(a, a.v, b, n_blocks);
   const IsaKernels& k = avx512_kernels();
   for (int64_t g = 0; g < a.group; ++g) k.softmax(a.scores + g * len, len);
   // Output: o_g = sum_p s[g][p] v_p.

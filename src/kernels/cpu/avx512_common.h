@@ -12,6 +12,7 @@ namespace parallm::cpu::avx512 {
 
 // 16 consecutive weights of a row starting at element k, as f32.
 struct LoadF32 {
+  static constexpr int64_t kBytes = 4;  // per element
   static __m512 load(const char* row, int64_t k) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k);
   }
@@ -20,6 +21,7 @@ struct LoadF32 {
   }
 };
 struct LoadF16 {
+  static constexpr int64_t kBytes = 2;
   static __m512 load(const char* row, int64_t k) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * k)));
   }
@@ -28,6 +30,7 @@ struct LoadF16 {
   }
 };
 struct LoadBF16 {
+  static constexpr int64_t kBytes = 2;
   static __m512 widen(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
