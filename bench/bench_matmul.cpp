@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/roofline.h"
 
@@ -58,14 +59,15 @@ const Limits& limits() {
 struct Matrix {
   std::vector<uint8_t> bytes;
   int64_t n_out, n_in;
-  size_t stride;
+  size_t stride;  // packed: bytes of one 16-row group
+  bool packed = false;
 };
 
 struct Layer {
   Matrix q, k, v, o, gate, up, down;
 };
 
-Matrix random_matrix(DType t, int64_t n_out, int64_t n_in, uint64_t seed) {
+Matrix random_matrix(DType t, int64_t n_out, int64_t n_in, uint64_t seed, bool packed) {
   Matrix m{{}, n_out, n_in, parallm::dtype_row_bytes(t, n_in)};
   m.bytes.resize(m.stride * n_out);
   std::vector<float> row(n_in);
@@ -77,24 +79,34 @@ Matrix random_matrix(DType t, int64_t n_out, int64_t n_in, uint64_t seed) {
     }
     cpu::quantize_row(t, row.data(), m.bytes.data() + o * m.stride, n_in);
   }
+  if (packed) {
+    std::vector<uint8_t> p(cpu::packed_bytes(t, n_out, n_in));
+    cpu::pack_rows(t, m.bytes.data(), m.stride, n_out, n_in, p.data());
+    m.bytes = std::move(p);
+    m.stride = cpu::packed_group_bytes(t, n_in);
+    m.packed = true;
+  }
   return m;
 }
 
 // One dtype's 12 layers at a time (f32 would be 340 MB).
-const std::vector<Layer>& layers(DType t) {
+const std::vector<Layer>& layers(DType t, bool packed) {
   static std::unique_ptr<std::vector<Layer>> cached;
   static DType cached_type;
-  if (!cached || cached_type != t) {
+  static bool cached_packed;
+  if (!cached || cached_type != t || cached_packed != packed) {
     cached.reset();
     cached = std::make_unique<std::vector<Layer>>();
     for (int64_t l = 0; l < kLayers; ++l) {
       const uint64_t s = static_cast<uint64_t>(l) * 16;
-      cached->push_back({random_matrix(t, kDim, kDim, s + 1), random_matrix(t, kDim, kDim, s + 2),
-                         random_matrix(t, kDim, kDim, s + 3), random_matrix(t, kDim, kDim, s + 4),
-                         random_matrix(t, kFf, kDim, s + 5), random_matrix(t, kFf, kDim, s + 6),
-                         random_matrix(t, kDim, kFf, s + 7)});
+      const bool p = packed;
+      cached->push_back({random_matrix(t, kDim, kDim, s + 1, p), random_matrix(t, kDim, kDim, s + 2, p),
+                         random_matrix(t, kDim, kDim, s + 3, p), random_matrix(t, kDim, kDim, s + 4, p),
+                         random_matrix(t, kFf, kDim, s + 5, p), random_matrix(t, kFf, kDim, s + 6, p),
+                         random_matrix(t, kDim, kFf, s + 7, p)});
     }
     cached_type = t;
+    cached_packed = packed;
   }
   return *cached;
 }
@@ -112,22 +124,24 @@ double layer_flops(int64_t n_tokens) {
 void forward_matmuls(DType t, const std::vector<Layer>& ls, int64_t n_tokens, const float* x_dim,
                      const float* x_ff, float* out_q, float* out_k, float* out_v, float* out_o,
                      float* out_g, float* out_u, float* out_d) {
+  auto target = [t](float* out, const Matrix& m) {
+    return cpu::MatmulTarget{out, m.bytes.data(), t, m.stride, m.n_out, m.packed};
+  };
   for (const Layer& l : ls) {
-    const cpu::MatmulTarget qkv[] = {{out_q, l.q.bytes.data(), t, l.q.stride, kDim},
-                                     {out_k, l.k.bytes.data(), t, l.k.stride, kDim},
-                                     {out_v, l.v.bytes.data(), t, l.v.stride, kDim}};
+    const cpu::MatmulTarget qkv[] = {target(out_q, l.q), target(out_k, l.k), target(out_v, l.v)};
     cpu::matmul_multi(qkv, 3, x_dim, n_tokens, kDim, pool());
-    cpu::matmul(out_o, l.o.bytes.data(), t, l.o.stride, x_dim, n_tokens, kDim, kDim, pool());
-    const cpu::MatmulTarget gu[] = {{out_g, l.gate.bytes.data(), t, l.gate.stride, kFf},
-                                    {out_u, l.up.bytes.data(), t, l.up.stride, kFf}};
+    const cpu::MatmulTarget o = target(out_o, l.o);
+    cpu::matmul_multi(&o, 1, x_dim, n_tokens, kDim, pool());
+    const cpu::MatmulTarget gu[] = {target(out_g, l.gate), target(out_u, l.up)};
     cpu::matmul_multi(gu, 2, x_dim, n_tokens, kDim, pool());
-    cpu::matmul(out_d, l.down.bytes.data(), t, l.down.stride, x_ff, n_tokens, kFf, kDim, pool());
+    const cpu::MatmulTarget d = target(out_d, l.down);
+    cpu::matmul_multi(&d, 1, x_ff, n_tokens, kFf, pool());
   }
 }
 
-void run_model(benchmark::State& state, DType t, int64_t n_tokens, int64_t n_layers) {
+void run_model(benchmark::State& state, DType t, bool packed, int64_t n_tokens, int64_t n_layers) {
   const Limits& lim = limits();
-  const std::vector<Layer>& all = layers(t);
+  const std::vector<Layer>& all = layers(t, packed);
   std::vector<float> x_dim(n_tokens * kDim, 0.01f), x_ff(n_tokens * kFf, 0.01f);
   std::vector<float> q(n_tokens * kDim), k(n_tokens * kDim), v(n_tokens * kDim), o(n_tokens * kDim),
       g(n_tokens * kFf), u(n_tokens * kFf), d(n_tokens * kDim);
@@ -157,16 +171,30 @@ void run_model(benchmark::State& state, DType t, int64_t n_tokens, int64_t n_lay
 }
 
 void register_all() {
-  const std::pair<const char*, DType> types[] = {
-      {"f32", DType::kF32},   {"f16", DType::kF16},   {"bf16", DType::kBF16}, {"q8_0", DType::kQ8_0},
-      {"q4_0", DType::kQ4_0}, {"q4_k", DType::kQ4_K}, {"q6_k", DType::kQ6_K}};
-  for (const auto& [name, t] : types) {
-    benchmark::RegisterBenchmark((std::string("decode/") + name).c_str(),
-                                 [t = t](benchmark::State& s) { run_model(s, t, 1, kLayers); })
+  // "-packed": the 16-row layout of kernels/cpu/packed.h, as the engine
+  // loads q8_0 / q4_0 on AVX-512.
+  struct Type {
+    const char* name;
+    DType t;
+    bool packed;
+  };
+  const Type types[] = {{"f32", DType::kF32, false},         {"f16", DType::kF16, false},
+                        {"bf16", DType::kBF16, false},       {"q8_0", DType::kQ8_0, false},
+                        {"q8_0-packed", DType::kQ8_0, true}, {"q4_0", DType::kQ4_0, false},
+                        {"q4_0-packed", DType::kQ4_0, true}, {"q4_k", DType::kQ4_K, false},
+                        {"q6_k", DType::kQ6_K, false}};
+  for (const Type& ty : types) {
+    benchmark::RegisterBenchmark((std::string("decode/") + ty.name).c_str(),
+                                 [ty](benchmark::State& s) { run_model(s, ty.t, ty.packed, 1, kLayers); })
         ->Unit(benchmark::kMicrosecond)
         ->MinTime(1.0);
-    benchmark::RegisterBenchmark((std::string("prefill128/") + name).c_str(),
-                                 [t = t](benchmark::State& s) { run_model(s, t, 128, 2); })
+    // 32 tokens over every layer: a batched decode step of 32 sequences.
+    benchmark::RegisterBenchmark((std::string("batch32/") + ty.name).c_str(),
+                                 [ty](benchmark::State& s) { run_model(s, ty.t, ty.packed, 32, kLayers); })
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(1.0);
+    benchmark::RegisterBenchmark((std::string("prefill128/") + ty.name).c_str(),
+                                 [ty](benchmark::State& s) { run_model(s, ty.t, ty.packed, 128, 2); })
         ->Unit(benchmark::kMillisecond)
         ->MinTime(1.0);
   }

@@ -1,11 +1,57 @@
 #include "model/linear.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
 #include "util/check.h"
 #include "util/log.h"
 
 namespace parallm {
+
+size_t Linear::bytes() const {
+  return packed ? cpu::packed_bytes(dtype, n_out, n_in) : static_cast<size_t>(n_out) * dtype_row_bytes(dtype, n_in);
+}
+
+namespace {
+
+// Hands the whole pages of [p, p + n) back to the OS. The weights' mapping is
+// read-only and file-backed, so its pages come back from the file if touched
+// again (the token embedding table when tied to the output matrix).
+// MADV_PAGEOUT never loses data on any other memory either (tests pass
+// vectors): anonymous pages would be swapped, not dropped. Errors (older
+// kernels) are ignored: the pages then simply stay.
+void release_pages(const uint8_t* p, size_t n) {
+#ifdef MADV_PAGEOUT
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+#else
+  (void)p, (void)n;
+#endif
+}
+
+}  // namespace
+
+void WeightStore::pack(Linear& l, bool owns_source) {
+  const size_t n = cpu::packed_bytes(l.dtype, l.n_out, l.n_in);
+  // 64 spare bytes so the groups start on a cache line.
+  std::vector<uint8_t> buf(n + 64);
+  uint8_t* dst = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+  cpu::pack_rows(l.dtype, l.data, l.row_stride_bytes, l.n_out, l.n_in, dst);
+  if (owns_source) {
+    buffers_.pop_back();  // the --dtype conversion, now packed
+  } else {
+    release_pages(l.data, static_cast<size_t>(l.n_out - 1) * l.row_stride_bytes + dtype_row_bytes(l.dtype, l.n_in));
+  }
+  buffers_.push_back(std::move(buf));
+  l.data = dst;
+  l.row_stride_bytes = cpu::packed_group_bytes(l.dtype, l.n_in);
+  l.packed = true;
+}
 
 Linear WeightStore::slice(const uint8_t* data, DType dtype, size_t full_row_bytes, int64_t row_begin,
                           int64_t row_end, int64_t col_begin, int64_t col_end, const std::string& what) {
@@ -41,6 +87,7 @@ Linear WeightStore::slice(const uint8_t* data, DType dtype, size_t full_row_byte
     l.dtype = to;
     l.row_stride_bytes = out_row;
   }
+  if (pack_ && l.n_out > 0 && cpu::packing_pays(l.dtype)) pack(l, target_ && *target_ != dtype);
   resident_bytes_ += l.bytes();
   return l;
 }
@@ -72,7 +119,8 @@ void add_bias(float* out, const float* bias, int64_t n_tokens, int64_t n_out) {
 }  // namespace
 
 void linear_forward(float* out, const Linear& l, const float* x, int64_t n_tokens, ThreadPool& pool) {
-  cpu::matmul(out, l.data, l.dtype, l.row_stride_bytes, x, n_tokens, l.n_in, l.n_out, pool);
+  const cpu::MatmulTarget t{out, l.data, l.dtype, l.row_stride_bytes, l.n_out, l.packed};
+  cpu::matmul_multi(&t, 1, x, n_tokens, l.n_in, pool);
   if (l.bias) add_bias(out, l.bias, n_tokens, l.n_out);
 }
 
@@ -84,7 +132,7 @@ void linear_forward_multi(float* const* outs, const Linear* const* ls, int n, co
   cpu::MatmulTarget targets[kMaxFused];
   for (int i = 0; i < n; ++i) {
     PARALLM_CHECK(ls[i]->n_in == ls[0]->n_in);
-    targets[i] = {outs[i], ls[i]->data, ls[i]->dtype, ls[i]->row_stride_bytes, ls[i]->n_out};
+    targets[i] = {outs[i], ls[i]->data, ls[i]->dtype, ls[i]->row_stride_bytes, ls[i]->n_out, ls[i]->packed};
   }
   cpu::matmul_multi(targets, n, x, n_tokens, ls[0]->n_in, pool);
   for (int i = 0; i < n; ++i) {

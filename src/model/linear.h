@@ -1,6 +1,9 @@
 // Linear: one rank's piece of a weight matrix W [n_out, n_in], used in place
 // from the mapped file when its dtype is the one we run, else converted once
-// at load into a buffer owned by a WeightStore (`--dtype`).
+// at load into a buffer owned by a WeightStore (`--dtype`). q8_0 / q4_0
+// pieces are repacked at load into 16-row groups (kernels/cpu/packed.h) when
+// the CPU's kernels run that layout faster; the mapped pages they came from
+// are then handed back to the OS.
 //   column-parallel: this rank holds rows [row_begin, row_end) of W (its outputs)
 //   row-parallel:    this rank holds columns [col_begin, col_end) of W (its inputs);
 //                    the partial outputs of all ranks are summed by an all-reduce
@@ -19,19 +22,21 @@ namespace parallm {
 struct Linear {
   const uint8_t* data = nullptr;  // row o at data + o * row_stride_bytes
   DType dtype = DType::kF32;
-  size_t row_stride_bytes = 0;
+  size_t row_stride_bytes = 0;    // packed: bytes of one 16-row group
   int64_t n_out = 0;  // rows on this rank
   int64_t n_in = 0;   // columns on this rank
   const float* bias = nullptr;  // [n_out] or null
+  bool packed = false;          // data in the layout of kernels/cpu/packed.h
 
-  size_t bytes() const { return static_cast<size_t>(n_out) * dtype_row_bytes(dtype, n_in); }
+  size_t bytes() const;
 };
 
 // Owns converted weights and counts the bytes this rank holds.
 class WeightStore {
  public:
   // target: convert 2-D weights to this dtype at load (nullopt: keep as stored).
-  explicit WeightStore(std::optional<DType> target) : target_(target) {}
+  // pack: repack q8_0 / q4_0 when the active kernels profit (cpu::packing_pays).
+  explicit WeightStore(std::optional<DType> target, bool pack = true) : target_(target), pack_(pack) {}
 
   // A [rows, cols] slice of a 2-D matrix stored as `data` with `row_stride` bytes per full row.
   Linear slice(const uint8_t* data, DType dtype, size_t full_row_bytes, int64_t row_begin, int64_t row_end,
@@ -46,7 +51,11 @@ class WeightStore {
   std::optional<DType> target() const { return target_; }
 
  private:
+  // The packed copy of l (which slice() just made), replacing l's data.
+  void pack(Linear& l, bool owns_source);
+
   std::optional<DType> target_;
+  bool pack_;
   std::vector<std::vector<uint8_t>> buffers_;
   size_t resident_bytes_ = 0;
 };

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
 
 namespace parallm::cpu {
@@ -191,6 +192,61 @@ TEST(Matmul, MultiEqualsSeparateCalls) {
         const std::vector<float>& got = m == &a ? oa : m == &b ? ob : oc;
         EXPECT_EQ(got, want) << dtype_name(m->t) << " " << isa_name(isa) << " n_tokens=" << nt;
       }
+    }
+  }
+}
+
+// Packed q8_0 / q4_0 (packed.h): the same reference on every ISA, with row
+// counts around the 16-row groups (the padding rows must not be written) and
+// token counts around the 8-token tiles, fused with an unpacked target.
+TEST(Matmul, PackedEveryIsaAndShape) {
+  IsaGuard guard;
+  ThreadPool pool2(2), pool3(3);
+  struct Shape {
+    int64_t n_out, n_in;
+  };
+  const Shape shapes[] = {{1, 32}, {15, 96}, {16, 768}, {17, 256}, {37, 800}, {67, 512}};
+  uint32_t seed = 500;
+  for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+    for (const Shape& s : shapes) {
+      const Matrix m = make_matrix(t, s.n_out, s.n_in, 6, ++seed);
+      std::vector<uint8_t> packed(packed_bytes(t, s.n_out, s.n_in) + 1, 0xCD);
+      pack_rows(t, m.bytes.data(), m.stride, s.n_out, s.n_in, packed.data());
+      ASSERT_EQ(packed.back(), 0xCD) << "pack_rows wrote past packed_bytes";
+      const Matrix f = make_matrix(DType::kF16, 5, s.n_in, 0, ++seed);
+      for (int64_t nt : {1, 2, 3, 7, 8, 9, 16, 33}) {
+        const auto x = make_x(nt, s.n_in, ++seed);
+        const Reference exact = reference(m, x, nt, false), int8x = reference(m, x, nt, true);
+        const Reference f_ref = reference(f, x, nt, false);
+        for (Isa isa : supported_isas()) {
+          set_active_isa(isa);
+          // Sentinels after the last token catch stores of padding rows.
+          std::vector<float> out(nt * s.n_out + 16, NAN), fout(nt * 5);
+          const MatmulTarget targets[] = {{fout.data(), f.bytes.data(), f.t, f.stride, 5},
+                                          {out.data(), packed.data(), t, packed_group_bytes(t, s.n_in), s.n_out, true}};
+          matmul_multi(targets, 2, x.data(), nt, s.n_in, nt % 2 == 0 ? pool2 : pool3);
+          const std::string what = std::string("packed ") + dtype_name(t) + " " + isa_name(isa) +
+                                   " n_out=" + std::to_string(s.n_out) + " n_in=" + std::to_string(s.n_in) +
+                                   " n_tokens=" + std::to_string(nt);
+          for (int i = 0; i < 16; ++i) ASSERT_TRUE(std::isnan(out[nt * s.n_out + i])) << what << " wrote past the end";
+          out.resize(nt * s.n_out);
+          expect_close(out, isa == Isa::kAvx512 ? int8x : exact, what);
+          expect_close(fout, f_ref, what + " (fused f16 target)");
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, UnpackRestoresEveryRow) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+    const Matrix m = make_matrix(t, 35, 160, 0, 9);
+    std::vector<uint8_t> packed(packed_bytes(t, 35, 160));
+    pack_rows(t, m.bytes.data(), m.stride, 35, 160, packed.data());
+    std::vector<uint8_t> row(dtype_row_bytes(t, 160));
+    for (int64_t o = 0; o < 35; ++o) {
+      unpack_row(t, packed.data(), packed_group_bytes(t, 160), o, 160, row.data());
+      EXPECT_TRUE(std::equal(row.begin(), row.end(), m.bytes.begin() + o * m.stride)) << dtype_name(t) << " row " << o;
     }
   }
 }

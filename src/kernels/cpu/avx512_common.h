@@ -96,4 +96,32 @@ void gemm_rows(const RowsTask& task);
 // Integer (VNNI) GEMM for q8_0 and q4_0 weights (gemm_q8_avx512.cpp).
 void gemm_q8_rows(const RowsTask& task);
 
+// x quantized per 32-block like ggml's q8_0 (quantize_x in isa_avx512.cpp,
+// which documents the layout), one token's view.
+struct XqView {
+  const int8_t* q8;      // [n_in] natural order
+  const int8_t* q4;      // [n_in] regrouped for the GGUF q4_0 kernel
+  const float* d;        // [nb] block scales
+  const int32_t* corr;   // [nb*4] q4_0 nibble corrections
+  const int32_t* c4;     // [nb] -8 * (sum of the block's 32 q)
+  const int32_t* c8;     // [nb] -128 * (sum of the block's 32 q)
+};
+inline size_t xq_token_bytes(int64_t n_in) {
+  const int64_t nb = n_in / 32;
+  return static_cast<size_t>(2 * n_in + nb * 4 + nb * 16 + nb * 8);
+}
+inline XqView xq_view(const void* xq, int64_t t, int64_t n_in) {
+  const char* base = static_cast<const char*>(xq) + t * xq_token_bytes(n_in);
+  const int64_t nb = n_in / 32;
+  return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const int8_t*>(base + n_in),
+          reinterpret_cast<const float*>(base + 2 * n_in),
+          reinterpret_cast<const int32_t*>(base + 2 * n_in + nb * 4),
+          reinterpret_cast<const int32_t*>(base + 2 * n_in + nb * 20),
+          reinterpret_cast<const int32_t*>(base + 2 * n_in + nb * 24)};
+}
+
+// Packed q8_0 / q4_0 matrices (packed.h) for any batch, x in task.xq
+// (packed_avx512.cpp).
+void packed_rows(const RowsTask& task);
+
 }  // namespace parallm::cpu::avx512

@@ -239,7 +239,8 @@ void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in) {
   }
 }
 
-bool wants_xq(DType t, int64_t n_tokens) {
+bool wants_xq(DType t, int64_t n_tokens, bool packed) {
+  if (packed) return false;  // packed_rows_portable reads x in f32
   return (t == DType::kQ8_0 || t == DType::kQ4_0) && n_tokens < kQuantGemmMinTokens;
 }
 
@@ -307,7 +308,11 @@ void quant_rows(const RowsTask& a) {
 }
 
 void rows(const RowsTask& a) {
-  if (wants_xq(a.wtype, a.n_tokens)) {
+  if (a.packed) {
+    packed_rows_portable(a);
+    return;
+  }
+  if (wants_xq(a.wtype, a.n_tokens, false)) {
     quant_rows(a);
     return;
   }

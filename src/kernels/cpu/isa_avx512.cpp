@@ -28,6 +28,9 @@ using avx512::gemm_rows;
 using avx512::LoadBF16;
 using avx512::LoadF16;
 using avx512::LoadF32;
+using avx512::xq_token_bytes;
+using avx512::xq_view;
+using avx512::XqView;
 
 constexpr int kMaxDecodeTokens = 6;  // row_dot handles up to this many tokens at once
 
@@ -113,26 +116,10 @@ constexpr int64_t kQuantGemmMinTokens = 8;
 //   corr[nb*4] int32, per group of 4 blocks and lane j (block j/4):
 //              -8 * (sum of the 8 q the lane multiplies), which turns the
 //              VPDPBUSD over unsigned nibbles into a dot over (nibble - 8)
-size_t xq_token_bytes(int64_t n_in) {
-  const int64_t nb = n_in / 32;
-  return static_cast<size_t>(2 * n_in + nb * 4 + nb * 16);
-}
+//   c4[nb], c8[nb]  int32, -8 and -128 times the sum of each block's 32 q:
+//              the packed kernels' corrections for q4_0's nibble offset and
+//              q8_0's stored q + 128 (packed.h)
 size_t xq_bytes(int64_t n_tokens, int64_t n_in) { return xq_token_bytes(n_in) * n_tokens + 64; }
-
-struct XqView {
-  const int8_t* q8;
-  const int8_t* q4;
-  const float* d;
-  const int32_t* corr;
-};
-
-inline XqView xq_view(const void* xq, int64_t t, int64_t n_in) {
-  const char* base = static_cast<const char*>(xq) + t * xq_token_bytes(n_in);
-  const int64_t nb = n_in / 32;
-  return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const int8_t*>(base + n_in),
-          reinterpret_cast<const float*>(base + 2 * n_in),
-          reinterpret_cast<const int32_t*>(base + 2 * n_in + nb * 4)};
-}
 
 void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in) {
   const int64_t nb = n_in / 32;
@@ -142,6 +129,8 @@ void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in) {
     int8_t* q4 = const_cast<int8_t*>(v.q4);
     float* d = const_cast<float*>(v.d);
     int32_t* corr = const_cast<int32_t*>(v.corr);
+    int32_t* c4 = const_cast<int32_t*>(v.c4);
+    int32_t* c8 = const_cast<int32_t*>(v.c8);
     const float* xt = x + t * n_in;
     for (int64_t b = 0; b < nb; ++b) {
       const __m512 v0 = _mm512_loadu_ps(xt + b * 32), v1 = _mm512_loadu_ps(xt + b * 32 + 16);
@@ -163,17 +152,21 @@ void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in) {
       alignas(64) int32_t a0[16], a1[16];
       _mm512_store_si512(a0, i0);
       _mm512_store_si512(a1, i1);
+      int32_t total = 0;
       for (int l = 0; l < 4; ++l) {
         int32_t s = 0;
         for (int j = 0; j < 4; ++j) s += a0[4 * l + j] + a1[4 * l + j];
         corr[b * 4 + l] = -8 * s;
+        total += s;
       }
+      c4[b] = -8 * total;
+      c8[b] = -128 * total;
     }
   }
 }
 
-bool wants_xq(DType t, int64_t n_tokens) {
-  return (t == DType::kQ8_0 || t == DType::kQ4_0) && n_tokens < kQuantGemmMinTokens;
+bool wants_xq(DType t, int64_t n_tokens, bool packed) {
+  return (t == DType::kQ8_0 || t == DType::kQ4_0) && (packed || n_tokens < kQuantGemmMinTokens);
 }
 
 // Word-permute tables that pull 4 q4_0 blocks' quants and f16 scales out of
@@ -310,7 +303,11 @@ void quant_rows(const RowsTask& a) {
 }
 
 void rows(const RowsTask& a) {
-  if (wants_xq(a.wtype, a.n_tokens)) {
+  if (a.packed) {
+    avx512::packed_rows(a);
+    return;
+  }
+  if (wants_xq(a.wtype, a.n_tokens, false)) {
     quant_rows(a);
     return;
   }

@@ -11,11 +11,15 @@ namespace parallm::cpu {
 
 namespace {
 
-bool wants_xq(DType, int64_t) { return false; }
+bool wants_xq(DType, int64_t, bool) { return false; }
 size_t xq_bytes(int64_t, int64_t) { return 0; }
 void quantize_x(const float*, void*, int64_t, int64_t) {}
 
 void rows(const RowsTask& a) {
+  if (a.packed) {
+    packed_rows_portable(a);
+    return;
+  }
   thread_local std::vector<float> wrow;
   if (wrow.size() < static_cast<size_t>(a.n_in)) wrow.resize(a.n_in);
   for (int64_t o = a.o_begin; o < a.o_end; ++o) {

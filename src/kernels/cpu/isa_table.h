@@ -12,10 +12,12 @@ namespace parallm::cpu {
 
 // One matrix's rows [o_begin, o_end) for all tokens:
 //   out[t*out_stride + o] = sum_i W[o,i] * x[t*n_in + i]
+// Packed matrices (packed.h): o_begin is a multiple of kPackRows, and w_stride
+// is the bytes of one 16-row group.
 struct RowsTask {
   float* out;
   int64_t out_stride;  // the matrix's n_out
-  const char* w;       // row o at w + o*w_stride
+  const char* w;       // row o at w + o*w_stride (packed: group o/16 at w + (o/16)*w_stride)
   size_t w_stride;
   DType wtype;
   const float* x;      // [n_tokens, n_in]
@@ -24,6 +26,7 @@ struct RowsTask {
   int64_t n_in;
   int64_t o_begin;
   int64_t o_end;
+  bool packed;
 };
 
 // One query token against one KV head of a paged cache, for the `group`
@@ -43,8 +46,8 @@ struct AttendTask {
 
 struct IsaKernels {
   Isa isa;
-  // Whether rows() wants x quantized (quantize_x) for this dtype and batch.
-  bool (*wants_xq)(DType wtype, int64_t n_tokens);
+  // Whether rows() wants x quantized (quantize_x) for this dtype, batch and layout.
+  bool (*wants_xq)(DType wtype, int64_t n_tokens, bool packed);
   size_t (*xq_bytes)(int64_t n_tokens, int64_t n_in);
   void (*quantize_x)(const float* x, void* xq, int64_t n_tokens, int64_t n_in);
   void (*rows)(const RowsTask& task);
@@ -67,6 +70,10 @@ struct IsaKernels {
   // portable loop in attention.cpp serves.
   void (*attend)(const AttendTask& task);
 };
+
+// Packed matrices on ISAs without a packed kernel (packed.cpp): each row is
+// unpacked to the GGUF layout, dequantized and dotted in f32.
+void packed_rows_portable(const RowsTask& task);
 
 const IsaKernels& scalar_kernels();
 const IsaKernels& avx2_kernels();

@@ -20,20 +20,23 @@
 #include <vector>
 
 #include "kernels/cpu/isa_table.h"
+#include "kernels/cpu/packed.h"
 #include "util/check.h"
 
 namespace parallm::cpu {
 
 namespace {
 
-// Rows per scheduling unit: keeps SIMD row groups and GEMM panels whole.
-constexpr int64_t kRowGrain = 16;
+// Rows per scheduling unit: keeps SIMD row groups, GEMM panels and packed
+// 16-row groups whole.
+constexpr int64_t kRowGrain = kPackRows;
 
 void check_target(const MatmulTarget& t, int64_t n_in) {
   PARALLM_CHECK(t.out != nullptr && t.w != nullptr && t.n_out >= 0);
   PARALLM_CHECK_MSG(n_in % dtype_block_elems(t.wtype) == 0,
                     std::string("matmul: n_in not a multiple of the block of ") + dtype_name(t.wtype));
-  PARALLM_CHECK(t.w_row_stride_bytes >= dtype_row_bytes(t.wtype, n_in));
+  PARALLM_CHECK(t.packed ? t.w_row_stride_bytes >= packed_group_bytes(t.wtype, n_in)
+                         : t.w_row_stride_bytes >= dtype_row_bytes(t.wtype, n_in));
 }
 
 // Batches up to this many tokens take the stealing split (every ISA runs them
@@ -81,7 +84,7 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
   }
   const IsaKernels& k = active_kernels();
   bool need_xq = false;
-  for (int i = 0; i < n_targets; ++i) need_xq = need_xq || k.wants_xq(targets[i].wtype, n_tokens);
+  for (int i = 0; i < n_targets; ++i) need_xq = need_xq || k.wants_xq(targets[i].wtype, n_tokens, targets[i].packed);
   const size_t xq_bytes = need_xq ? k.xq_bytes(n_tokens, n_in) : 0;
 
   // Units [ub, ue) across the targets, one row-kernel call per target touched.
@@ -93,7 +96,7 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
       const int64_t b = std::max(ub, unit0) - unit0, e = std::min(ue, unit0 + units) - unit0;
       if (b < e) {
         RowsTask task{t.out, t.n_out, static_cast<const char*>(t.w), t.w_row_stride_bytes, t.wtype,
-                      x, xq, n_tokens, n_in, b * kRowGrain, std::min(e * kRowGrain, t.n_out)};
+                      x, xq, n_tokens, n_in, b * kRowGrain, std::min(e * kRowGrain, t.n_out), t.packed};
         k.rows(task);
       }
       unit0 += units;

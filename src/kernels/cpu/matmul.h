@@ -30,8 +30,9 @@ struct MatmulTarget {
   float* out;  // [n_tokens, n_out]
   const void* w;
   DType wtype;
-  size_t w_row_stride_bytes;
+  size_t w_row_stride_bytes;  // packed: bytes of one 16-row group
   int64_t n_out;
+  bool packed = false;        // w in the layout of packed.h (pack_rows)
 };
 
 // Several matrices sharing the input x: [n_tokens, n_in], in one parallel region.
