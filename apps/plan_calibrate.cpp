@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "engine/engine.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/cpu/roofline.h"
 #include "loader/make_model.h"
 #include "util/check.h"
@@ -67,6 +68,7 @@ struct ProbeMatrix {
 
 struct ProbeSet {
   DType dtype;
+  bool packed = false;  // as the engine loads this dtype (model/linear.h)
   std::vector<std::array<ProbeMatrix, 7>> layers;  // q k v o gate up down
   char* data = nullptr;
   size_t bytes = 0;
@@ -133,13 +135,32 @@ void build_probe_set(DType t, ProbeSet* s) {
     s->layers.push_back(m);
   }
   fill_probe_weights(s->data, s->bytes, t, static_cast<uint64_t>(t) + 7);
+  if (!cpu::packing_pays(t)) return;
+  // Repack every matrix as the engine's loader does (same offsets: a packed
+  // matrix is no larger than its rows padded to 16).
+  size_t packed_total = 0;
+  for (const auto& m : s->layers) {
+    for (const ProbeMatrix& pm : m) packed_total = std::max(packed_total, pm.offset + cpu::packed_bytes(t, pm.n_out, pm.n_in));
+  }
+  char* packed = static_cast<char*>(std::aligned_alloc(64, (packed_total + 63) / 64 * 64));
+  PARALLM_CHECK(packed != nullptr);
+  for (const auto& m : s->layers) {
+    for (const ProbeMatrix& pm : m) {
+      PARALLM_CHECK(pm.n_out % cpu::kPackRows == 0);  // so each packed matrix fits its slot
+      cpu::pack_rows(t, s->data + pm.offset, dtype_row_bytes(t, pm.n_in), pm.n_out, pm.n_in, packed + pm.offset);
+    }
+  }
+  std::free(s->data);
+  s->data = packed;
+  s->packed = true;
 }
 
 // Seconds of the layers [first, first + count) at n_tokens, the model's calls.
 double run_probe_layers(const ProbeSet& s, size_t first, size_t count, int64_t n_tokens, const float* x, float* out,
                         ThreadPool& pool) {
   auto target = [&](const ProbeMatrix& m, float* o) {
-    return cpu::MatmulTarget{o, s.data + m.offset, s.dtype, dtype_row_bytes(s.dtype, m.n_in), m.n_out};
+    const size_t stride = s.packed ? cpu::packed_group_bytes(s.dtype, m.n_in) : dtype_row_bytes(s.dtype, m.n_in);
+    return cpu::MatmulTarget{o, s.data + m.offset, s.dtype, stride, m.n_out, s.packed};
   };
   const size_t slot = static_cast<size_t>(n_tokens * kProbeFf);  // one output buffer each
   auto t0 = std::chrono::steady_clock::now();
@@ -147,12 +168,12 @@ double run_probe_layers(const ProbeSet& s, size_t first, size_t count, int64_t n
     const auto& m = s.layers[l % s.layers.size()];
     const cpu::MatmulTarget qkv[3] = {target(m[0], out), target(m[1], out + slot), target(m[2], out + 2 * slot)};
     cpu::matmul_multi(qkv, 3, x, n_tokens, kProbeEmbd, pool);
-    cpu::matmul(out + 3 * slot, s.data + m[3].offset, s.dtype, dtype_row_bytes(s.dtype, kProbeEmbd), x, n_tokens,
-                kProbeEmbd, kProbeEmbd, pool);
+    const cpu::MatmulTarget o = target(m[3], out + 3 * slot);
+    cpu::matmul_multi(&o, 1, x, n_tokens, kProbeEmbd, pool);
     const cpu::MatmulTarget gate_up[2] = {target(m[4], out), target(m[5], out + slot)};
     cpu::matmul_multi(gate_up, 2, x, n_tokens, kProbeEmbd, pool);
-    cpu::matmul(out + 2 * slot, s.data + m[6].offset, s.dtype, dtype_row_bytes(s.dtype, kProbeFf), x, n_tokens,
-                kProbeFf, kProbeEmbd, pool);
+    const cpu::MatmulTarget down = target(m[6], out + 2 * slot);
+    cpu::matmul_multi(&down, 1, x, n_tokens, kProbeFf, pool);
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

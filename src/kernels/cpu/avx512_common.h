@@ -120,6 +120,20 @@ inline XqView xq_view(const void* xq, int64_t t, int64_t n_in) {
           reinterpret_cast<const int32_t*>(base + 2 * n_in + nb * 24)};
 }
 
+// Batches (n_tokens >= 2) also get x in token tiles, for the packed kernels:
+// tile i holds tokens kXTile*i.. (the last one partly filled), and for each
+// block b one record of kXTileRecord bytes:
+//   q[kXTile][32] int8, d[kXTile] f32, c4[kXTile] int32, c8[kXTile] int32
+// so a kernel walks one pointer per block and reaches every field of every
+// token at a constant offset (with a view per token, the tile's pointers
+// did not fit in the general registers and spilled every block).
+constexpr int64_t kXTile = 8;
+constexpr size_t kXTileRecord = kXTile * (32 + 12);
+inline size_t xq_tiles_offset(int64_t n_tokens, int64_t n_in) {
+  return (static_cast<size_t>(n_tokens) * xq_token_bytes(n_in) + 63) / 64 * 64;
+}
+inline size_t xq_tile_bytes(int64_t n_in) { return static_cast<size_t>(n_in / 32) * kXTileRecord; }
+
 // Packed q8_0 / q4_0 matrices (packed.h) for any batch, x in task.xq
 // (packed_avx512.cpp).
 void packed_rows(const RowsTask& task);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <array>
 #include <utility>
 #include <vector>
@@ -119,7 +120,29 @@ constexpr int64_t kQuantGemmMinTokens = 8;
 //   c4[nb], c8[nb]  int32, -8 and -128 times the sum of each block's 32 q:
 //              the packed kernels' corrections for q4_0's nibble offset and
 //              q8_0's stored q + 128 (packed.h)
-size_t xq_bytes(int64_t n_tokens, int64_t n_in) { return xq_token_bytes(n_in) * n_tokens + 64; }
+//   then, for batches, the same values in token tiles (avx512_common.h)
+size_t xq_bytes(int64_t n_tokens, int64_t n_in) {
+  const int64_t tiles = n_tokens >= 2 ? (n_tokens + avx512::kXTile - 1) / avx512::kXTile : 0;
+  return avx512::xq_tiles_offset(n_tokens, n_in) + static_cast<size_t>(tiles) * avx512::xq_tile_bytes(n_in) + 64;
+}
+
+// Copies each token's values into its tile (see xq_bytes).
+void tile_x(void* xq, int64_t n_tokens, int64_t n_in) {
+  using avx512::kXTile;
+  const int64_t nb = n_in / 32;
+  char* tiles = static_cast<char*>(xq) + avx512::xq_tiles_offset(n_tokens, n_in);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const XqView v = xq_view(xq, t, n_in);
+    char* rec = tiles + static_cast<size_t>(t / kXTile) * avx512::xq_tile_bytes(n_in);
+    const int64_t i = t % kXTile;
+    for (int64_t b = 0; b < nb; ++b, rec += avx512::kXTileRecord) {
+      std::memcpy(rec + 32 * i, v.q8 + 32 * b, 32);
+      std::memcpy(rec + kXTile * 32 + 4 * i, v.d + b, 4);
+      std::memcpy(rec + kXTile * 36 + 4 * i, v.c4 + b, 4);
+      std::memcpy(rec + kXTile * 40 + 4 * i, v.c8 + b, 4);
+    }
+  }
+}
 
 void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in) {
   const int64_t nb = n_in / 32;
@@ -163,6 +186,7 @@ void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in) {
       c8[b] = -128 * total;
     }
   }
+  if (n_tokens >= 2) tile_x(xq, n_tokens, n_in);
 }
 
 bool wants_xq(DType t, int64_t n_tokens, bool packed) {

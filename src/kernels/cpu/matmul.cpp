@@ -40,7 +40,8 @@ void check_target(const MatmulTarget& t, int64_t n_in) {
 }
 
 // Batches up to this many tokens take the stealing split (every ISA runs them
-// as mat-vec, whose row kernels need no per-call packing).
+// as mat-vec, whose row kernels need no per-call packing); packed matrices
+// take it at any batch size (their GEMM tiles need no per-call packing either).
 constexpr int64_t kStealMaxTokens = 3;
 constexpr int kMaxStealThreads = 64;
 
@@ -110,7 +111,10 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
     return xq_buf.data();
   };
 
-  const bool steal = n_tokens <= kStealMaxTokens && pool.size() > 1 && pool.size() <= kMaxStealThreads;
+  bool all_packed = true;
+  for (int i = 0; i < n_targets; ++i) all_packed = all_packed && targets[i].packed;
+  const bool steal =
+      (n_tokens <= kStealMaxTokens || all_packed) && pool.size() > 1 && pool.size() <= kMaxStealThreads;
   if (!steal) {
     pool.run([&](int thread_index, int n_threads) {
       int64_t ub, ue;

@@ -23,72 +23,83 @@ namespace parallm::cpu::avx512 {
 
 namespace {
 
-// Tokens per tile: T float accumulators + 8 quant registers + temporaries
-// stay within the 32 zmm registers.
-constexpr int kTileTokens = 8;
+constexpr int kTileTokens = static_cast<int>(kXTile);
 
+// Where a tile's x lives: block b of token t has its quants at
+// q + b*step + 32t, its scale at d + b*step + 4t and its correction at
+// c + b*step + 4t (bytes). Batches use the token tiles of quantize_x; a
+// single token uses its own view (step 32 for q, 4 for d and c: given as
+// separate steps).
 struct TileX {
-  const char* base;  // the tile's first token in quantize_x's layout
-  int64_t n_in;
+  const char* q;
+  const char* d;
+  const char* c;
+  size_t q_step, dc_step;
 };
 
-template <int T>
-void q4_tile(const uint8_t* g, int64_t nb, const TileX& x, float* out, int64_t ldo, __mmask16 rows) {
-  XqView xv[T];
-  for (int t = 0; t < T; ++t) xv[t] = xq_view(x.base, t, x.n_in);
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = g + b * 288;
-    __m512i w[8];
+// VPDPBUSD with x's 4 bytes broadcast from memory inside the instruction
+// (EVEX embedded broadcast): g++ 12 emits a separate VPBROADCASTD for
+// _mm512_set1_epi32(*p), two instructions per multiply-add.
+inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const char* x4) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(x4)));
+  return acc;
+}
+
+// The 8 quant registers of one block of the group: parts 0-3 then (q4_0)
+// the high nibbles of parts 0-3, or (q8_0) parts 4-7. Part k multiplies x
+// bytes 4k..4k+3 (q4_0's high nibbles: 16+4k..).
+template <bool Q4>
+inline void load_block(const uint8_t* p, __m512i w[8]) {
+  if constexpr (Q4) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const __m512i raw = _mm512_loadu_si512(p + 64 * k);
       w[k] = _mm512_and_si512(raw, low4);
       w[4 + k] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 256)));
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const auto* xb = reinterpret_cast<const int32_t*>(xv[t].q8 + b * 32);
-      // Two chains: VPDPBUSD's latency would otherwise bound a lone token.
-      __m512i s0 = _mm512_set1_epi32(xv[t].c4[b]), s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        s0 = _mm512_dpbusd_epi32(s0, w[k], _mm512_set1_epi32(xb[k]));
-        s1 = _mm512_dpbusd_epi32(s1, w[4 + k], _mm512_set1_epi32(xb[4 + k]));
-      }
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
-                               _mm512_mul_ps(dw, _mm512_set1_ps(xv[t].d[b])), acc[t]);
-    }
-  }
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(out + t * ldo, rows, acc[t]);
-}
-
-template <int T>
-void q8_tile(const uint8_t* g, int64_t nb, const TileX& x, float* out, int64_t ldo, __mmask16 rows) {
-  XqView xv[T];
-  for (int t = 0; t < T; ++t) xv[t] = xq_view(x.base, t, x.n_in);
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = g + b * 544;
-    __m512i w[8];
+  } else {
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(p + 64 * k);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 512)));
+  }
+}
+
+// Offset in a token's 32 x bytes that quant register k multiplies.
+template <bool Q4>
+constexpr int x_offset(int k) {
+  return Q4 && k >= 4 ? 16 + 4 * (k - 4) : 4 * k;
+}
+
+template <bool Q4, int T>
+void tile(const uint8_t* g, int64_t nb, const TileX& x, float* out, int64_t ldo, __mmask16 rows) {
+  constexpr size_t kBlockBytes = Q4 ? 288 : 544, kScales = Q4 ? 256 : 512;
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  const char *q = x.q, *d = x.d, *c = x.c;
+  for (int64_t b = 0; b < nb; ++b, g += kBlockBytes, q += x.q_step, d += x.dc_step, c += x.dc_step) {
+    __m512i w[8];
+    load_block<Q4>(g, w);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kScales)));
+    // Chains of VPDPBUSD, one per token (two for a lone token), advanced
+    // side by side so that their latencies overlap.
+    constexpr int kChains = T == 1 ? 2 : T;
+    __m512i sum[kChains];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) sum[t] = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(c + 4 * t));
+    if constexpr (T == 1) sum[1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        __m512i& s = sum[T == 1 ? k % 2 : t];
+        s = dpbusd_bcast(s, w[k], q + 32 * t + x_offset<Q4>(k));
+      }
+    }
+    if constexpr (T == 1) sum[0] = _mm512_add_epi32(sum[0], sum[1]);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      const auto* xb = reinterpret_cast<const int32_t*>(xv[t].q8 + b * 32);
-      __m512i s0 = _mm512_set1_epi32(xv[t].c8[b]), s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int k = 0; k < 8; k += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, w[k], _mm512_set1_epi32(xb[k]));
-        s1 = _mm512_dpbusd_epi32(s1, w[k + 1], _mm512_set1_epi32(xb[k + 1]));
-      }
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
-                               _mm512_mul_ps(dw, _mm512_set1_ps(xv[t].d[b])), acc[t]);
+      const __m512 dx = _mm512_set1_ps(*reinterpret_cast<const float*>(d + 4 * t));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[t]), _mm512_mul_ps(dw, dx), acc[t]);
     }
   }
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(out + t * ldo, rows, acc[t]);
@@ -96,33 +107,39 @@ void q8_tile(const uint8_t* g, int64_t nb, const TileX& x, float* out, int64_t l
 
 using TileFn = void (*)(const uint8_t*, int64_t, const TileX&, float*, int64_t, __mmask16);
 
-template <int... Ts>
-constexpr std::array<TileFn, sizeof...(Ts)> q4_tiles(std::integer_sequence<int, Ts...>) {
-  return {&q4_tile<Ts + 1>...};
+template <bool Q4, int... Ts>
+constexpr std::array<TileFn, sizeof...(Ts)> tiles(std::integer_sequence<int, Ts...>) {
+  return {&tile<Q4, Ts + 1>...};
 }
-template <int... Ts>
-constexpr std::array<TileFn, sizeof...(Ts)> q8_tiles(std::integer_sequence<int, Ts...>) {
-  return {&q8_tile<Ts + 1>...};
-}
-constexpr auto kQ4Tiles = q4_tiles(std::make_integer_sequence<int, kTileTokens>());
-constexpr auto kQ8Tiles = q8_tiles(std::make_integer_sequence<int, kTileTokens>());
+constexpr auto kQ4Tiles = tiles<true>(std::make_integer_sequence<int, kTileTokens>());
+constexpr auto kQ8Tiles = tiles<false>(std::make_integer_sequence<int, kTileTokens>());
 
 }  // namespace
 
 void packed_rows(const RowsTask& a) {
+  const bool q4 = a.wtype == DType::kQ4_0;
   const int64_t nb = a.n_in / 32;
-  const auto& tiles = a.wtype == DType::kQ4_0 ? kQ4Tiles : kQ8Tiles;
-  const size_t stride = xq_token_bytes(a.n_in);
-  // Group-major: a group's quants (nb blocks, 7-18 KB here) stay in L1/L2
+  const auto& fns = q4 ? kQ4Tiles : kQ8Tiles;
+  const size_t cq = q4 ? kXTile * 36 : kXTile * 40;  // c4 or c8 within a tile record
+  const char* tiles = static_cast<const char*>(a.xq) + xq_tiles_offset(a.n_tokens, a.n_in);
+  // Group-major: a group's quants (nb blocks, 7-35 KB here) stay in L1/L2
   // while every token tile passes over them.
   for (int64_t r0 = a.o_begin; r0 < a.o_end; r0 += kPackRows) {
     const auto* g = reinterpret_cast<const uint8_t*>(a.w) + (r0 / kPackRows) * a.w_stride;
     const int64_t n_rows = std::min<int64_t>(kPackRows, a.o_end - r0);
     const auto rows = static_cast<__mmask16>((1u << n_rows) - 1);
+    if (a.n_tokens == 1) {
+      const XqView v = xq_view(a.xq, 0, a.n_in);
+      const TileX x{reinterpret_cast<const char*>(v.q8), reinterpret_cast<const char*>(v.d),
+                    reinterpret_cast<const char*>(q4 ? v.c4 : v.c8), 32, 4};
+      fns[0](g, nb, x, a.out + r0, a.out_stride, rows);
+      continue;
+    }
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTileTokens) {
       const int64_t n_t = std::min<int64_t>(kTileTokens, a.n_tokens - t0);
-      const TileX x{static_cast<const char*>(a.xq) + t0 * stride, a.n_in};
-      tiles[n_t - 1](g, nb, x, a.out + t0 * a.out_stride + r0, a.out_stride, rows);
+      const char* rec = tiles + static_cast<size_t>(t0 / kTileTokens) * xq_tile_bytes(a.n_in);
+      const TileX x{rec, rec + kXTile * 32, rec + cq, kXTileRecord, kXTileRecord};
+      fns[n_t - 1](g, nb, x, a.out + t0 * a.out_stride + r0, a.out_stride, rows);
     }
   }
 }
