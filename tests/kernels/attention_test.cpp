@@ -35,6 +35,9 @@ std::vector<float> stored(DType t, const std::vector<float>& x) {
 struct Case {
   int64_t head_dim, n_head, n_kv_head;
   DType dtype;
+  // > 0: the batch is only the decode tokens of sequences 1..decode_tokens
+  // (small batches split each token's KV heads into runs between threads).
+  int decode_tokens = 0;
 };
 
 void run_case(const Case& c, ThreadPool& pool) {
@@ -72,8 +75,13 @@ void run_case(const Case& c, ThreadPool& pool) {
   }
   // The batch: positions 20..56 of sequence 0, then the last position of the others.
   std::vector<int32_t> pos, seq;
-  for (int32_t p = 20; p < 57; ++p) { pos.push_back(p); seq.push_back(0); }
-  for (int32_t s = 1; s < 4; ++s) { pos.push_back(static_cast<int32_t>(lens[s] - 1)); seq.push_back(s); }
+  if (c.decode_tokens == 0) {
+    for (int32_t p = 20; p < 57; ++p) { pos.push_back(p); seq.push_back(0); }
+  }
+  for (int32_t s = 1; s < (c.decode_tokens == 0 ? 4 : 1 + c.decode_tokens); ++s) {
+    pos.push_back(static_cast<int32_t>(lens[s] - 1));
+    seq.push_back(s);
+  }
   const int64_t nt = static_cast<int64_t>(pos.size());
   std::vector<float> q(static_cast<size_t>(nt * c.n_head * c.head_dim));
   for (auto& x : q) x = nd(rng);
@@ -120,6 +128,24 @@ TEST(PagedAttention, MatchesNaiveOnEveryIsaDtypeAndHeadSize) {
         SCOPED_TRACE(std::string(isa_name(isa)) + " " + dtype_name(dt) + " head_dim " + std::to_string(c.head_dim) +
                      " group " + std::to_string(c.n_head / c.n_kv_head));
         run_case(c, pool);
+      }
+    }
+  }
+}
+
+// One to three decode tokens with 5 KV heads: the heads of a token are split
+// into runs of unequal length (2, 2, 1 with two tokens on two threads).
+TEST(PagedAttention, SmallDecodeBatchesSplitHeadsIntoRuns) {
+  IsaGuard guard;
+  ThreadPool pool2(2), pool3(3);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    set_active_isa(isa);
+    for (int tokens = 1; tokens <= 3; ++tokens) {
+      for (ThreadPool* pool : {&pool2, &pool3}) {
+        SCOPED_TRACE(std::string(isa_name(isa)) + " tokens " + std::to_string(tokens) + " threads " +
+                     std::to_string(pool->size()));
+        run_case(Case{64, 10, 5, DType::kF16, tokens}, *pool);
       }
     }
   }

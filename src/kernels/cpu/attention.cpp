@@ -140,20 +140,34 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
   const int64_t n_kv_head = kv.n_kv_head, hd = kv.head_dim, bs = kv.block_size;
   PARALLM_CHECK(n_head % n_kv_head == 0);
   const int64_t group = n_head / n_kv_head;
-  const int64_t n_items = n_tokens * n_kv_head;
   int32_t max_pos = 0;
   for (int64_t t = 0; t < n_tokens; ++t) max_pos = std::max(max_pos, positions[t]);
   const int64_t max_len = max_pos + 1;
   // The ISA's own kernel when it has one for this head size.
   void (*const fast)(const AttendTask&) = hd % 16 == 0 ? active_kernels().attend : nullptr;
 
+  // Items: a query token against a run of KV heads. The ISA kernel reads a
+  // run block by block across its heads (adjacent in the pool), so runs are
+  // as long as still leaves every thread a few items; the portable loop
+  // takes one head at a time.
+  const int64_t n_threads = pool.size();
+  const int64_t runs_per_token =
+      fast == nullptr ? n_kv_head : std::min<int64_t>(n_kv_head, (4 * n_threads + n_tokens - 1) / n_tokens);
+  const int64_t run_len = (n_kv_head + runs_per_token - 1) / runs_per_token;
+  const int64_t n_runs = (n_kv_head + run_len - 1) / run_len;
+  const int64_t n_items = n_tokens * n_runs;
+  auto run_heads = [&](int64_t run) { return std::min(run_len, n_kv_head - run * run_len); };
+
   // Items split by cost, not count: an item costs about its context length
-  // (plus a fixed part), and a split by count gave the last thread the long
-  // rows of a causal prefill (3x the first one's work; it showed as the other
-  // thread waiting).
+  // (plus a fixed part) per head, and a split by count gave the last thread
+  // the long rows of a causal prefill (3x the first one's work; it showed as
+  // the other thread waiting).
   constexpr int64_t kItemFixedCost = 16;
+  auto item_cost = [&](int64_t item) {
+    return (positions[item / n_runs] + 1 + kItemFixedCost) * run_heads(item % n_runs);
+  };
   int64_t total_cost = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) total_cost += (positions[t] + 1 + kItemFixedCost) * n_kv_head;
+  for (int64_t item = 0; item < n_items; ++item) total_cost += item_cost(item);
   pool.run([&](int ti, int nt) {
     const int64_t lo = total_cost * ti / nt, hi = total_cost * (ti + 1) / nt;
     int64_t begin = n_items, end = n_items, cum = 0;
@@ -163,31 +177,33 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
         end = item;
         break;
       }
-      cum += positions[item / n_kv_head] + 1 + kItemFixedCost;
+      cum += item_cost(item);
     }
     if (begin >= end) return;
     Scratch& s = scratch();
-    if (static_cast<int64_t>(s.scores.size()) < group * max_len) s.scores.resize(static_cast<size_t>(group * max_len));
+    if (static_cast<int64_t>(s.scores.size()) < run_len * group * max_len) {
+      s.scores.resize(static_cast<size_t>(run_len * group * max_len));
+    }
     if (static_cast<int64_t>(s.kbuf.size()) < bs * hd) {
       s.kbuf.resize(static_cast<size_t>(bs * hd));
       s.vbuf.resize(static_cast<size_t>(bs * hd));
     }
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / n_kv_head, h_kv = item % n_kv_head;
-      if (item + 1 < end) {
-        const int64_t t1 = (item + 1) / n_kv_head;
-        prefetch_item_start(kv, block_tables[seq_of_token[t1]], (item + 1) % n_kv_head, positions[t1] + 1);
-      }
+      const int64_t t = item / n_runs, h0 = (item % n_runs) * run_len;
+      const int64_t offset = (t * n_head + h0 * group) * hd;
       if (fast != nullptr) {
-        const AttendTask task{out + (t * n_head + h_kv * group) * hd, q + (t * n_head + h_kv * group) * hd,
-                              static_cast<const char*>(kv.k), static_cast<const char*>(kv.v), kv.dtype,
-                              block_tables[seq_of_token[t]], positions[t] + 1, h_kv, n_kv_head, bs, hd, group,
-                              scale, s.scores.data()};
+        const AttendTask task{out + offset, q + offset, static_cast<const char*>(kv.k), static_cast<const char*>(kv.v),
+                              kv.dtype, block_tables[seq_of_token[t]], positions[t] + 1, h0, n_kv_head, bs, hd,
+                              group, scale, s.scores.data(), run_heads(item % n_runs)};
         fast(task);
         continue;
       }
-      attend_item(out + (t * n_head + h_kv * group) * hd, q + (t * n_head + h_kv * group) * hd, kv,
-                  block_tables[seq_of_token[t]], positions[t] + 1, h_kv, group, max_len, scale, s);
+      if (item + 1 < end) {
+        const int64_t t1 = (item + 1) / n_runs;
+        prefetch_item_start(kv, block_tables[seq_of_token[t1]], (item + 1) % n_runs, positions[t1] + 1);
+      }
+      attend_item(out + offset, q + offset, kv, block_tables[seq_of_token[t]], positions[t] + 1, h0, group, max_len,
+                  scale, s);
     }
   });
 }

@@ -29,11 +29,11 @@ struct RowsTask {
   bool packed;
 };
 
-// One query token against one KV head of a paged cache, for the `group`
-// query heads that share it (attention.cpp builds these).
+// One query token against KV heads [h_kv, h_kv + n_heads) of a paged cache,
+// for the `group` query heads that share each (attention.cpp builds these).
 struct AttendTask {
-  float* out;                 // [group, head_dim]
-  const float* q;             // [group, head_dim], RoPE applied
+  float* out;                 // [n_heads, group, head_dim]
+  const float* q;             // [n_heads, group, head_dim], RoPE applied
   const char* k;              // pool base: [n_blocks, n_kv_head, block_size, head_dim]
   const char* v;
   DType dtype;                // f32, f16 or bf16
@@ -41,7 +41,8 @@ struct AttendTask {
   int64_t len;                // positions 0..len-1 are attended
   int64_t h_kv, n_kv_head, block_size, head_dim, group;
   float scale;
-  float* scores;              // scratch [group, len]
+  float* scores;              // scratch [n_heads, group, len]
+  int64_t n_heads;
 };
 
 struct IsaKernels {
