@@ -98,8 +98,8 @@ void LlamaModel::attention_block(int64_t l, const ForwardBatch& batch, KvPool& k
   float* outs[3] = {act_.q.data(), act_.k.data(), act_.v.data()};
   const Linear* ls[3] = {&w.wq, &w.wk, &w.wv};
   linear_forward_multi(outs, ls, 3, act_.h.data(), n, pool);
-  cpu::rope(act_.q.data(), batch.positions.data(), n, nh, hd, inv_freq_.data(), rope_style_);
-  cpu::rope(act_.k.data(), batch.positions.data(), n, nkv, hd, inv_freq_.data(), rope_style_);
+  cpu::rope_apply(act_.q.data(), act_.rope_cs.data(), n, nh, hd, rope_style_);
+  cpu::rope_apply(act_.k.data(), act_.rope_cs.data(), n, nkv, hd, rope_style_);
   cpu::PagedKv layer_kv = kv.layer(l);
   cpu::kv_write(layer_kv, act_.k.data(), act_.v.data(), batch.slots.data(), n);
   cpu::paged_attention(act_.attn.data(), act_.q.data(), layer_kv, batch.positions.data(), batch.seq_of_token.data(),
@@ -143,6 +143,10 @@ void LlamaModel::forward(const ForwardBatch& batch, KvPool& kv, float* hidden, f
   fit(act_.proj, n * c.n_embd);
   fit(act_.gate, n * shape_.n_ff_local);
   fit(act_.up, n * shape_.n_ff_local);
+  fit(act_.rope_cs, n * hd);
+  // NOTE: once per forward, not per layer and per q / k: the sines and
+  // cosines (in double) were ~4% of a 32-sequence decode step.
+  cpu::rope_table(act_.rope_cs.data(), batch.positions.data(), n, hd, inv_freq_.data());
 
   if (shape_.first_stage) embed(batch, hidden);
   for (int64_t l = 0; l < n_local_layers(); ++l) {

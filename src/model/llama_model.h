@@ -48,6 +48,7 @@ struct Activations {
   std::vector<float> proj;    // [n_tokens, n_embd] output of Wo / Wdown before the residual add
   std::vector<float> gate, up;  // [n_tokens, n_ff_local]
   std::vector<float> last;    // [n_logits, n_embd] normed rows that produce logits
+  std::vector<float> rope_cs;  // [n_tokens, hd] RoPE cos / sin of the batch's positions, shared by all layers
 };
 
 struct ModelOptions {

@@ -19,37 +19,52 @@ void rmsnorm(float* out, const float* x, const float* w, int64_t n_tokens, int64
   for (int64_t t = 0; t < n_tokens; ++t) k.rmsnorm_row(out + t * n_embd, x + t * n_embd, w, n_embd, eps);
 }
 
-void rope(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_head, int64_t head_dim,
-          const float* inv_freq, RopeStyle style) {
+void rope_table(float* cs, const int32_t* positions, int64_t n_tokens, int64_t head_dim, const float* inv_freq) {
   PARALLM_CHECK(head_dim % 2 == 0);
   const int64_t half = head_dim / 2;
-  thread_local std::vector<float> cs;
-  cs.resize(2 * half);
   for (int64_t t = 0; t < n_tokens; ++t) {
+    float* c = cs + t * head_dim;
     for (int64_t i = 0; i < half; ++i) {
       // NOTE: the angle in double: positions reach 1e5 and f32 would lose
       // the low bits of p * inv_freq before cos/sin see them.
       const double angle = static_cast<double>(positions[t]) * inv_freq[i];
-      cs[i] = static_cast<float>(std::cos(angle));
-      cs[half + i] = static_cast<float>(std::sin(angle));
+      c[i] = static_cast<float>(std::cos(angle));
+      c[half + i] = static_cast<float>(std::sin(angle));
     }
+  }
+}
+
+void rope_apply(float* x, const float* cs, int64_t n_tokens, int64_t n_head, int64_t head_dim, RopeStyle style) {
+  PARALLM_CHECK(head_dim % 2 == 0);
+  const int64_t half = head_dim / 2;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* cos_t = cs + t * head_dim;
+    const float* sin_t = cos_t + half;
     for (int64_t h = 0; h < n_head; ++h) {
       float* v = x + (t * n_head + h) * head_dim;
       if (style == RopeStyle::kInterleaved) {
         for (int64_t i = 0; i < half; ++i) {
-          const float a = v[2 * i], b = v[2 * i + 1], c = cs[i], s = cs[half + i];
-          v[2 * i] = a * c - b * s;
-          v[2 * i + 1] = a * s + b * c;
+          const float a = v[2 * i], b = v[2 * i + 1];
+          v[2 * i] = a * cos_t[i] - b * sin_t[i];
+          v[2 * i + 1] = a * sin_t[i] + b * cos_t[i];
         }
       } else {
         for (int64_t i = 0; i < half; ++i) {
-          const float a = v[i], b = v[i + half], c = cs[i], s = cs[half + i];
-          v[i] = a * c - b * s;
-          v[i + half] = a * s + b * c;
+          const float a = v[i], b = v[i + half];
+          v[i] = a * cos_t[i] - b * sin_t[i];
+          v[i + half] = a * sin_t[i] + b * cos_t[i];
         }
       }
     }
   }
+}
+
+void rope(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_head, int64_t head_dim,
+          const float* inv_freq, RopeStyle style) {
+  thread_local std::vector<float> cs;
+  cs.resize(static_cast<size_t>(n_tokens * head_dim));
+  rope_table(cs.data(), positions, n_tokens, head_dim, inv_freq);
+  rope_apply(x, cs.data(), n_tokens, n_head, head_dim, style);
 }
 
 void softmax(float* x, int64_t n) {

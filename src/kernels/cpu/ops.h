@@ -25,6 +25,12 @@ void rmsnorm(float* out, const float* x, const float* w, int64_t n_tokens, int64
 void rope(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_head, int64_t head_dim,
           const float* inv_freq, RopeStyle style);
 
+// rope() in two steps, for a forward that rotates q and k of every layer at
+// the same positions: the cos / sin table once (cs: [n_tokens, head_dim],
+// per token the head_dim/2 cosines then the sines), then the rotation.
+void rope_table(float* cs, const int32_t* positions, int64_t n_tokens, int64_t head_dim, const float* inv_freq);
+void rope_apply(float* x, const float* cs, int64_t n_tokens, int64_t n_head, int64_t head_dim, RopeStyle style);
+
 // In place over x: [n], numerically stable (subtracts the max).
 void softmax(float* x, int64_t n);
 
