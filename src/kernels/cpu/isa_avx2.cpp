@@ -206,10 +206,10 @@ size_t xq_token_bytes(int64_t n_in) {
 }
 size_t xq_bytes(int64_t n_tokens, int64_t n_in) { return xq_token_bytes(n_in) * n_tokens + 64; }
 
-void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in) {
+void quantize_x(const float* x, void* xq, int64_t /*n_tokens*/, int64_t n_in, int64_t t_begin, int64_t t_end) {
   const int64_t nb = n_in / 32;
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  for (int64_t t = 0; t < n_tokens; ++t) {
+  for (int64_t t = t_begin; t < t_end; ++t) {
     char* base = static_cast<char*>(xq) + t * xq_token_bytes(n_in);
     int8_t* q = reinterpret_cast<int8_t*>(base);
     float* d = reinterpret_cast<float*>(base + n_in);

@@ -126,12 +126,12 @@ size_t xq_bytes(int64_t n_tokens, int64_t n_in) {
   return avx512::xq_tiles_offset(n_tokens, n_in) + static_cast<size_t>(tiles) * avx512::xq_tile_bytes(n_in) + 64;
 }
 
-// Copies each token's values into its tile (see xq_bytes).
-void tile_x(void* xq, int64_t n_tokens, int64_t n_in) {
+// Copies tokens [t_begin, t_end)'s values into their tiles (see xq_bytes).
+void tile_x(void* xq, int64_t n_tokens, int64_t n_in, int64_t t_begin, int64_t t_end) {
   using avx512::kXTile;
   const int64_t nb = n_in / 32;
   char* tiles = static_cast<char*>(xq) + avx512::xq_tiles_offset(n_tokens, n_in);
-  for (int64_t t = 0; t < n_tokens; ++t) {
+  for (int64_t t = t_begin; t < t_end; ++t) {
     const XqView v = xq_view(xq, t, n_in);
     char* rec = tiles + static_cast<size_t>(t / kXTile) * avx512::xq_tile_bytes(n_in);
     const int64_t i = t % kXTile;
@@ -144,9 +144,9 @@ void tile_x(void* xq, int64_t n_tokens, int64_t n_in) {
   }
 }
 
-void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in) {
+void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in, int64_t t_begin, int64_t t_end) {
   const int64_t nb = n_in / 32;
-  for (int64_t t = 0; t < n_tokens; ++t) {
+  for (int64_t t = t_begin; t < t_end; ++t) {
     const XqView v = xq_view(xq, t, n_in);
     int8_t* q8 = const_cast<int8_t*>(v.q8);
     int8_t* q4 = const_cast<int8_t*>(v.q4);
@@ -186,7 +186,7 @@ void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in) {
       c8[b] = -128 * total;
     }
   }
-  if (n_tokens >= 2) tile_x(xq, n_tokens, n_in);
+  if (n_tokens >= 2) tile_x(xq, n_tokens, n_in, t_begin, t_end);
 }
 
 bool wants_xq(DType t, int64_t n_tokens, bool packed) {

@@ -13,7 +13,7 @@ namespace {
 
 bool wants_xq(DType, int64_t, bool) { return false; }
 size_t xq_bytes(int64_t, int64_t) { return 0; }
-void quantize_x(const float*, void*, int64_t, int64_t) {}
+void quantize_x(const float*, void*, int64_t, int64_t, int64_t, int64_t) {}
 
 void rows(const RowsTask& a) {
   if (a.packed) {

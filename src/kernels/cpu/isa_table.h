@@ -50,7 +50,9 @@ struct IsaKernels {
   // Whether rows() wants x quantized (quantize_x) for this dtype, batch and layout.
   bool (*wants_xq)(DType wtype, int64_t n_tokens, bool packed);
   size_t (*xq_bytes)(int64_t n_tokens, int64_t n_in);
-  void (*quantize_x)(const float* x, void* xq, int64_t n_tokens, int64_t n_in);
+  // Quantizes tokens [t_begin, t_end) of a batch of n_tokens into xq (the
+  // layout depends on the whole batch), so threads can share the work.
+  void (*quantize_x)(const float* x, void* xq, int64_t n_tokens, int64_t n_in, int64_t t_begin, int64_t t_end);
   void (*rows)(const RowsTask& task);
   // Fast row conversions (KV cache, activations).
   void (*f32_to_f16)(const float* src, uint16_t* dst, int64_t n);

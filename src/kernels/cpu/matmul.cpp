@@ -1,8 +1,9 @@
 // Threading and dispatch of matmul (matmul.h): splits the rows of all targets
 // into one contiguous range per thread and hands each piece to the active
-// ISA's row kernel (isa_table.h). Each thread quantizes x itself when the
-// kernel wants 8-bit activations: that is a few microseconds and saves a
-// second barrier.
+// ISA's row kernel (isa_table.h). When the kernel wants 8-bit activations, a
+// few tokens are quantized by each thread for itself (a few hundred
+// nanoseconds, no waiting); batches by all threads together, a share each,
+// meeting at one spin barrier before the rows.
 //
 // Mat-vec (decode, a few tokens) is memory-bound, and on a shared host one
 // core often streams slower than the other: with a fixed split the faster
@@ -14,9 +15,12 @@
 // shared counter measured 0.69 vs 0.86 of bandwidth (the streams broke up).
 #include "kernels/cpu/matmul.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/isa_table.h"
@@ -44,6 +48,22 @@ void check_target(const MatmulTarget& t, int64_t n_in) {
 // take it at any batch size (their GEMM tiles need no per-call packing either).
 constexpr int64_t kStealMaxTokens = 3;
 constexpr int kMaxStealThreads = 64;
+
+// Batches from this size on are quantized by the threads together, a share
+// of the tokens each, into one buffer. NOTE: each thread quantizing the
+// whole batch for itself was 5% of a 32-sequence serving step (perf).
+constexpr int64_t kSharedQuantizeMinTokens = 8;
+
+// One round of waiting for the other threads: pause, then give the core
+// away (another runnable thread may be the one we wait for; see
+// util/thread_pool.cpp).
+void wait_round(int spins) {
+  if (spins < 2048) {
+    _mm_pause();
+  } else {
+    std::this_thread::yield();
+  }
+}
 
 // [front, back) of one thread's units, packed in one word so that the owner
 // (front) and a thief (back) claim with one compare-and-swap each.
@@ -103,11 +123,28 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
       unit0 += units;
     }
   };
-  auto quantized_x = [&]() -> const void* {
+  // Every thread of the region must call this (the shared path waits for all).
+  const bool shared_xq = xq_bytes > 0 && n_tokens >= kSharedQuantizeMinTokens && pool.size() > 1;
+  uint8_t* shared = nullptr;
+  if (shared_xq) {
+    thread_local std::vector<uint8_t> caller_buf;  // the calling thread's, lent to the region
+    if (caller_buf.size() < xq_bytes) caller_buf.resize(xq_bytes);
+    shared = caller_buf.data();
+  }
+  std::atomic<int> quantized{0};
+  auto quantized_x = [&](int thread_index, int n_threads) -> const void* {
     if (xq_bytes == 0) return nullptr;
+    if (shared_xq) {
+      int64_t tb, te;
+      ThreadPool::split(n_tokens, 1, thread_index, n_threads, &tb, &te);
+      if (tb < te) k.quantize_x(x, shared, n_tokens, n_in, tb, te);
+      quantized.fetch_add(1, std::memory_order_acq_rel);
+      for (int spins = 0; quantized.load(std::memory_order_acquire) < n_threads; ++spins) wait_round(spins);
+      return shared;
+    }
     thread_local std::vector<uint8_t> xq_buf;
     if (xq_buf.size() < xq_bytes) xq_buf.resize(xq_bytes);
-    k.quantize_x(x, xq_buf.data(), n_tokens, n_in);
+    k.quantize_x(x, xq_buf.data(), n_tokens, n_in, 0, n_tokens);
     return xq_buf.data();
   };
 
@@ -117,10 +154,11 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
       (n_tokens <= kStealMaxTokens || all_packed) && pool.size() > 1 && pool.size() <= kMaxStealThreads;
   if (!steal) {
     pool.run([&](int thread_index, int n_threads) {
+      const void* xq = quantized_x(thread_index, n_threads);
       int64_t ub, ue;
       ThreadPool::split(total_units, 1, thread_index, n_threads, &ub, &ue);
       if (ub >= ue) return;
-      run_units(ub, ue, quantized_x());
+      run_units(ub, ue, xq);
     });
     return;
   }
@@ -132,7 +170,7 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
                               std::memory_order_relaxed);
   }
   pool.run([&](int thread_index, int n_threads) {
-    const void* xq = quantized_x();
+    const void* xq = quantized_x(thread_index, n_threads);
     int64_t b, e;
     while (runs[thread_index].claim(true, &b, &e)) run_units(b, e, xq);
     for (;;) {
