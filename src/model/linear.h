@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "loader/model_file.h"
 #include "util/thread_pool.h"
+#include "util/zeroed_memory.h"
 
 namespace parallm {
 
@@ -53,10 +54,16 @@ class WeightStore {
  private:
   // The packed copy of l (which slice() just made), replacing l's data.
   void pack(Linear& l, bool owns_source);
+  // n bytes (64-aligned) of the packed weights' arena.
+  uint8_t* packed_alloc(size_t n);
 
   std::optional<DType> target_;
   bool pack_;
   std::vector<std::vector<uint8_t>> buffers_;
+  // Packed weights live in large chunks of huge-page memory, one after the
+  // other, not a heap block each (see WeightStore::packed_alloc).
+  std::vector<ZeroedMemory> packed_chunks_;
+  size_t chunk_used_ = 0;
   size_t resident_bytes_ = 0;
 };
 
