@@ -106,7 +106,74 @@ void tile(const uint8_t* g, int64_t nb, const TileX& x, float* out, int64_t ldo,
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(out + t * ldo, rows, acc[t]);
 }
 
+// Two groups (32 rows) against up to kPairTokens tokens: each broadcast of x
+// feeds both groups' quants, one instruction fewer per multiply-add than
+// tile(). Half a block at a time (4 quant registers per group) keeps 2T
+// sums, 2T accumulators and 8 quant registers within the 32.
+constexpr int kPairTokens = 4;
+
+template <bool Q4, int T>
+void pair_tile(const uint8_t* g0, const uint8_t* g1, int64_t nb, const TileX& x, float* out, int64_t ldo,
+               __mmask16 rows1) {
+  constexpr size_t kBlockBytes = Q4 ? 288 : 544, kScales = Q4 ? 256 : 512;
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  __m512 acc0[T], acc1[T];
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
+  const char *q = x.q, *d = x.d, *c = x.c;
+  for (int64_t b = 0; b < nb; ++b, g0 += kBlockBytes, g1 += kBlockBytes, q += x.q_step, d += x.dc_step,
+               c += x.dc_step) {
+    __m512i s0[T], s1[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) s0[t] = s1[t] = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(c + 4 * t));
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; ++half) {
+      __m512i w0[4], w1[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        if constexpr (Q4) {
+          const __m512i r0 = _mm512_loadu_si512(g0 + 64 * k), r1 = _mm512_loadu_si512(g1 + 64 * k);
+          w0[k] = _mm512_and_si512(half == 0 ? r0 : _mm512_srli_epi16(r0, 4), low4);
+          w1[k] = _mm512_and_si512(half == 0 ? r1 : _mm512_srli_epi16(r1, 4), low4);
+        } else {
+          w0[k] = _mm512_loadu_si512(g0 + 64 * (4 * half + k));
+          w1[k] = _mm512_loadu_si512(g1 + 64 * (4 * half + k));
+        }
+      }
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const __m512i xb =
+              _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(q + 32 * t + x_offset<Q4>(4 * half + k)));
+          s0[t] = _mm512_dpbusd_epi32(s0[t], w0[k], xb);
+          s1[t] = _mm512_dpbusd_epi32(s1[t], w1[k], xb);
+        }
+      }
+    }
+    const __m512 dw0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g0 + kScales)));
+    const __m512 dw1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g1 + kScales)));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m512 dx = _mm512_set1_ps(*reinterpret_cast<const float*>(d + 4 * t));
+      acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[t]), _mm512_mul_ps(dw0, dx), acc0[t]);
+      acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1[t]), _mm512_mul_ps(dw1, dx), acc1[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    _mm512_storeu_ps(out + t * ldo, acc0[t]);
+    _mm512_mask_storeu_ps(out + t * ldo + kPackRows, rows1, acc1[t]);
+  }
+}
+
 using TileFn = void (*)(const uint8_t*, int64_t, const TileX&, float*, int64_t, __mmask16);
+using PairFn = void (*)(const uint8_t*, const uint8_t*, int64_t, const TileX&, float*, int64_t, __mmask16);
+
+template <bool Q4, int... Ts>
+constexpr std::array<PairFn, sizeof...(Ts)> pairs(std::integer_sequence<int, Ts...>) {
+  return {&pair_tile<Q4, Ts + 1>...};
+}
+constexpr auto kQ4Pairs = pairs<true>(std::make_integer_sequence<int, kPairTokens>());
+constexpr auto kQ8Pairs = pairs<false>(std::make_integer_sequence<int, kPairTokens>());
 
 template <bool Q4, int... Ts>
 constexpr std::array<TileFn, sizeof...(Ts)> tiles(std::integer_sequence<int, Ts...>) {
@@ -123,25 +190,38 @@ void packed_rows(const RowsTask& a) {
   const auto& fns = q4 ? kQ4Tiles : kQ8Tiles;
   const size_t cq = q4 ? kXTile * 36 : kXTile * 40;  // c4 or c8 within a tile record
   const char* tiles = static_cast<const char*>(a.xq) + xq_tiles_offset(a.n_tokens, a.n_in);
+  const auto& pair_fns = q4 ? kQ4Pairs : kQ8Pairs;
+  auto mask = [](int64_t n_rows) { return static_cast<__mmask16>((1u << std::min<int64_t>(kPackRows, n_rows)) - 1); };
   // Group-major: a group's quants (nb blocks, 7-35 KB here) stay in L1/L2
-  // while every token tile passes over them.
-  for (int64_t r0 = a.o_begin; r0 < a.o_end; r0 += kPackRows) {
+  // while every token tile passes over them. Batches take groups in pairs.
+  for (int64_t r0 = a.o_begin; r0 < a.o_end;) {
     const auto* g = reinterpret_cast<const uint8_t*>(a.w) + (r0 / kPackRows) * a.w_stride;
-    const int64_t n_rows = std::min<int64_t>(kPackRows, a.o_end - r0);
-    const auto rows = static_cast<__mmask16>((1u << n_rows) - 1);
     if (a.n_tokens == 1) {
       const XqView v = xq_view(a.xq, 0, a.n_in);
       const TileX x{reinterpret_cast<const char*>(v.q8), reinterpret_cast<const char*>(v.d),
                     reinterpret_cast<const char*>(q4 ? v.c4 : v.c8), 32, 4};
-      fns[0](g, nb, x, a.out + r0, a.out_stride, rows);
+      fns[0](g, nb, x, a.out + r0, a.out_stride, mask(a.o_end - r0));
+      r0 += kPackRows;
+      continue;
+    }
+    if (r0 + kPackRows < a.o_end) {
+      for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kPairTokens) {
+        const int64_t n_t = std::min<int64_t>(kPairTokens, a.n_tokens - t0), i = t0 % kXTile;
+        const char* rec = tiles + static_cast<size_t>(t0 / kXTile) * xq_tile_bytes(a.n_in);
+        const TileX x{rec + 32 * i, rec + kXTile * 32 + 4 * i, rec + cq + 4 * i, kXTileRecord, kXTileRecord};
+        pair_fns[n_t - 1](g, g + a.w_stride, nb, x, a.out + t0 * a.out_stride + r0, a.out_stride,
+                          mask(a.o_end - r0 - kPackRows));
+      }
+      r0 += 2 * kPackRows;
       continue;
     }
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTileTokens) {
       const int64_t n_t = std::min<int64_t>(kTileTokens, a.n_tokens - t0);
       const char* rec = tiles + static_cast<size_t>(t0 / kTileTokens) * xq_tile_bytes(a.n_in);
       const TileX x{rec, rec + kXTile * 32, rec + cq, kXTileRecord, kXTileRecord};
-      fns[n_t - 1](g, nb, x, a.out + t0 * a.out_stride + r0, a.out_stride, rows);
+      fns[n_t - 1](g, nb, x, a.out + t0 * a.out_stride + r0, a.out_stride, mask(a.o_end - r0));
     }
+    r0 += kPackRows;
   }
 }
 
