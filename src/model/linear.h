@@ -36,8 +36,9 @@ struct Linear {
 class WeightStore {
  public:
   // target: convert 2-D weights to this dtype at load (nullopt: keep as stored).
-  // pack: repack q8_0 / q4_0 when the active kernels profit (cpu::packing_pays).
-  explicit WeightStore(std::optional<DType> target, bool pack = true) : target_(target), pack_(pack) {}
+  // q8_0 / q4_0 results are packed when the active kernels profit
+  // (cpu::packing_pays; PARALLM_PACK=0 turns it off).
+  explicit WeightStore(std::optional<DType> target) : target_(target) {}
 
   // A [rows, cols] slice of a 2-D matrix stored as `data` with `row_stride` bytes per full row.
   Linear slice(const uint8_t* data, DType dtype, size_t full_row_bytes, int64_t row_begin, int64_t row_end,
@@ -58,7 +59,6 @@ class WeightStore {
   uint8_t* packed_alloc(size_t n);
 
   std::optional<DType> target_;
-  bool pack_;
   std::vector<std::vector<uint8_t>> buffers_;
   // Packed weights live in large chunks of huge-page memory, one after the
   // other, not a heap block each (see WeightStore::packed_alloc).
