@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed.h"
+#include "util/zeroed_memory.h"
 #include "kernels/cpu/roofline.h"
 #include "loader/make_model.h"
 #include "util/check.h"
@@ -70,13 +71,16 @@ struct ProbeSet {
   DType dtype;
   bool packed = false;  // as the engine loads this dtype (model/linear.h)
   std::vector<std::array<ProbeMatrix, 7>> layers;  // q k v o gate up down
-  char* data = nullptr;
+  char* data = nullptr;     // packed: in packed_mem
+  ZeroedMemory packed_mem;  // huge pages, as the engine keeps packed weights
   size_t bytes = 0;
   double params_per_layer = 0;
   ProbeSet() = default;
   ProbeSet(const ProbeSet&) = delete;
   ProbeSet& operator=(const ProbeSet&) = delete;
-  ~ProbeSet() { std::free(data); }
+  ~ProbeSet() {
+    if (!packed) std::free(data);
+  }
 };
 
 // Valid values of `t` (no NaN or subnormals): plain types get a fixed exponent
@@ -142,8 +146,8 @@ void build_probe_set(DType t, ProbeSet* s) {
   for (const auto& m : s->layers) {
     for (const ProbeMatrix& pm : m) packed_total = std::max(packed_total, pm.offset + cpu::packed_bytes(t, pm.n_out, pm.n_in));
   }
-  char* packed = static_cast<char*>(std::aligned_alloc(64, (packed_total + 63) / 64 * 64));
-  PARALLM_CHECK(packed != nullptr);
+  ZeroedMemory mem(packed_total);
+  char* packed = static_cast<char*>(mem.data());
   for (const auto& m : s->layers) {
     for (const ProbeMatrix& pm : m) {
       PARALLM_CHECK(pm.n_out % cpu::kPackRows == 0);  // so each packed matrix fits its slot
@@ -151,6 +155,7 @@ void build_probe_set(DType t, ProbeSet* s) {
     }
   }
   std::free(s->data);
+  s->packed_mem = std::move(mem);
   s->data = packed;
   s->packed = true;
 }
