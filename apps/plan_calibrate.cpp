@@ -56,10 +56,14 @@ void measure_allreduce(int ranks, Calibration* c) {
 // calls it (model/llama_model.cpp): Q, K, V in one matmul_multi, O, gate and up
 // in one matmul_multi, down. Enough layers that their weights (>= 192 MiB) do
 // not fit in the last-level cache, so each decode pass streams them from RAM
-// as the engine does. NOTE: llama-110m-sized matrices on purpose: they are
-// what tools/plan_local_check.sh checks against; the achieved fraction of the
+// as the engine does. Decode also runs the output head ([32000, 768]) after
+// every 12 layers, as a llama-110m token does: a long matrix streams faster
+// than the per-layer ones (~70 vs 37-50 GB/s for packed q4_0), and without
+// it the probe predicted q8_0 / q4_0 decode 20-40% slow. NOTE:
+// llama-110m-sized matrices on purpose: they are what
+// tools/plan_local_check.sh checks against; the achieved fraction of the
 // limits is assumed to carry over to larger models of the same dtype.
-constexpr int64_t kProbeEmbd = 768, kProbeFf = 2048;
+constexpr int64_t kProbeEmbd = 768, kProbeFf = 2048, kProbeVocab = 32000, kProbeModelLayers = 12;
 constexpr size_t kProbeSetBytes = size_t{192} << 20;
 
 struct ProbeMatrix {
@@ -71,6 +75,7 @@ struct ProbeSet {
   DType dtype;
   bool packed = false;  // as the engine loads this dtype (model/linear.h)
   std::vector<std::array<ProbeMatrix, 7>> layers;  // q k v o gate up down
+  std::vector<ProbeMatrix> heads;                  // one after every kProbeModelLayers layers
   char* data = nullptr;     // packed: in packed_mem
   ZeroedMemory packed_mem;  // huge pages, as the engine keeps packed weights
   size_t bytes = 0;
@@ -124,35 +129,39 @@ void build_probe_set(DType t, ProbeSet* s) {
     layer_bytes += (static_cast<size_t>(n_out) * dtype_row_bytes(t, n_in) + 63) / 64 * 64;
     s->params_per_layer += static_cast<double>(n_out * n_in);
   }
-  const size_t n_layers = std::max<size_t>(4, (kProbeSetBytes + layer_bytes - 1) / layer_bytes);
+  const size_t head_bytes = (static_cast<size_t>(kProbeVocab) * dtype_row_bytes(t, kProbeEmbd) + 63) / 64 * 64;
+  const size_t model_bytes = kProbeModelLayers * layer_bytes + head_bytes;
+  const size_t n_models = std::max<size_t>(1, (kProbeSetBytes + model_bytes - 1) / model_bytes);
   s->dtype = t;
-  s->bytes = n_layers * layer_bytes;
+  s->bytes = n_models * model_bytes;
   s->data = static_cast<char*>(std::aligned_alloc(64, s->bytes));
   PARALLM_CHECK(s->data != nullptr);
   size_t off = 0;
-  for (size_t l = 0; l < n_layers; ++l) {
+  for (size_t l = 0; l < n_models * kProbeModelLayers; ++l) {
     std::array<ProbeMatrix, 7> m{};
     for (size_t i = 0; i < shapes.size(); ++i) {
       m[i] = {shapes[i].first, shapes[i].second, off};
       off += (static_cast<size_t>(shapes[i].first) * dtype_row_bytes(t, shapes[i].second) + 63) / 64 * 64;
     }
     s->layers.push_back(m);
+    if ((l + 1) % kProbeModelLayers == 0) {
+      s->heads.push_back({kProbeVocab, kProbeEmbd, off});
+      off += head_bytes;
+    }
   }
   fill_probe_weights(s->data, s->bytes, t, static_cast<uint64_t>(t) + 7);
   if (!cpu::packing_pays(t)) return;
   // Repack every matrix as the engine's loader does (same offsets: a packed
   // matrix is no larger than its rows padded to 16).
   size_t packed_total = 0;
-  for (const auto& m : s->layers) {
-    for (const ProbeMatrix& pm : m) packed_total = std::max(packed_total, pm.offset + cpu::packed_bytes(t, pm.n_out, pm.n_in));
-  }
+  std::vector<ProbeMatrix> all(s->heads);
+  for (const auto& m : s->layers) all.insert(all.end(), m.begin(), m.end());
+  for (const ProbeMatrix& pm : all) packed_total = std::max(packed_total, pm.offset + cpu::packed_bytes(t, pm.n_out, pm.n_in));
   ZeroedMemory mem(packed_total);
   char* packed = static_cast<char*>(mem.data());
-  for (const auto& m : s->layers) {
-    for (const ProbeMatrix& pm : m) {
-      PARALLM_CHECK(pm.n_out % cpu::kPackRows == 0);  // so each packed matrix fits its slot
-      cpu::pack_rows(t, s->data + pm.offset, dtype_row_bytes(t, pm.n_in), pm.n_out, pm.n_in, packed + pm.offset);
-    }
+  for (const ProbeMatrix& pm : all) {
+    PARALLM_CHECK(pm.n_out % cpu::kPackRows == 0);  // so each packed matrix fits its slot
+    cpu::pack_rows(t, s->data + pm.offset, dtype_row_bytes(t, pm.n_in), pm.n_out, pm.n_in, packed + pm.offset);
   }
   std::free(s->data);
   s->packed_mem = std::move(mem);
@@ -160,9 +169,10 @@ void build_probe_set(DType t, ProbeSet* s) {
   s->packed = true;
 }
 
-// Seconds of the layers [first, first + count) at n_tokens, the model's calls.
+// Seconds of the layers [first, first + count) at n_tokens, the model's calls
+// (with_heads: and the output head after every kProbeModelLayers-th layer).
 double run_probe_layers(const ProbeSet& s, size_t first, size_t count, int64_t n_tokens, const float* x, float* out,
-                        ThreadPool& pool) {
+                        ThreadPool& pool, bool with_heads = false) {
   auto target = [&](const ProbeMatrix& m, float* o) {
     const size_t stride = s.packed ? cpu::packed_group_bytes(s.dtype, m.n_in) : dtype_row_bytes(s.dtype, m.n_in);
     return cpu::MatmulTarget{o, s.data + m.offset, s.dtype, stride, m.n_out, s.packed};
@@ -179,6 +189,10 @@ double run_probe_layers(const ProbeSet& s, size_t first, size_t count, int64_t n
     cpu::matmul_multi(gate_up, 2, x, n_tokens, kProbeEmbd, pool);
     const cpu::MatmulTarget down = target(m[6], out + 2 * slot);
     cpu::matmul_multi(&down, 1, x, n_tokens, kProbeFf, pool);
+    if (with_heads && (l + 1) % kProbeModelLayers == 0) {
+      const cpu::MatmulTarget head = target(s.heads[(l / kProbeModelLayers) % s.heads.size()], out);
+      cpu::matmul_multi(&head, 1, x, n_tokens, kProbeEmbd, pool);
+    }
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -195,7 +209,7 @@ double best_of(Fn fn, double budget_s) {
   return best;
 }
 
-// Decode: every layer of the set at 1 token (weight bytes / s); prefill: four
+// Decode: every layer and head of the set at 1 token (weight bytes / s); prefill: four
 // other layers at 128 tokens (2 x params x tokens FLOP / s). Best of several
 // rounds, each round visiting every dtype: other work on the cores then slows
 // all dtypes alike instead of spoiling one (a 2-thread mat-vec whose partner
@@ -214,14 +228,14 @@ void measure_kernels(ThreadPool& pool, Calibration* c) {
   std::vector<double> decode_s(n_dtypes, 1e30), prefill_s(n_dtypes, 1e30);
   for (size_t d = 0; d < n_dtypes; ++d) {
     build_probe_set(dtypes[d].first, &sets[d]);
-    run_probe_layers(sets[d], 0, sets[d].layers.size(), 1, x.data(), out.data(), pool);  // warm-up
+    run_probe_layers(sets[d], 0, sets[d].layers.size(), 1, x.data(), out.data(), pool, true);  // warm-up
     run_probe_layers(sets[d], 0, 1, kProbePrefillTokens, x.data(), out.data(), pool);
   }
   double spent = 0;
   for (int round = 0; round < kMaxRounds && (round < kMinRounds || spent < kBudgetS); ++round) {
     for (size_t d = 0; d < n_dtypes; ++d) {
       const ProbeSet& s = sets[d];
-      const double td = run_probe_layers(s, 0, s.layers.size(), 1, x.data(), out.data(), pool);
+      const double td = run_probe_layers(s, 0, s.layers.size(), 1, x.data(), out.data(), pool, true);
       // Other layers each round: their weights are not in cache.
       const size_t first = (static_cast<size_t>(round) + 1) * kPrefillLayers;
       const double tp = run_probe_layers(s, first, kPrefillLayers, kProbePrefillTokens, x.data(), out.data(), pool);
