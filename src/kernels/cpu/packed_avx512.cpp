@@ -1,9 +1,10 @@
 // Kernels for packed q8_0 / q4_0 matrices (layout in packed.h), any batch
-// size: a tile is one 16-row group against up to kTileTokens tokens. Per
-// block the group's quants are loaded once into registers (q4_0: split into
-// low and high nibbles), then each token's 4-byte pieces of x are broadcast
-// into VPDPBUSD against them; lane j accumulates row j, so the tile's result
-// is already 16 consecutive outputs of each token.
+// size. A tile is one 16-row group against up to kTileTokens tokens (a lone
+// token, or a group left over), or for batches a pair of groups against up to
+// kPairTokens tokens. Per block the groups' quants are loaded once into
+// registers (q4_0: split into low and high nibbles), then each token's 4-byte
+// pieces of x are broadcast into VPDPBUSD against them; lane j accumulates row
+// j, so a tile's result is already 16 consecutive outputs of each token.
 //
 // Integer dot per block and row: q4_0 stores nibbles n = q + 8 and q8_0
 // stores q + 128 as unsigned bytes (VPDPBUSD's unsigned operand), x is the
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <utility>
 
 #include "kernels/cpu/avx512_common.h"
@@ -42,8 +44,18 @@ struct TileX {
 // instruction (EVEX embedded broadcast, by inline asm) measured ~10% slower
 // in the kernel lab (prefill-128 and 32-token batches): the asm statements
 // kept the compiler from scheduling the chains and spilled accumulators.
+inline int32_t load_i32(const char* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline float load_f32(const char* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const char* x4) {
-  return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(x4)));
+  return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(load_i32(x4)));
 }
 
 // The 8 quant registers of one block of the group: parts 0-3 then (q4_0)
@@ -86,7 +98,7 @@ void tile(const uint8_t* g, int64_t nb, const TileX& x, float* out, int64_t ldo,
     constexpr int kChains = T == 1 ? 2 : T;
     __m512i sum[kChains];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) sum[t] = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(c + 4 * t));
+    for (int t = 0; t < T; ++t) sum[t] = _mm512_set1_epi32(load_i32(c + 4 * t));
     if constexpr (T == 1) sum[1] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
@@ -99,7 +111,7 @@ void tile(const uint8_t* g, int64_t nb, const TileX& x, float* out, int64_t ldo,
     if constexpr (T == 1) sum[0] = _mm512_add_epi32(sum[0], sum[1]);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      const __m512 dx = _mm512_set1_ps(*reinterpret_cast<const float*>(d + 4 * t));
+      const __m512 dx = _mm512_set1_ps(load_f32(d + 4 * t));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[t]), _mm512_mul_ps(dw, dx), acc[t]);
     }
   }
@@ -124,7 +136,7 @@ void pair_tile(const uint8_t* g0, const uint8_t* g1, int64_t nb, const TileX& x,
                c += x.dc_step) {
     __m512i s0[T], s1[T];
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) s0[t] = s1[t] = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(c + 4 * t));
+    for (int t = 0; t < T; ++t) s0[t] = s1[t] = _mm512_set1_epi32(load_i32(c + 4 * t));
 #pragma GCC unroll 2
     for (int half = 0; half < 2; ++half) {
       __m512i w0[4], w1[4];
@@ -144,7 +156,7 @@ void pair_tile(const uint8_t* g0, const uint8_t* g1, int64_t nb, const TileX& x,
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const __m512i xb =
-              _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(q + 32 * t + x_offset<Q4>(4 * half + k)));
+              _mm512_set1_epi32(load_i32(q + 32 * t + x_offset<Q4>(4 * half + k)));
           s0[t] = _mm512_dpbusd_epi32(s0[t], w0[k], xb);
           s1[t] = _mm512_dpbusd_epi32(s1[t], w1[k], xb);
         }
@@ -154,7 +166,7 @@ void pair_tile(const uint8_t* g0, const uint8_t* g1, int64_t nb, const TileX& x,
     const __m512 dw1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g1 + kScales)));
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      const __m512 dx = _mm512_set1_ps(*reinterpret_cast<const float*>(d + 4 * t));
+      const __m512 dx = _mm512_set1_ps(load_f32(d + 4 * t));
       acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[t]), _mm512_mul_ps(dw0, dx), acc0[t]);
       acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1[t]), _mm512_mul_ps(dw1, dx), acc1[t]);
     }
