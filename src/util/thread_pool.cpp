@@ -47,14 +47,16 @@ void ThreadPool::run(const Task& fn) {
   // load sees the sleeper, or the sleeper's wait() sees the new generation.
   if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
   fn(0, n_threads_);
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < kPauseSpins) {
-      _mm_pause();
-    } else {
-      std::this_thread::yield();
-    }
-  }
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) wait_round(spins);
   task_ = nullptr;
+}
+
+void ThreadPool::wait_round(int spins) {
+  if (spins < kPauseSpins) {
+    _mm_pause();
+  } else {
+    std::this_thread::yield();
+  }
 }
 
 void ThreadPool::worker_loop(int thread_index) {

@@ -25,6 +25,11 @@ class ThreadPool {
   int size() const { return n_threads_; }
   void run(const Task& fn);
 
+  // One round of a thread waiting for others to arrive: `spins` counts the
+  // rounds so far; a pause at first, then the core is given away (see
+  // thread_pool.cpp). For spin barriers inside a task (cpu::matmul_multi).
+  static void wait_round(int spins);
+
   // Splits [0, n) into contiguous chunks, one per thread, multiples of `grain`.
   static void split(int64_t n, int64_t grain, int thread_index, int n_threads, int64_t* begin,
                     int64_t* end);

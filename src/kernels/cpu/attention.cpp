@@ -1,9 +1,10 @@
-// Paged attention, one work item per (query token, KV head). The active ISA's
-// kernel (attention_avx512.cpp) runs an item when it has one; the portable
-// item here widens each key block of its head to f32 once (one contiguous
-// load_row_f32), scores it against every query head of its GQA group, then a
-// numerically stable softmax and the weighted sum of values. Scratch buffers are per thread and
-// reused, so a decode step allocates nothing.
+// Paged attention, one work item per (query token, run of KV heads). The
+// active ISA's kernel (attention_avx512.cpp) runs an item when it has one,
+// reading the run's heads block by block; the portable item here takes one
+// head, widens each key block to f32 once (one contiguous load_row_f32),
+// scores it against every query head of its GQA group, then a numerically
+// stable softmax and the weighted sum of values. Scratch buffers are per
+// thread and reused, so a decode step allocates nothing.
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -119,9 +120,8 @@ void attend_item(float* og, const float* qg, const PagedKv& kv, const int32_t* t
   }
 }
 
-// The first key blocks of the next item, fetched while this item runs: the
-// kernels prefetch ahead inside an item, but an item's first blocks would
-// otherwise start from a DRAM miss.
+// The first key blocks of the next portable item, fetched while this item
+// runs: an item's first blocks would otherwise start from a DRAM miss.
 void prefetch_item_start(const PagedKv& kv, const int32_t* table, int64_t h_kv, int64_t len) {
   const size_t eb = elem_bytes(kv.dtype);
   const size_t chunk_bytes = static_cast<size_t>(kv.block_size * kv.head_dim) * eb;

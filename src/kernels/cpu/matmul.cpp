@@ -15,12 +15,9 @@
 // shared counter measured 0.69 vs 0.86 of bandwidth (the streams broke up).
 #include "kernels/cpu/matmul.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <thread>
 #include <vector>
 
 #include "kernels/cpu/isa_table.h"
@@ -54,16 +51,6 @@ constexpr int kMaxStealThreads = 64;
 // whole batch for itself was 5% of a 32-sequence serving step (perf).
 constexpr int64_t kSharedQuantizeMinTokens = 8;
 
-// One round of waiting for the other threads: pause, then give the core
-// away (another runnable thread may be the one we wait for; see
-// util/thread_pool.cpp).
-void wait_round(int spins) {
-  if (spins < 2048) {
-    _mm_pause();
-  } else {
-    std::this_thread::yield();
-  }
-}
 
 // [front, back) of one thread's units, packed in one word so that the owner
 // (front) and a thief (back) claim with one compare-and-swap each.
@@ -139,7 +126,7 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
       ThreadPool::split(n_tokens, 1, thread_index, n_threads, &tb, &te);
       if (tb < te) k.quantize_x(x, shared, n_tokens, n_in, tb, te);
       quantized.fetch_add(1, std::memory_order_acq_rel);
-      for (int spins = 0; quantized.load(std::memory_order_acquire) < n_threads; ++spins) wait_round(spins);
+      for (int spins = 0; quantized.load(std::memory_order_acquire) < n_threads; ++spins) ThreadPool::wait_round(spins);
       return shared;
     }
     thread_local std::vector<uint8_t> xq_buf;
