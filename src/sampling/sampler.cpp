@@ -21,12 +21,26 @@ void SamplingParams::validate() const {
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) bad("frequency_penalty", "in [-2, 2]");
 }
 
+// NOTE: the one-pass loop (`if (x[i] > x[best]) best = i`) re-reads x[best]
+// at an address that depends on the previous compare: a load-latency chain,
+// ~40 us on 32,000 logits, 3% of a llama-110m Q4_0 decode token (perf). Two
+// passes instead: the maximum over 16 independent lanes (the compiler
+// vectorizes it), then the first index that holds it. NaN never wins.
 int32_t argmax(const float* x, int32_t n) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < n; ++i) {
-    if (x[i] > x[best]) best = i;
+  constexpr int32_t kLanes = 16;
+  float lane[kLanes];
+  for (float& m : lane) m = -INFINITY;
+  int32_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int32_t j = 0; j < kLanes; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
   }
-  return best;
+  float m = -INFINITY;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (float v : lane) m = v > m ? v : m;
+  for (i = 0; i < n; ++i) {
+    if (x[i] == m) return i;
+  }
+  return 0;  // every logit NaN
 }
 
 Sampler::Sampler(const SamplingParams& params) : p_(params), rng_(params.seed) {}

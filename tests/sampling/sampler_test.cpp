@@ -138,6 +138,8 @@ TEST(SamplerGreedy, ArgmaxMatchesFirstMaxElement) {
   EXPECT_EQ(argmax(std::vector<float>{2, 2, 2, 2}.data(), 4), 0);
   const float ninf = -std::numeric_limits<float>::infinity();
   EXPECT_EQ(argmax(std::vector<float>{ninf, ninf, -1e30f}.data(), 3), 2);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(argmax(std::vector<float>{nan, 1, 3, nan}.data(), 4), 2);  // NaN never wins
   std::mt19937 gen(5);
   std::uniform_int_distribution<int> small(-20, 20);  // many ties
   for (int trial = 0; trial < 50; ++trial) {
