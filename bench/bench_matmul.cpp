@@ -7,6 +7,9 @@
 //            and the fraction of the streaming-read bandwidth measured at startup.
 //   prefill: n_tokens = 128; reports GFLOP/s (2*n_in*n_out*n_tokens) and the
 //            fraction of the FP32 FMA peak measured at startup.
+//   attention/decode32: paged attention of 32 sequences decoding together
+//            (context 160, f16 KV, 12 KV heads of 64) over 12 layers' pools
+//            (~190 MB); reports KV GB/s and the fraction of the bandwidth.
 // Threads: PARALLM_THREADS (default 2). ISA: PARALLM_ISA (default the best).
 // Run: build/bench/bench_matmul [--benchmark_filter=decode]
 #include <benchmark/benchmark.h>
@@ -18,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed.h"
@@ -170,7 +174,50 @@ void run_model(benchmark::State& state, DType t, bool packed, int64_t n_tokens, 
   }
 }
 
+// One decode step's attention on every layer: 32 sequences at context `ctx`,
+// each sequence's blocks contiguous in its layer's pool (as bench-model lays
+// them out).
+void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx) {
+  constexpr int64_t kHeads = 12, kHeadDim = 64, kBlock = 16;
+  const Limits& lim = limits();
+  const int64_t blocks_per_seq = (ctx + kBlock - 1) / kBlock, n_blocks = blocks_per_seq * n_seqs;
+  const size_t pool_elems = static_cast<size_t>(n_blocks * kHeads * kBlock * kHeadDim);
+  std::vector<std::vector<uint16_t>> k(kLayers, std::vector<uint16_t>(pool_elems, 0x3c00)),
+      v(kLayers, std::vector<uint16_t>(pool_elems, 0x3c00));  // 1.0 in f16
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  for (int64_t i = 0; i < n_blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  std::vector<const int32_t*> tables(static_cast<size_t>(n_seqs));
+  std::vector<int32_t> positions(static_cast<size_t>(n_seqs), static_cast<int32_t>(ctx - 1)), seq_of(n_seqs);
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    tables[static_cast<size_t>(s)] = table.data() + s * blocks_per_seq;
+    seq_of[static_cast<size_t>(s)] = static_cast<int32_t>(s);
+  }
+  std::vector<float> q(static_cast<size_t>(n_seqs * kHeads * kHeadDim), 0.01f), out(q.size());
+  double seconds = 0;
+  int64_t runs = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t l = 0; l < kLayers; ++l) {
+      const cpu::PagedKv kv{k[l].data(), v[l].data(), DType::kF16, kBlock, kHeads, kHeadDim};
+      cpu::paged_attention(out.data(), q.data(), kv, positions.data(), seq_of.data(), tables.data(), n_seqs, kHeads,
+                           0.125f, pool());
+    }
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++runs;
+  }
+  const double bytes = 2.0 * 2 * kHeads * kHeadDim * static_cast<double>(ctx * n_seqs * kLayers);
+  const double gbs = bytes / (seconds / static_cast<double>(runs)) / 1e9;
+  state.counters["GB/s"] = gbs;
+  state.counters["of_bw"] = gbs / lim.bandwidth_gb_per_s;
+}
+
 void register_all() {
+  benchmark::RegisterBenchmark("attention/decode32", [](benchmark::State& s) { run_attention(s, 32, 160); })
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(1.0);
+  benchmark::RegisterBenchmark("attention/decode2", [](benchmark::State& s) { run_attention(s, 2, 160); })
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(1.0);
   // "-packed": the 16-row layout of kernels/cpu/packed.h, as the engine
   // loads q8_0 / q4_0 on AVX-512.
   struct Type {

@@ -38,10 +38,11 @@ struct Case {
   // > 0: the batch is only the decode tokens of sequences 1..decode_tokens
   // (small batches split each token's KV heads into runs between threads).
   int decode_tokens = 0;
+  int64_t block_size = 16;
 };
 
 void run_case(const Case& c, ThreadPool& pool) {
-  const int64_t bs = 16, width = c.n_kv_head * c.head_dim, group = c.n_head / c.n_kv_head;
+  const int64_t bs = c.block_size, width = c.n_kv_head * c.head_dim, group = c.n_head / c.n_kv_head;
   // Sequence 0: a 37-token prefill chunk at positions 20..56 after 20 cached
   // tokens; sequences 1-3: one decode token each at positions 0, 15, 70.
   const std::vector<int64_t> lens = {57, 1, 16, 71};
@@ -129,6 +130,13 @@ TEST(PagedAttention, MatchesNaiveOnEveryIsaDtypeAndHeadSize) {
                      " group " + std::to_string(c.n_head / c.n_kv_head));
         run_case(c, pool);
       }
+    }
+    // Blocks shorter and longer than the AVX-512 kernel's 16-key score tiles.
+    for (int64_t bs : {8, 24, 32}) {
+      SCOPED_TRACE(std::string(isa_name(isa)) + " block size " + std::to_string(bs));
+      Case c{64, 8, 2, DType::kF16};
+      c.block_size = bs;
+      run_case(c, pool);
     }
   }
 }
