@@ -100,10 +100,9 @@ void LlamaModel::attention_block(int64_t l, const ForwardBatch& batch, KvPool& k
   linear_forward_multi(outs, ls, 3, act_.h.data(), n, pool);
   cpu::rope_apply(act_.q.data(), act_.rope_cs.data(), n, nh, hd, rope_style_);
   cpu::rope_apply(act_.k.data(), act_.rope_cs.data(), n, nkv, hd, rope_style_);
-  cpu::PagedKv layer_kv = kv.layer(l);
-  cpu::kv_write(layer_kv, act_.k.data(), act_.v.data(), batch.slots.data(), n);
-  cpu::paged_attention(act_.attn.data(), act_.q.data(), layer_kv, batch.positions.data(), batch.seq_of_token.data(),
-                       batch.block_tables.data(), n, nh, 1.0f / std::sqrt(static_cast<float>(hd)), pool);
+  const cpu::KvRows rows{act_.k.data(), act_.v.data(), batch.slots.data()};
+  cpu::paged_attention(act_.attn.data(), act_.q.data(), kv.layer(l), batch.positions.data(), batch.seq_of_token.data(),
+                       batch.block_tables.data(), n, nh, 1.0f / std::sqrt(static_cast<float>(hd)), pool, &rows);
   linear_forward(act_.proj.data(), w.wo, act_.attn.data(), n, pool);
   all_reduce_tp(act_.proj.data(), static_cast<size_t>(n * c.n_embd));
   cpu::add(x, x, act_.proj.data(), n * c.n_embd);

@@ -39,6 +39,8 @@ struct Case {
   // (small batches split each token's KV heads into runs between threads).
   int decode_tokens = 0;
   int64_t block_size = 16;
+  // The batch's own rows stored by paged_attention (KvRows), not beforehand.
+  bool write_in_call = false;
 };
 
 void run_case(const Case& c, ThreadPool& pool) {
@@ -58,22 +60,6 @@ void run_case(const Case& c, ThreadPool& pool) {
     tables.emplace_back();
     for (int64_t b = 0; b < (l + bs - 1) / bs; ++b) tables.back().push_back(ids[next++]);
   }
-  std::normal_distribution<float> nd(0.f, 1.f);
-  // Contiguous K/V per sequence [len, width]; written into the pool by kv_write.
-  const size_t eb = c.dtype == DType::kF32 ? 4 : 2;
-  std::vector<uint8_t> kpool(static_cast<size_t>(n_blocks * bs * width) * eb), vpool(kpool.size());
-  PagedKv kv{kpool.data(), vpool.data(), c.dtype, bs, c.n_kv_head, c.head_dim};
-  std::vector<std::vector<float>> ks, vs;
-  for (size_t s = 0; s < lens.size(); ++s) {
-    std::vector<float> k(static_cast<size_t>(lens[s] * width)), v(k.size());
-    for (auto& x : k) x = nd(rng);
-    for (auto& x : v) x = nd(rng);
-    std::vector<int64_t> slots;
-    for (int64_t p = 0; p < lens[s]; ++p) slots.push_back(tables[s][p / bs] * bs + p % bs);
-    kv_write(kv, k.data(), v.data(), slots.data(), lens[s]);
-    ks.push_back(stored(c.dtype, k));
-    vs.push_back(stored(c.dtype, v));
-  }
   // The batch: positions 20..56 of sequence 0, then the last position of the others.
   std::vector<int32_t> pos, seq;
   if (c.decode_tokens == 0) {
@@ -83,6 +69,32 @@ void run_case(const Case& c, ThreadPool& pool) {
     pos.push_back(static_cast<int32_t>(lens[s] - 1));
     seq.push_back(s);
   }
+  auto in_batch = [&](int32_t s, int32_t p) {
+    for (size_t t = 0; t < pos.size(); ++t) {
+      if (seq[t] == s && pos[t] == p) return true;
+    }
+    return false;
+  };
+  std::normal_distribution<float> nd(0.f, 1.f);
+  // Contiguous K/V per sequence [len, width]; written into the pool by kv_write.
+  const size_t eb = c.dtype == DType::kF32 ? 4 : 2;
+  std::vector<uint8_t> kpool(static_cast<size_t>(n_blocks * bs * width) * eb), vpool(kpool.size());
+  PagedKv kv{kpool.data(), vpool.data(), c.dtype, bs, c.n_kv_head, c.head_dim};
+  std::vector<std::vector<float>> ks, vs, raw_k, raw_v;
+  for (size_t s = 0; s < lens.size(); ++s) {
+    std::vector<float> k(static_cast<size_t>(lens[s] * width)), v(k.size());
+    for (auto& x : k) x = nd(rng);
+    for (auto& x : v) x = nd(rng);
+    for (int64_t p = 0; p < lens[s]; ++p) {
+      if (c.write_in_call && in_batch(static_cast<int32_t>(s), static_cast<int32_t>(p))) continue;
+      const int64_t slot = tables[s][p / bs] * bs + p % bs;
+      kv_write(kv, k.data() + p * width, v.data() + p * width, &slot, 1);
+    }
+    raw_k.push_back(k);
+    raw_v.push_back(v);
+    ks.push_back(stored(c.dtype, k));
+    vs.push_back(stored(c.dtype, v));
+  }
   const int64_t nt = static_cast<int64_t>(pos.size());
   std::vector<float> q(static_cast<size_t>(nt * c.n_head * c.head_dim));
   for (auto& x : q) x = nd(rng);
@@ -90,7 +102,17 @@ void run_case(const Case& c, ThreadPool& pool) {
   for (auto& t : tables) tabs.push_back(t.data());
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   std::vector<float> out(q.size(), -1.f);
-  paged_attention(out.data(), q.data(), kv, pos.data(), seq.data(), tabs.data(), nt, c.n_head, scale, pool);
+  std::vector<float> batch_k, batch_v;
+  std::vector<int64_t> batch_slots;
+  for (int64_t t = 0; t < nt; ++t) {
+    const size_t s = static_cast<size_t>(seq[t]), p = static_cast<size_t>(pos[t]);
+    batch_k.insert(batch_k.end(), raw_k[s].begin() + p * width, raw_k[s].begin() + (p + 1) * width);
+    batch_v.insert(batch_v.end(), raw_v[s].begin() + p * width, raw_v[s].begin() + (p + 1) * width);
+    batch_slots.push_back(tables[s][p / bs] * bs + p % bs);
+  }
+  const KvRows rows{batch_k.data(), batch_v.data(), batch_slots.data()};
+  paged_attention(out.data(), q.data(), kv, pos.data(), seq.data(), tabs.data(), nt, c.n_head, scale, pool,
+                  c.write_in_call ? &rows : nullptr);
 
   for (int64_t t = 0; t < nt; ++t) {
     const auto& k = ks[static_cast<size_t>(seq[t])];
@@ -130,6 +152,14 @@ TEST(PagedAttention, MatchesNaiveOnEveryIsaDtypeAndHeadSize) {
                      " group " + std::to_string(c.n_head / c.n_kv_head));
         run_case(c, pool);
       }
+    }
+    // The batch's rows stored by the call: 40 tokens share the stores, 2 do not.
+    for (int decode_tokens : {0, 2}) {
+      SCOPED_TRACE(std::string(isa_name(isa)) + " rows stored in the call, decode tokens " +
+                   std::to_string(decode_tokens));
+      Case c{64, 8, 2, DType::kF16, decode_tokens};
+      c.write_in_call = true;
+      run_case(c, pool);
     }
     // Blocks shorter and longer than the AVX-512 kernel's 16-key score tiles.
     for (int64_t bs : {8, 24, 32}) {

@@ -8,6 +8,7 @@
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -136,7 +137,7 @@ void prefetch_item_start(const PagedKv& kv, const int32_t* table, int64_t h_kv, 
 
 void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_t* positions,
                      const int32_t* seq_of_token, const int32_t* const* block_tables, int64_t n_tokens,
-                     int64_t n_head, float scale, ThreadPool& pool) {
+                     int64_t n_head, float scale, ThreadPool& pool, const KvRows* write) {
   const int64_t n_kv_head = kv.n_kv_head, hd = kv.head_dim, bs = kv.block_size;
   PARALLM_CHECK(n_head % n_kv_head == 0);
   const int64_t group = n_head / n_kv_head;
@@ -168,7 +169,25 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
   };
   int64_t total_cost = 0;
   for (int64_t item = 0; item < n_items; ++item) total_cost += item_cost(item);
+
+  // The batch's K/V rows: a decode batch's land in as many sequences' blocks,
+  // rarely in cache, and one thread storing them all waited on one write miss
+  // after another (~25-50 us a layer at 32 sequences, 4% of the step). Large
+  // batches share the stores between the threads, who meet at a spin barrier
+  // before any reads them; a few tokens are stored by the caller.
+  constexpr int64_t kSharedWriteMinTokens = 8;
+  const bool shared_write = write != nullptr && n_tokens >= kSharedWriteMinTokens && n_threads > 1;
+  if (write != nullptr && !shared_write) kv_write(kv, write->k, write->v, write->slots, n_tokens);
+  std::atomic<int> written{0};
   pool.run([&](int ti, int nt) {
+    if (shared_write) {
+      int64_t tb, te;
+      ThreadPool::split(n_tokens, 1, ti, nt, &tb, &te);
+      const int64_t width = kv.n_kv_head * kv.head_dim;
+      if (tb < te) kv_write(kv, write->k + tb * width, write->v + tb * width, write->slots + tb, te - tb);
+      written.fetch_add(1, std::memory_order_acq_rel);
+      for (int spins = 0; written.load(std::memory_order_acquire) < nt; ++spins) ThreadPool::wait_round(spins);
+    }
     const int64_t lo = total_cost * ti / nt, hi = total_cost * (ti + 1) / nt;
     int64_t begin = n_items, end = n_items, cum = 0;
     for (int64_t item = 0; item < n_items; ++item) {

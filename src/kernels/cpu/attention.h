@@ -27,10 +27,19 @@ struct PagedKv {
 // Stores k/v rows [n_tokens, n_kv_head * head_dim] at slots[n_tokens].
 void kv_write(const PagedKv& kv, const float* k, const float* v, const int64_t* slots, int64_t n_tokens);
 
+// The batch's own K/V rows, for paged_attention to store before it attends.
+struct KvRows {
+  const float* k;        // [n_tokens, n_kv_head * head_dim]
+  const float* v;
+  const int64_t* slots;  // [n_tokens]
+};
+
 // out [n_tokens, n_head, head_dim]; q [n_tokens, n_head, head_dim] (RoPE applied);
 // positions [n_tokens]; block_tables[seq_of_token[t]] lists that sequence's blocks.
+// With `write`, the batch's rows are stored first (as kv_write does), shared
+// by the threads of the same parallel region when the batch is large.
 void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_t* positions,
                      const int32_t* seq_of_token, const int32_t* const* block_tables, int64_t n_tokens,
-                     int64_t n_head, float scale, ThreadPool& pool);
+                     int64_t n_head, float scale, ThreadPool& pool, const KvRows* write = nullptr);
 
 }  // namespace parallm::cpu
