@@ -2,8 +2,11 @@
 // from the mapped file when its dtype is the one we run, else converted once
 // at load into a buffer owned by a WeightStore (`--dtype`). q8_0 / q4_0
 // pieces are repacked at load into 16-row groups (kernels/cpu/packed.h) when
-// the CPU's kernels run that layout faster; the mapped pages they came from
-// are then handed back to the OS.
+// the CPU's kernels run that layout faster, and f32 / f16 / bf16 pieces are
+// copied as they are onto huge pages when the OS has them (decode streams
+// every weight once per token, and each 4 KB page costs a page walk); the
+// mapped pages they came from are then handed back to the OS, so the copy
+// does not double the memory. PARALLM_PACK=0 keeps every weight in place.
 //   column-parallel: this rank holds rows [row_begin, row_end) of W (its outputs)
 //   row-parallel:    this rank holds columns [col_begin, col_end) of W (its inputs);
 //                    the partial outputs of all ranks are summed by an all-reduce
@@ -55,6 +58,11 @@ class WeightStore {
  private:
   // The packed copy of l (which slice() just made), replacing l's data.
   void pack(Linear& l, bool owns_source);
+  // Whether rows of type t stream faster from huge pages than from the
+  // mapping's 4 KB pages (transparent huge pages on, PARALLM_PACK not 0).
+  static bool streams_better_on_huge_pages(DType t);
+  // l's rows copied into the huge-page arena, its source released.
+  void move_to_huge_pages(Linear& l, bool owns_source);
   // n bytes (64-aligned) of the packed weights' arena.
   uint8_t* packed_alloc(size_t n);
 
