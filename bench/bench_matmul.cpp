@@ -7,6 +7,9 @@
 //            and the fraction of the streaming-read bandwidth measured at startup.
 //   prefill: n_tokens = 128; reports GFLOP/s (2*n_in*n_out*n_tokens) and the
 //            fraction of the FP32 FMA peak measured at startup.
+//   call/matvec-32rows: one parallel mat-vec call on a 32-row packed q4_0
+//            matrix held in cache: the fixed cost of a call (wake-up, x's
+//            quantization, row split, barrier).
 //   attention/decode32: paged attention of 32 sequences decoding together
 //            (context 160, f16 KV, 12 KV heads of 64) over 12 layers' pools
 //            (~190 MB); reports KV GB/s and the fraction of the bandwidth.
@@ -174,6 +177,16 @@ void run_model(benchmark::State& state, DType t, bool packed, int64_t n_tokens, 
   }
 }
 
+// The fixed cost of one parallel mat-vec call: a packed q4_0 matrix of 32
+// rows (9 KB, in L1/L2) against one token, so the time is the pool's wake-up,
+// x's quantization, the row split and the barrier, not the weights.
+void run_call_overhead(benchmark::State& state) {
+  static const Matrix m = random_matrix(DType::kQ4_0, 32, kDim, 99, cpu::packing_pays(DType::kQ4_0));
+  std::vector<float> x(kDim, 0.01f), out(32);
+  const cpu::MatmulTarget t{out.data(), m.bytes.data(), DType::kQ4_0, m.stride, m.n_out, m.packed};
+  for (auto _ : state) cpu::matmul_multi(&t, 1, x.data(), 1, kDim, pool());
+}
+
 // One decode step's attention on every layer: 32 sequences at context `ctx`,
 // each sequence's blocks contiguous in its layer's pool (as bench-model lays
 // them out).
@@ -212,6 +225,7 @@ void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx) {
 }
 
 void register_all() {
+  benchmark::RegisterBenchmark("call/matvec-32rows", run_call_overhead)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
   benchmark::RegisterBenchmark("attention/decode32", [](benchmark::State& s) { run_attention(s, 32, 160); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
