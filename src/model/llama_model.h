@@ -79,7 +79,10 @@ class LlamaModel {
 
  private:
   void embed(const ForwardBatch& batch, float* x);
+  // x += attention(attn_norm(x)); leaves ffn_norm(x) in act_.h for ffn_block
+  // (the residual add and the norm share one pass over the batch).
   void attention_block(int64_t l, const ForwardBatch& batch, KvPool& kv, float* x, ThreadPool& pool);
+  // x += ffn(act_.h).
   void ffn_block(int64_t l, int64_t n_tokens, float* x, ThreadPool& pool);
   void all_reduce_tp(float* data, size_t count);
 
