@@ -1,5 +1,8 @@
-// A read-only memory-mapped file (RAII). Model weights are used in place from
-// the mapping: loading a model never copies the whole file.
+// A read-only memory-mapped file (RAII). Model weights are read in place from
+// the mapping: loading a model never reads the whole file into a buffer. The
+// model layer may move single matrices into memory of its own (packed layout,
+// huge pages: model/linear.h), handing each one's file pages back as it goes,
+// so two copies of the weights are never resident.
 #pragma once
 #include <cstddef>
 #include <cstdint>
