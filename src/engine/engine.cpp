@@ -381,12 +381,18 @@ MoeStats Engine::moe_stats() const {
 
 std::string Engine::summary() const {
   const ModelFile& f = *model_file_;
-  return strfmt("loaded %s (%s, %s weights %s) tp=%d pp=%d ep=%d, ctx %lld, kv %s, %d thread(s)/rank; %s",
-                f.path.c_str(), f.format.c_str(),
-                options_.weight_dtype ? dtype_name(*options_.weight_dtype) : "stored",
-                format_bytes(static_cast<double>(f.weight_bytes())).c_str(), options_.tp, options_.pp, options_.ep,
-                (long long)ctx_size_, dtype_name(options_.kv_dtype), ranks_[0]->pool->size(),
-                f.config.summary().c_str());
+  // With --dtype, what the ranks hold after the conversion too (the file's
+  // size says nothing about it).
+  std::string converted;
+  if (options_.weight_dtype) {
+    size_t held = 0;
+    for (size_t b : rank_weight_bytes()) held += b;
+    converted = strfmt(", matrices as %s: %s", dtype_name(*options_.weight_dtype), format_bytes(static_cast<double>(held)).c_str());
+  }
+  return strfmt("loaded %s (%s, stored weights %s%s) tp=%d pp=%d ep=%d, ctx %lld, kv %s, %d thread(s)/rank; %s",
+                f.path.c_str(), f.format.c_str(), format_bytes(static_cast<double>(f.weight_bytes())).c_str(),
+                converted.c_str(), options_.tp, options_.pp, options_.ep, (long long)ctx_size_,
+                dtype_name(options_.kv_dtype), ranks_[0]->pool->size(), f.config.summary().c_str());
 }
 
 }  // namespace parallm
