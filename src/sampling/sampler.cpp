@@ -23,9 +23,10 @@ void SamplingParams::validate() const {
 
 // NOTE: the one-pass loop (`if (x[i] > x[best]) best = i`) re-reads x[best]
 // at an address that depends on the previous compare: a load-latency chain,
-// ~40 us on 32,000 logits, 3% of a llama-110m Q4_0 decode token (perf). Two
-// passes instead: the maximum over 16 independent lanes (the compiler
-// vectorizes it), then the first index that holds it. NaN never wins.
+// ~40 us on 32,000 logits (llama-110m Q4_0 decode: 835 tokens/s with it, 905
+// without, alternating runs). Two passes instead: the maximum over 16
+// independent lanes (no chain, and the compiler may vectorize it), then the
+// first index that holds it. NaN never wins.
 int32_t argmax(const float* x, int32_t n) {
   constexpr int32_t kLanes = 16;
   float lane[kLanes];
