@@ -15,6 +15,7 @@
 #include "util/zeroed_memory.h"
 #include "kernels/cpu/roofline.h"
 #include "loader/make_model.h"
+#include "model/linear.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
@@ -74,6 +75,7 @@ struct ProbeMatrix {
 struct ProbeSet {
   DType dtype;
   bool packed = false;  // as the engine loads this dtype (model/linear.h)
+  bool in_packed_mem = false;  // data lives in packed_mem (packed, or copied onto huge pages)
   std::vector<std::array<ProbeMatrix, 7>> layers;  // q k v o gate up down
   std::vector<ProbeMatrix> heads;                  // one after every kProbeModelLayers layers
   char* data = nullptr;     // packed: in packed_mem
@@ -84,7 +86,7 @@ struct ProbeSet {
   ProbeSet(const ProbeSet&) = delete;
   ProbeSet& operator=(const ProbeSet&) = delete;
   ~ProbeSet() {
-    if (!packed) std::free(data);
+    if (!in_packed_mem) std::free(data);
   }
 };
 
@@ -150,7 +152,17 @@ void build_probe_set(DType t, ProbeSet* s) {
     }
   }
   fill_probe_weights(s->data, s->bytes, t, static_cast<uint64_t>(t) + 7);
-  if (!cpu::packing_pays(t)) return;
+  if (!cpu::packing_pays(t)) {
+    if (!WeightStore::streams_better_on_huge_pages(t)) return;
+    // Float rows on huge pages, as the engine's WeightStore keeps them.
+    ZeroedMemory mem(s->bytes);
+    std::memcpy(mem.data(), s->data, s->bytes);
+    std::free(s->data);
+    s->packed_mem = std::move(mem);
+    s->data = static_cast<char*>(s->packed_mem.data());
+    s->in_packed_mem = true;
+    return;
+  }
   // Repack every matrix as the engine's loader does (same offsets: a packed
   // matrix is no larger than its rows padded to 16).
   size_t packed_total = 0;
@@ -167,6 +179,7 @@ void build_probe_set(DType t, ProbeSet* s) {
   s->packed_mem = std::move(mem);
   s->data = packed;
   s->packed = true;
+  s->in_packed_mem = true;
 }
 
 // Seconds of the layers [first, first + count) at n_tokens, the model's calls

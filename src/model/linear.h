@@ -53,14 +53,15 @@ class WeightStore {
   const float* vector(const WeightTensor& w, int64_t begin = 0);
 
   size_t resident_bytes() const { return resident_bytes_; }
+  // Whether rows of type t stream faster from huge pages than from the
+  // mapping's 4 KB pages, so the store copies them there (transparent huge
+  // pages on, PARALLM_PACK not 0). The planner's probe asks too.
+  static bool streams_better_on_huge_pages(DType t);
   std::optional<DType> target() const { return target_; }
 
  private:
   // The packed copy of l (which slice() just made), replacing l's data.
   void pack(Linear& l, bool owns_source);
-  // Whether rows of type t stream faster from huge pages than from the
-  // mapping's 4 KB pages (transparent huge pages on, PARALLM_PACK not 0).
-  static bool streams_better_on_huge_pages(DType t);
   // l's rows copied into the huge-page arena, its source released.
   void move_to_huge_pages(Linear& l, bool owns_source);
   // n bytes (64-aligned) of the packed weights' arena.
