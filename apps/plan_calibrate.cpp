@@ -75,18 +75,17 @@ struct ProbeMatrix {
 struct ProbeSet {
   DType dtype;
   bool packed = false;  // as the engine loads this dtype (model/linear.h)
-  bool in_packed_mem = false;  // data lives in packed_mem (packed, or copied onto huge pages)
   std::vector<std::array<ProbeMatrix, 7>> layers;  // q k v o gate up down
   std::vector<ProbeMatrix> heads;                  // one after every kProbeModelLayers layers
-  char* data = nullptr;     // packed: in packed_mem
-  ZeroedMemory packed_mem;  // huge pages, as the engine keeps packed weights
+  char* data = nullptr;     // in packed_mem when that holds memory, else malloc'd
+  ZeroedMemory packed_mem;  // huge pages, as the engine keeps packed and float weights
   size_t bytes = 0;
   double params_per_layer = 0;
   ProbeSet() = default;
   ProbeSet(const ProbeSet&) = delete;
   ProbeSet& operator=(const ProbeSet&) = delete;
   ~ProbeSet() {
-    if (!in_packed_mem) std::free(data);
+    if (packed_mem.data() == nullptr) std::free(data);
   }
 };
 
@@ -160,7 +159,6 @@ void build_probe_set(DType t, ProbeSet* s) {
     std::free(s->data);
     s->packed_mem = std::move(mem);
     s->data = static_cast<char*>(s->packed_mem.data());
-    s->in_packed_mem = true;
     return;
   }
   // Repack every matrix as the engine's loader does (same offsets: a packed
@@ -179,7 +177,6 @@ void build_probe_set(DType t, ProbeSet* s) {
   s->packed_mem = std::move(mem);
   s->data = packed;
   s->packed = true;
-  s->in_packed_mem = true;
 }
 
 // Seconds of the layers [first, first + count) at n_tokens, the model's calls

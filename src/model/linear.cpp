@@ -76,17 +76,21 @@ bool WeightStore::streams_better_on_huge_pages(DType t) {
   return enabled && (t == DType::kF16 || t == DType::kBF16 || t == DType::kF32);
 }
 
+void WeightStore::drop_source(const Linear& l, bool owns_source) {
+  if (owns_source) {
+    buffers_.pop_back();  // the --dtype conversion slice() just made
+  } else {
+    release_pages(l.data, static_cast<size_t>(l.n_out - 1) * l.row_stride_bytes + dtype_row_bytes(l.dtype, l.n_in));
+  }
+}
+
 void WeightStore::move_to_huge_pages(Linear& l, bool owns_source) {
   const size_t row = dtype_row_bytes(l.dtype, l.n_in);
   uint8_t* dst = packed_alloc(row * static_cast<size_t>(l.n_out));
   for (int64_t r = 0; r < l.n_out; ++r) {
     std::memcpy(dst + static_cast<size_t>(r) * row, l.data + static_cast<size_t>(r) * l.row_stride_bytes, row);
   }
-  if (owns_source) {
-    buffers_.pop_back();  // the --dtype conversion, now copied
-  } else {
-    release_pages(l.data, static_cast<size_t>(l.n_out - 1) * l.row_stride_bytes + row);
-  }
+  drop_source(l, owns_source);
   l.data = dst;
   l.row_stride_bytes = row;
 }
@@ -94,11 +98,7 @@ void WeightStore::move_to_huge_pages(Linear& l, bool owns_source) {
 void WeightStore::pack(Linear& l, bool owns_source) {
   uint8_t* dst = packed_alloc(cpu::packed_bytes(l.dtype, l.n_out, l.n_in));
   cpu::pack_rows(l.dtype, l.data, l.row_stride_bytes, l.n_out, l.n_in, dst);
-  if (owns_source) {
-    buffers_.pop_back();  // the --dtype conversion, now packed
-  } else {
-    release_pages(l.data, static_cast<size_t>(l.n_out - 1) * l.row_stride_bytes + dtype_row_bytes(l.dtype, l.n_in));
-  }
+  drop_source(l, owns_source);
   l.data = dst;
   l.row_stride_bytes = cpu::packed_group_bytes(l.dtype, l.n_in);
   l.packed = true;

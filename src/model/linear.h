@@ -64,6 +64,9 @@ class WeightStore {
   void pack(Linear& l, bool owns_source);
   // l's rows copied into the huge-page arena, its source released.
   void move_to_huge_pages(Linear& l, bool owns_source);
+  // After l's data was copied elsewhere: frees the conversion buffer it came
+  // from (owns_source) or hands the mapped file's pages back to the OS.
+  void drop_source(const Linear& l, bool owns_source);
   // n bytes (64-aligned) of the packed weights' arena.
   uint8_t* packed_alloc(size_t n);
 

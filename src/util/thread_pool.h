@@ -27,7 +27,7 @@ class ThreadPool {
 
   // One round of a thread waiting for others to arrive: `spins` counts the
   // rounds so far; a pause at first, then the core is given away (see
-  // thread_pool.cpp). For spin barriers inside a task (cpu::matmul_multi).
+  // thread_pool.cpp). For spin barriers inside a task (RegionBarrier).
   static void wait_round(int spins);
 
   // Splits [0, n) into contiguous chunks, one per thread, multiples of `grain`.
@@ -44,6 +44,20 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int> sleepers_{0};  // workers blocked in a futex wait (run() wakes them only then)
+};
+
+// A one-use meeting point inside one parallel region: every thread of the
+// region calls arrive_and_wait(n_threads) once, and none returns before all
+// have arrived (work written before it is visible after it).
+class RegionBarrier {
+ public:
+  void arrive_and_wait(int n_threads) {
+    arrived_.fetch_add(1, std::memory_order_acq_rel);
+    for (int spins = 0; arrived_.load(std::memory_order_acquire) < n_threads; ++spins) ThreadPool::wait_round(spins);
+  }
+
+ private:
+  std::atomic<int> arrived_{0};
 };
 
 // Default thread count: the machine's hardware threads (at least 1).

@@ -8,7 +8,6 @@
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -178,15 +177,14 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
   constexpr int64_t kSharedWriteMinTokens = 8;
   const bool shared_write = write != nullptr && n_tokens >= kSharedWriteMinTokens && n_threads > 1;
   if (write != nullptr && !shared_write) kv_write(kv, write->k, write->v, write->slots, n_tokens);
-  std::atomic<int> written{0};
+  RegionBarrier written;
   pool.run([&](int ti, int nt) {
     if (shared_write) {
       int64_t tb, te;
       ThreadPool::split(n_tokens, 1, ti, nt, &tb, &te);
       const int64_t width = kv.n_kv_head * kv.head_dim;
       if (tb < te) kv_write(kv, write->k + tb * width, write->v + tb * width, write->slots + tb, te - tb);
-      written.fetch_add(1, std::memory_order_acq_rel);
-      for (int spins = 0; written.load(std::memory_order_acquire) < nt; ++spins) ThreadPool::wait_round(spins);
+      written.arrive_and_wait(nt);
     }
     const int64_t lo = total_cost * ti / nt, hi = total_cost * (ti + 1) / nt;
     int64_t begin = n_items, end = n_items, cum = 0;

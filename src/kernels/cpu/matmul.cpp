@@ -118,15 +118,14 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
     if (caller_buf.size() < xq_bytes) caller_buf.resize(xq_bytes);
     shared = caller_buf.data();
   }
-  std::atomic<int> quantized{0};
+  RegionBarrier quantized;
   auto quantized_x = [&](int thread_index, int n_threads) -> const void* {
     if (xq_bytes == 0) return nullptr;
     if (shared_xq) {
       int64_t tb, te;
       ThreadPool::split(n_tokens, 1, thread_index, n_threads, &tb, &te);
       if (tb < te) k.quantize_x(x, shared, n_tokens, n_in, tb, te);
-      quantized.fetch_add(1, std::memory_order_acq_rel);
-      for (int spins = 0; quantized.load(std::memory_order_acquire) < n_threads; ++spins) ThreadPool::wait_round(spins);
+      quantized.arrive_and_wait(n_threads);
       return shared;
     }
     thread_local std::vector<uint8_t> xq_buf;
