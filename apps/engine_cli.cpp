@@ -17,7 +17,7 @@ void EngineCli::add_to(CLI::App& app, bool model_required) {
   app.add_option("--tokenizer", tokenizer, "Tokenizer file (default: the model's own)");
   app.add_option("--threads,-t", threads, "Threads per device (default: cores / devices)");
   app.add_option("--ctx-size,-c", ctx_size, "Context length (default: the model's metadata)");
-  app.add_option("--kv-dtype", kv_dtype, "KV cache dtype: f32, f16 or bf16")->capture_default_str();
+  app.add_option("--kv-dtype", kv_dtype, "KV cache dtype: f32, f16, bf16 or q8_0 (about half of f16's memory)")->capture_default_str();
   app.add_option("--dtype", dtype, "Convert weights at load: f16, bf16, q8_0 or q4_0");
   app.add_option("--tp", tp, "Tensor-parallel ranks")->capture_default_str();
   app.add_option("--pp", pp, "Pipeline-parallel stages")->capture_default_str();
@@ -38,8 +38,9 @@ EngineOptions EngineCli::to_options() const {
   if (ctx_size < 0) throw InputError("--ctx-size must be > 0");
   o.ctx_size = ctx_size;
   o.kv_dtype = parse_dtype(kv_dtype);
-  if (o.kv_dtype != DType::kF32 && o.kv_dtype != DType::kF16 && o.kv_dtype != DType::kBF16) {
-    throw InputError("--kv-dtype must be f32, f16 or bf16");
+  if (o.kv_dtype != DType::kF32 && o.kv_dtype != DType::kF16 && o.kv_dtype != DType::kBF16 &&
+      o.kv_dtype != DType::kQ8_0) {
+    throw InputError("--kv-dtype must be f32, f16, bf16 or q8_0");
   }
   if (!dtype.empty()) {
     DType d = parse_dtype(dtype);

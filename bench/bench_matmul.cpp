@@ -13,6 +13,7 @@
 //   attention/decode32: paged attention of 32 sequences decoding together
 //            (context 160, f16 KV, 12 KV heads of 64) over 12 layers' pools
 //            (~190 MB); reports KV GB/s and the fraction of the bandwidth.
+//            "-q8_0": the same over a q8_0 cache (~100 MB).
 // Threads: PARALLM_THREADS (default 2). ISA: PARALLM_ISA (default the best).
 // Run: build/bench/bench_matmul [--benchmark_filter=decode]
 #include <benchmark/benchmark.h>
@@ -27,6 +28,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/roofline.h"
@@ -190,13 +192,23 @@ void run_call_overhead(benchmark::State& state) {
 // One decode step's attention on every layer: 32 sequences at context `ctx`,
 // each sequence's blocks contiguous in its layer's pool (as bench-model lays
 // them out).
-void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx) {
+void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx, DType kv_dtype) {
   constexpr int64_t kHeads = 12, kHeadDim = 64, kBlock = 16;
   const Limits& lim = limits();
   const int64_t blocks_per_seq = (ctx + kBlock - 1) / kBlock, n_blocks = blocks_per_seq * n_seqs;
-  const size_t pool_elems = static_cast<size_t>(n_blocks * kHeads * kBlock * kHeadDim);
-  std::vector<std::vector<uint16_t>> k(kLayers, std::vector<uint16_t>(pool_elems, 0x3c00)),
-      v(kLayers, std::vector<uint16_t>(pool_elems, 0x3c00));  // 1.0 in f16
+  const int64_t n_rows = n_blocks * kHeads * kBlock;
+  const size_t row_bytes = parallm::dtype_row_bytes(kv_dtype, kHeadDim);
+  // Every row holds 0.01 * (1..head_dim), as the cache stores it.
+  std::vector<float> row_f32(kHeadDim);
+  for (int64_t i = 0; i < kHeadDim; ++i) row_f32[static_cast<size_t>(i)] = 0.01f * static_cast<float>(i + 1);
+  std::vector<uint8_t> row(row_bytes);
+  cpu::convert_row(kv_dtype, row_f32.data(), row.data(), kHeadDim);
+  std::vector<std::vector<uint8_t>> k(kLayers, std::vector<uint8_t>(static_cast<size_t>(n_rows) * row_bytes)), v(k);
+  for (auto* pools : {&k, &v}) {
+    for (auto& p : *pools) {
+      for (int64_t r = 0; r < n_rows; ++r) std::copy(row.begin(), row.end(), p.begin() + r * static_cast<int64_t>(row_bytes));
+    }
+  }
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   for (int64_t i = 0; i < n_blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(i);
   std::vector<const int32_t*> tables(static_cast<size_t>(n_seqs));
@@ -211,14 +223,14 @@ void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx) {
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t l = 0; l < kLayers; ++l) {
-      const cpu::PagedKv kv{k[l].data(), v[l].data(), DType::kF16, kBlock, kHeads, kHeadDim};
+      const cpu::PagedKv kv{k[l].data(), v[l].data(), kv_dtype, kBlock, kHeads, kHeadDim};
       cpu::paged_attention(out.data(), q.data(), kv, positions.data(), seq_of.data(), tables.data(), n_seqs, kHeads,
                            0.125f, pool());
     }
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++runs;
   }
-  const double bytes = 2.0 * 2 * kHeads * kHeadDim * static_cast<double>(ctx * n_seqs * kLayers);
+  const double bytes = 2.0 * static_cast<double>(row_bytes) * kHeads * static_cast<double>(ctx * n_seqs * kLayers);
   const double gbs = bytes / (seconds / static_cast<double>(runs)) / 1e9;
   state.counters["GB/s"] = gbs;
   state.counters["of_bw"] = gbs / lim.bandwidth_gb_per_s;
@@ -226,10 +238,14 @@ void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx) {
 
 void register_all() {
   benchmark::RegisterBenchmark("call/matvec-32rows", run_call_overhead)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
-  benchmark::RegisterBenchmark("attention/decode32", [](benchmark::State& s) { run_attention(s, 32, 160); })
+  benchmark::RegisterBenchmark("attention/decode32", [](benchmark::State& s) { run_attention(s, 32, 160, DType::kF16); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
-  benchmark::RegisterBenchmark("attention/decode2", [](benchmark::State& s) { run_attention(s, 2, 160); })
+  benchmark::RegisterBenchmark("attention/decode32-q8_0",
+                               [](benchmark::State& s) { run_attention(s, 32, 160, DType::kQ8_0); })
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(1.0);
+  benchmark::RegisterBenchmark("attention/decode2", [](benchmark::State& s) { run_attention(s, 2, 160, DType::kF16); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
   // "-packed": the 16-row layout of kernels/cpu/packed.h, as the engine

@@ -105,7 +105,20 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
-def forward(g, ids):
+def q8_0_round_trip(x):
+    """Values as a q8_0 KV cache holds them: per 32 values along the last axis,
+    d = amax / 127 kept as f16, q = x / d rounded half to even (as the SIMD
+    quantizer does), value = q * d."""
+    blocks = x.reshape(*x.shape[:-1], -1, 32)
+    d = np.abs(blocks).max(axis=-1, keepdims=True).astype(np.float32) / np.float32(127)
+    inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, 1), 0).astype(np.float32)
+    q = np.clip(np.rint(blocks.astype(np.float32) * inv), -128, 127)
+    return (q * d.astype(np.float16).astype(np.float64)).reshape(x.shape)
+
+
+def forward(g, ids, kv_dtype="f32"):
+    """Logits of every position; kv_dtype "q8_0" rounds K (after RoPE) and V
+    through a q8_0 cache first."""
     arch = g.kv["general.architecture"]
     p = arch + "."
     n_embd = g.kv[p + "embedding_length"]
@@ -138,6 +151,8 @@ def forward(g, ids):
         q = rope(q.reshape(T, n_head, hd), pos, inv_freq, half)
         k = rope(k.reshape(T, n_kv, hd), pos, inv_freq, half)
         v = v.reshape(T, n_kv, hd)
+        if kv_dtype == "q8_0":
+            k, v = q8_0_round_trip(k), q8_0_round_trip(v)
         out = np.zeros((T, n_head, hd))
         for hh in range(n_head):
             kv = hh // group

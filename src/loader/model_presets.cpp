@@ -60,6 +60,11 @@ std::vector<ModelPreset> build_presets() {
   l3.rope_high_freq_factor = 4.0f;
   l3.rope_original_ctx = 64;
   v.push_back(l3);
+
+  // Heads of 64 values: the AVX-512 attention's register paths and the q8_0
+  // KV cache (whole 32-value blocks per head) are exercised at test size.
+  v.push_back(base("tiny-mha64", "Llama with 64-wide heads, no GQA (q8_0 KV cache tests)", 512, 128, 2, 2, 2, 256,
+                   512));
   return v;
 }
 

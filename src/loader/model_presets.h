@@ -3,8 +3,9 @@
 //
 // Each preset names llama.cpp's architecture ("llama" or "qwen2") and every
 // hyper-parameter written to the GGUF metadata. The feature presets
-// (tiny-qwen2, tiny-tied, tiny-llama3, mixtral-tiny) each isolate one
-// architecture feature for the NumPy-reference tests.
+// (tiny-qwen2, tiny-tied, tiny-llama3, mixtral-tiny, tiny-mha64) each isolate
+// one architecture feature (tiny-mha64: 64-wide heads, for the q8_0 KV cache)
+// for the NumPy-reference tests.
 #pragma once
 #include <cstdint>
 #include <string>

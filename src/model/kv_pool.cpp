@@ -1,14 +1,22 @@
 #include "model/kv_pool.h"
 
+#include <string>
+
 #include "util/check.h"
 
 namespace parallm {
 
 namespace {
-size_t elem_bytes(DType t) {
-  if (t == DType::kF32) return 4;
-  if (t == DType::kF16 || t == DType::kBF16) return 2;
-  throw InputError(std::string("KV cache dtype must be f32, f16 or bf16, not ") + dtype_name(t));
+// Bytes of one head's row of head_dim values in the cache.
+size_t row_bytes(DType t, int64_t head_dim) {
+  if (!cpu::kv_dtype_supported(t, head_dim)) {
+    if (t == DType::kQ8_0) {
+      throw InputError("a q8_0 KV cache needs a head size that is a multiple of 32 (this model's is " +
+                       std::to_string(head_dim) + "); use --kv-dtype f16");
+    }
+    throw InputError(std::string("KV cache dtype must be f32, f16, bf16 or q8_0, not ") + dtype_name(t));
+  }
+  return dtype_row_bytes(t, head_dim);
 }
 }  // namespace
 
@@ -17,7 +25,7 @@ KvPool::KvPool(int64_t n_layers, int64_t n_blocks, int64_t block_size, int64_t n
     : n_layers_(n_layers), n_blocks_(n_blocks), block_size_(block_size), n_kv_head_(n_kv_head),
       head_dim_(head_dim), dtype_(dtype) {
   PARALLM_CHECK(n_layers > 0 && n_blocks > 0 && block_size > 0);
-  layer_bytes_ = static_cast<size_t>(n_blocks * block_size * n_kv_head * head_dim) * elem_bytes(dtype);
+  layer_bytes_ = static_cast<size_t>(n_blocks * block_size * n_kv_head) * row_bytes(dtype, head_dim);
   memory_ = ZeroedMemory(2 * static_cast<size_t>(n_layers) * layer_bytes_);
   memory_.prefault();
 }
@@ -38,7 +46,7 @@ cpu::PagedKv KvPool::layer(int64_t l) {
 size_t KvPool::bytes() const { return memory_.size(); }
 
 size_t KvPool::bytes_per_token(int64_t n_layers, int64_t n_kv_head, int64_t head_dim, DType dtype) {
-  return 2 * static_cast<size_t>(n_layers * n_kv_head * head_dim) * elem_bytes(dtype);
+  return 2 * static_cast<size_t>(n_layers * n_kv_head) * row_bytes(dtype, head_dim);
 }
 
 }  // namespace parallm

@@ -1,7 +1,9 @@
 // KvPool: the tensor side of the paged KV cache on one rank: for each of the
 // rank's layers, K and V pools of [n_blocks, n_kv_head_local, block_size, head_dim]
-// in the cache dtype, all in one zero-filled mapping (util/zeroed_memory.h). Which block belongs to which sequence is decided by the
-// (tensor-free) block manager; this class only holds the memory.
+// in the cache dtype (f32, f16, bf16 or q8_0; kernels/cpu/attention.h), all
+// in one zero-filled mapping (util/zeroed_memory.h). Which block belongs to
+// which sequence is decided by the (tensor-free) block manager; this class
+// only holds the memory.
 #pragma once
 #include <cstdint>
 

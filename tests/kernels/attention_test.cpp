@@ -1,5 +1,5 @@
 // Paged attention (kernels/cpu/attention.h) against a naive double-precision
-// attention over contiguous K/V, on every ISA level, for f32/f16/bf16 caches,
+// attention over contiguous K/V, on every ISA level, for f32/f16/bf16/q8_0 caches,
 // GQA groups, head sizes on and off the vectorized paths, scattered block
 // tables and prefill chunks mixed with decode tokens.
 #include <gtest/gtest.h>
@@ -22,9 +22,10 @@ struct IsaGuard {
   ~IsaGuard() { set_active_isa(saved); }
 };
 
-// Values as the cache holds them: rounded through `t` and back.
+// Values as the cache holds them: rounded (or quantized per 32 values, which
+// never straddle two heads) through `t` and back.
 std::vector<float> stored(DType t, const std::vector<float>& x) {
-  std::vector<uint16_t> h(x.size());
+  std::vector<uint8_t> h(dtype_row_bytes(t, static_cast<int64_t>(x.size())));
   std::vector<float> y(x.size());
   if (t == DType::kF32) return x;
   convert_row(t, x.data(), h.data(), static_cast<int64_t>(x.size()));
@@ -77,8 +78,8 @@ void run_case(const Case& c, ThreadPool& pool) {
   };
   std::normal_distribution<float> nd(0.f, 1.f);
   // Contiguous K/V per sequence [len, width]; written into the pool by kv_write.
-  const size_t eb = c.dtype == DType::kF32 ? 4 : 2;
-  std::vector<uint8_t> kpool(static_cast<size_t>(n_blocks * bs * width) * eb), vpool(kpool.size());
+  const size_t row_bytes = dtype_row_bytes(c.dtype, c.head_dim);
+  std::vector<uint8_t> kpool(static_cast<size_t>(n_blocks * bs * c.n_kv_head) * row_bytes), vpool(kpool.size());
   PagedKv kv{kpool.data(), vpool.data(), c.dtype, bs, c.n_kv_head, c.head_dim};
   std::vector<std::vector<float>> ks, vs, raw_k, raw_v;
   for (size_t s = 0; s < lens.size(); ++s) {
@@ -146,8 +147,10 @@ TEST(PagedAttention, MatchesNaiveOnEveryIsaDtypeAndHeadSize) {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
     if (!isa_supported(isa)) continue;
     set_active_isa(isa);
-    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
-      for (Case c : {Case{64, 8, 2, dt}, Case{128, 4, 4, dt}, Case{80, 6, 3, dt}, Case{48, 4, 1, dt}}) {
+    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0}) {
+      for (Case c : {Case{64, 8, 2, dt}, Case{128, 4, 4, dt}, Case{80, 6, 3, dt}, Case{48, 4, 1, dt},
+                     Case{96, 6, 3, dt}, Case{32, 4, 2, dt}}) {
+        if (!kv_dtype_supported(dt, c.head_dim)) continue;  // q8_0: head sizes of whole 32-blocks
         SCOPED_TRACE(std::string(isa_name(isa)) + " " + dtype_name(dt) + " head_dim " + std::to_string(c.head_dim) +
                      " group " + std::to_string(c.n_head / c.n_kv_head));
         run_case(c, pool);
@@ -157,9 +160,11 @@ TEST(PagedAttention, MatchesNaiveOnEveryIsaDtypeAndHeadSize) {
     for (int decode_tokens : {0, 2}) {
       SCOPED_TRACE(std::string(isa_name(isa)) + " rows stored in the call, decode tokens " +
                    std::to_string(decode_tokens));
-      Case c{64, 8, 2, DType::kF16, decode_tokens};
-      c.write_in_call = true;
-      run_case(c, pool);
+      for (DType dt : {DType::kF16, DType::kQ8_0}) {
+        Case c{64, 8, 2, dt, decode_tokens};
+        c.write_in_call = true;
+        run_case(c, pool);
+      }
     }
     // Blocks shorter and longer than the AVX-512 kernel's 16-key score tiles.
     for (int64_t bs : {8, 24, 32}) {
@@ -169,6 +174,14 @@ TEST(PagedAttention, MatchesNaiveOnEveryIsaDtypeAndHeadSize) {
       run_case(c, pool);
     }
   }
+}
+
+TEST(PagedAttention, Q8_0CacheNeedsWholeBlocksPerHead) {
+  EXPECT_TRUE(kv_dtype_supported(DType::kQ8_0, 64));
+  EXPECT_TRUE(kv_dtype_supported(DType::kQ8_0, 96));
+  EXPECT_FALSE(kv_dtype_supported(DType::kQ8_0, 80));
+  EXPECT_FALSE(kv_dtype_supported(DType::kQ4_0, 64));
+  EXPECT_TRUE(kv_dtype_supported(DType::kBF16, 80));
 }
 
 // One to three decode tokens with 5 KV heads: the heads of a token are split
@@ -184,6 +197,7 @@ TEST(PagedAttention, SmallDecodeBatchesSplitHeadsIntoRuns) {
         SCOPED_TRACE(std::string(isa_name(isa)) + " tokens " + std::to_string(tokens) + " threads " +
                      std::to_string(pool->size()));
         run_case(Case{64, 10, 5, DType::kF16, tokens}, *pool);
+        run_case(Case{64, 10, 5, DType::kQ8_0, tokens}, *pool);
       }
     }
   }

@@ -2,6 +2,7 @@
 // double-precision references.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -185,6 +186,43 @@ TEST(Ops, RowConversionsMatchReferenceOnEveryIsa) {
     }
   }
   set_active_isa(saved);
+}
+
+// The q8_0 rows of a quantized KV cache: scales bit-exact with the reference
+// quantizer, each value within one step of it (ties may round either way),
+// and load_row_f32 is the reference dequantizer.
+TEST(Ops, Q8_0CacheRowsMatchReferenceOnEveryIsa) {
+  IsaGuard guard;
+  auto x = randv(32 * 7, 11, 3.0f);
+  for (int i = 64; i < 96; ++i) x[i] = 0.0f;  // an all-zero block: scale 0
+  x[100] = 2.5f;                              // with amax 127 below: an exact tie
+  x[101] = -127.0f;
+  const int64_t n = static_cast<int64_t>(x.size()), row = static_cast<int64_t>(dtype_row_bytes(DType::kQ8_0, n));
+  std::vector<uint8_t> want(static_cast<size_t>(row));
+  quantize_row(DType::kQ8_0, x.data(), want.data(), n);
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    std::vector<uint8_t> got(static_cast<size_t>(row));
+    convert_row(DType::kQ8_0, x.data(), got.data(), n);
+    for (int64_t b = 0; b < n / 32; ++b) {
+      const uint8_t* g = got.data() + b * 34;
+      const uint8_t* w = want.data() + b * 34;
+      EXPECT_EQ(g[0], w[0]) << isa_name(isa) << " block " << b;
+      EXPECT_EQ(g[1], w[1]) << isa_name(isa) << " block " << b;
+      for (int i = 2; i < 34; ++i) {
+        EXPECT_LE(std::abs(static_cast<int8_t>(g[i]) - static_cast<int8_t>(w[i])), 1) << isa_name(isa) << " block " << b;
+      }
+    }
+    std::vector<float> back(x.size()), back_ref(x.size());
+    load_row_f32(DType::kQ8_0, got.data(), back.data(), n);
+    dequantize_row(DType::kQ8_0, got.data(), back_ref.data(), n);
+    EXPECT_EQ(back, back_ref) << isa_name(isa);
+    for (int64_t i = 0; i < n; ++i) {
+      float amax = 0;  // of i's block: one step is amax / 127
+      for (int64_t j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+      EXPECT_NEAR(back[i], x[i], amax / 127.0f + 1e-3f * std::fabs(x[i])) << isa_name(isa) << " " << i;
+    }
+  }
 }
 
 TEST(Roofline, ProbesReturnPlausibleNumbers) {

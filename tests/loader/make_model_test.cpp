@@ -117,7 +117,7 @@ TEST(MakeModel, QuantizedFilesHoldTheQuantizedF32Weights) {
 
 TEST(MakeModel, EveryPresetFeatureLoadsWithTheRightShapes) {
   test::TempDir dir;
-  for (const char* preset : {"tiny", "mixtral-tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3"}) {
+  for (const char* preset : {"tiny", "mixtral-tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "tiny-mha64"}) {
     for (DType dt : {DType::kF32, DType::kQ4_0}) {
       MakeModelOptions o;
       o.preset = preset;

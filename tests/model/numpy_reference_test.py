@@ -5,6 +5,8 @@ For each generated preset, `parallm generate --dump-logits` writes the logits of
 every prompt position; tools/reference_forward.py recomputes them in float64
 from the same GGUF file with its own parser. Tolerance: 1e-4 relative to the
 largest logit magnitude of the row (the acceptance bound of issue 2).
+A q8_0 KV cache is checked against the reference with K and V rounded the
+same way.
 """
 import argparse
 import json
@@ -17,7 +19,7 @@ import unittest
 import numpy as np
 
 ARGS = None
-PRESETS = ["tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "mixtral-tiny"]
+PRESETS = ["tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "mixtral-tiny", "tiny-mha64"]
 PROMPT = "Once upon a time, a small robot found a blue flower in the garden."
 
 
@@ -29,7 +31,8 @@ def run(cmd):
 
 
 class NumpyReference(unittest.TestCase):
-    def check_preset(self, preset, extra=()):
+    def engine_and_reference(self, preset, kv_dtype="f32", extra=()):
+        """(engine logits, reference logits, reference with an f32 cache)."""
         sys.path.insert(0, ARGS.tools)
         import reference_forward as ref
 
@@ -38,16 +41,38 @@ class NumpyReference(unittest.TestCase):
             run([ARGS.binary, "make-model", "--preset", preset, "--dtype", "f32", "--out", model, "--seed", "7"])
             dump = os.path.join(tmp, "logits.f32")
             j = json.loads(run([ARGS.binary, "generate", "--model", model, "--prompt", PROMPT, "-n", "0",
-                                "--kv-dtype", "f32", "--json", "--dump-logits", dump, "--threads", "2", *extra]))
+                                "--kv-dtype", kv_dtype, "--json", "--dump-logits", dump, "--threads", "2", *extra]))
             ids = j["prompt_token_ids"]
             self.assertGreater(len(ids), 8)
             got = np.fromfile(dump, dtype=np.float32).reshape(len(ids), -1).astype(np.float64)
-            want = ref.forward(ref.Gguf(model), ids)
+            g = ref.Gguf(model)
+            want = ref.forward(g, ids, kv_dtype)
+            exact = want if kv_dtype == "f32" else ref.forward(g, ids)
             self.assertEqual(got.shape, want.shape)
-            rel = np.abs(got - want).max(axis=1) / np.abs(want).max(axis=1)
-            self.assertLess(rel.max(), 1e-4, f"{preset}: worst row relative error {rel.max():.3g}")
-            # The reference really differs from a wrong model: sanity-check the spread.
-            self.assertGreater(np.abs(want).max(), 0.5)
+            return got, want, exact
+
+    @staticmethod
+    def worst_row_error(got, want):
+        return (np.abs(got - want).max(axis=1) / np.abs(want).max(axis=1)).max()
+
+    def check_preset(self, preset, extra=()):
+        got, want, _ = self.engine_and_reference(preset, "f32", extra)
+        err = self.worst_row_error(got, want)
+        self.assertLess(err, 1e-4, f"{preset}: worst row relative error {err:.3g}")
+        # The reference really differs from a wrong model: sanity-check the spread.
+        self.assertGreater(np.abs(want).max(), 0.5)
+
+    def test_q8_0_kv_cache_matches_rounded_reference(self):
+        # Tolerance: a value on a rounding edge may land one step apart
+        # (the engine rounds f32 K/V, the reference float64).
+        for extra in ([], ["--tp", "2"]):
+            with self.subTest(extra=extra):
+                got, want, exact = self.engine_and_reference("tiny-mha64", "q8_0", extra)
+                err = self.worst_row_error(got, want)
+                self.assertLess(err, 2e-3, f"q8_0 cache: worst row relative error {err:.3g}")
+                # The rounding is really there: the f32-cache reference is far
+                # farther (measured: 1e-6..1.3e-4 against 2.3e-2).
+                self.assertGreater(self.worst_row_error(got, exact), 5 * err)
 
     def test_presets(self):
         for preset in PRESETS:

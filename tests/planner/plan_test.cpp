@@ -184,6 +184,18 @@ TEST(Plan, JsonHasTheFixedFields) {
   EXPECT_NE(std::string(j["launch"]["trtllm"]).find("--tp_size"), std::string::npos);
   EXPECT_NE(std::string(j["launch"]["llamacpp"]).find("llama-server -m"), std::string::npos);
   EXPECT_FALSE(plan_to_text(make_plan(r)).empty());
+  EXPECT_EQ(std::string(j["launch"]["parallm"]).find("--kv-dtype"), std::string::npos);
+}
+
+// A plan sized for an 8-bit cache launches servers with one.
+TEST(Plan, EightBitKvCacheReachesTheLaunchLines) {
+  for (double bytes : {1.0, 1.0625}) {
+    PlanRequest r = request("llama-2-7b", "fp16", "A100-80G", 1);
+    r.kv_elem_bytes = bytes;
+    const Plan p = make_plan(r);
+    ASSERT_GE(p.best, 0);
+    EXPECT_NE(p.commands.parallm.find("--kv-dtype q8_0"), std::string::npos) << p.commands.parallm;
+  }
 }
 
 TEST(Fabric, FromSavedTopologies) {

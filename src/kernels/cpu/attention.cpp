@@ -20,11 +20,9 @@ namespace parallm::cpu {
 
 namespace {
 
-size_t elem_bytes(DType t) { return t == DType::kF32 ? 4 : 2; }
-
-// First element of (block, head) in a pool: [n_blocks, n_kv_head, block_size, head_dim].
+// First byte of (block, head) in a pool: [n_blocks, n_kv_head, block_size] rows.
 inline size_t block_head_offset(const PagedKv& kv, int64_t block, int64_t head) {
-  return static_cast<size_t>(((block * kv.n_kv_head + head) * kv.block_size) * kv.head_dim);
+  return static_cast<size_t>((block * kv.n_kv_head + head) * kv.block_size) * kv_row_bytes(kv);
 }
 
 // Per-thread scratch, grown as needed and kept across calls.
@@ -38,14 +36,21 @@ Scratch& scratch() {
 
 }  // namespace
 
+size_t kv_row_bytes(const PagedKv& kv) { return dtype_row_bytes(kv.dtype, kv.head_dim); }
+
+bool kv_dtype_supported(DType t, int64_t head_dim) {
+  if (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16) return true;
+  return t == DType::kQ8_0 && head_dim % dtype_block_elems(t) == 0;
+}
+
 void kv_write(const PagedKv& kv, const float* k, const float* v, const int64_t* slots, int64_t n_tokens) {
-  PARALLM_CHECK(kv.dtype == DType::kF32 || kv.dtype == DType::kF16 || kv.dtype == DType::kBF16);
+  PARALLM_CHECK(kv_dtype_supported(kv.dtype, kv.head_dim));
   const int64_t width = kv.n_kv_head * kv.head_dim;
-  const size_t eb = elem_bytes(kv.dtype);
+  const size_t rb = kv_row_bytes(kv);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t block = slots[t] / kv.block_size, row = slots[t] % kv.block_size;
     for (int64_t h = 0; h < kv.n_kv_head; ++h) {
-      const size_t at = (block_head_offset(kv, block, h) + static_cast<size_t>(row * kv.head_dim)) * eb;
+      const size_t at = block_head_offset(kv, block, h) + static_cast<size_t>(row) * rb;
       convert_row(kv.dtype, k + t * width + h * kv.head_dim, static_cast<uint8_t*>(kv.k) + at, kv.head_dim);
       convert_row(kv.dtype, v + t * width + h * kv.head_dim, static_cast<uint8_t*>(kv.v) + at, kv.head_dim);
     }
@@ -65,13 +70,12 @@ __attribute__((target_clones("avx512f", "avx2", "default")))
 void attend_item(float* og, const float* qg, const PagedKv& kv, const int32_t* table, int64_t len, int64_t h_kv,
                  int64_t group, int64_t max_len, float scale, Scratch& s) {
   const int64_t hd = kv.head_dim, bs = kv.block_size;
-  const size_t eb = elem_bytes(kv.dtype);
   float* scores = s.scores.data();
   constexpr int kLanes = 16;
   const bool lanes_fit = hd % kLanes == 0;
   for (int64_t p0 = 0; p0 < len; p0 += bs) {
     const int64_t n = std::min(bs, len - p0);
-    const uint8_t* src = static_cast<const uint8_t*>(kv.k) + block_head_offset(kv, table[p0 / bs], h_kv) * eb;
+    const uint8_t* src = static_cast<const uint8_t*>(kv.k) + block_head_offset(kv, table[p0 / bs], h_kv);
     const float* kb = reinterpret_cast<const float*>(src);
     if (kv.dtype != DType::kF32) {
       load_row_f32(kv.dtype, src, s.kbuf.data(), n * hd);
@@ -102,7 +106,7 @@ void attend_item(float* og, const float* qg, const PagedKv& kv, const int32_t* t
   std::fill(og, og + group * hd, 0.f);
   for (int64_t p0 = 0; p0 < len; p0 += bs) {
     const int64_t n = std::min(bs, len - p0);
-    const uint8_t* src = static_cast<const uint8_t*>(kv.v) + block_head_offset(kv, table[p0 / bs], h_kv) * eb;
+    const uint8_t* src = static_cast<const uint8_t*>(kv.v) + block_head_offset(kv, table[p0 / bs], h_kv);
     const float* vb = reinterpret_cast<const float*>(src);
     if (kv.dtype != DType::kF32) {
       load_row_f32(kv.dtype, src, s.vbuf.data(), n * hd);
@@ -123,11 +127,10 @@ void attend_item(float* og, const float* qg, const PagedKv& kv, const int32_t* t
 // The first key blocks of the next portable item, fetched while this item
 // runs: an item's first blocks would otherwise start from a DRAM miss.
 void prefetch_item_start(const PagedKv& kv, const int32_t* table, int64_t h_kv, int64_t len) {
-  const size_t eb = elem_bytes(kv.dtype);
-  const size_t chunk_bytes = static_cast<size_t>(kv.block_size * kv.head_dim) * eb;
+  const size_t chunk_bytes = static_cast<size_t>(kv.block_size) * kv_row_bytes(kv);
   const int64_t n_blocks = std::min<int64_t>(2, (len + kv.block_size - 1) / kv.block_size);
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const char* p = static_cast<const char*>(kv.k) + block_head_offset(kv, table[b], h_kv) * eb;
+    const char* p = static_cast<const char*>(kv.k) + block_head_offset(kv, table[b], h_kv);
     for (size_t off = 0; off < chunk_bytes; off += 64) __builtin_prefetch(p + off);
   }
 }
@@ -138,7 +141,7 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
                      const int32_t* seq_of_token, const int32_t* const* block_tables, int64_t n_tokens,
                      int64_t n_head, float scale, ThreadPool& pool, const KvRows* write) {
   const int64_t n_kv_head = kv.n_kv_head, hd = kv.head_dim, bs = kv.block_size;
-  PARALLM_CHECK(n_head % n_kv_head == 0);
+  PARALLM_CHECK(n_head % n_kv_head == 0 && kv_dtype_supported(kv.dtype, hd));
   const int64_t group = n_head / n_kv_head;
   int32_t max_pos = 0;
   for (int64_t t = 0; t < n_tokens; ++t) max_pos = std::max(max_pos, positions[t]);

@@ -36,7 +36,7 @@ struct AttendTask {
   const float* q;             // [n_heads, group, head_dim], RoPE applied
   const char* k;              // pool base: [n_blocks, n_kv_head, block_size, head_dim]
   const char* v;
-  DType dtype;                // f32, f16 or bf16
+  DType dtype;                // f32, f16, bf16 or q8_0 (attention.h)
   const int32_t* table;       // the sequence's block ids
   int64_t len;                // positions 0..len-1 are attended
   int64_t h_kv, n_kv_head, block_size, head_dim, group;
@@ -72,6 +72,9 @@ struct IsaKernels {
   // Attention for one AttendTask with head_dim % 16 == 0; nullptr: the
   // portable loop in attention.cpp serves.
   void (*attend)(const AttendTask& task);
+  // f32 -> q8_0 rows of a quantized KV cache (n a multiple of 32); nullptr:
+  // quant.h's reference quantize_row serves.
+  void (*f32_to_q8_0)(const float* src, void* dst, int64_t n);
 };
 
 // Packed matrices on ISAs without a packed kernel (packed.cpp): each row is

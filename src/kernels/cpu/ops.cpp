@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/isa_table.h"
+#include "kernels/cpu/quant.h"
 #include "util/check.h"
 
 namespace parallm::cpu {
@@ -92,6 +93,13 @@ void convert_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::kF32: std::memmove(dst, src, static_cast<size_t>(n) * 4); return;
     case DType::kF16: active_kernels().f32_to_f16(src, static_cast<uint16_t*>(dst), n); return;
     case DType::kBF16: active_kernels().f32_to_bf16(src, static_cast<uint16_t*>(dst), n); return;
+    case DType::kQ8_0:
+      if (active_kernels().f32_to_q8_0 != nullptr) {
+        active_kernels().f32_to_q8_0(src, dst, n);
+      } else {
+        quantize_row(t, src, dst, n);
+      }
+      return;
     default: PARALLM_CHECK_MSG(false, std::string("convert_row: unsupported dtype ") + dtype_name(t));
   }
 }
@@ -101,6 +109,7 @@ void load_row_f32(DType t, const void* src, float* dst, int64_t n) {
     case DType::kF32: std::memmove(dst, src, static_cast<size_t>(n) * 4); return;
     case DType::kF16: active_kernels().f16_to_f32(static_cast<const uint16_t*>(src), dst, n); return;
     case DType::kBF16: active_kernels().bf16_to_f32(static_cast<const uint16_t*>(src), dst, n); return;
+    case DType::kQ8_0: dequantize_row(t, src, dst, n); return;
     default: PARALLM_CHECK_MSG(false, std::string("load_row_f32: unsupported dtype ") + dtype_name(t));
   }
 }

@@ -46,7 +46,8 @@ void axpy(float* y, float a, const float* x, int64_t n);
 void add(float* out, const float* a, const float* b, int64_t n);
 
 // Fast row conversions for KV-cache rows and activations, SIMD via the active
-// ISA. t in {f32, f16, bf16} (f16/bf16 round to nearest even, like quantize_row).
+// ISA. t in {f32, f16, bf16} (f16/bf16 round to nearest even, like quantize_row),
+// or q8_0 (a quantized KV cache; quant.h's reference code, n a multiple of 32).
 //   convert_row:  src [n] f32 -> dst [n] of t
 //   load_row_f32: src [n] of t -> dst [n] f32
 void convert_row(DType t, const float* src, void* dst, int64_t n);
