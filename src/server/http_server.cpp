@@ -140,6 +140,20 @@ HttpServer::HttpServer(const ServerOptions& options) : options_(options), impl_(
       send_error(res, ApiError(503, "the model is still loading", "server_error", "", "not_ready"));
     }
   });
+  // Browsers' cross-origin requests (web UIs calling the API): every answer
+  // allows any origin, and a preflight OPTIONS on any path gets 204 with the
+  // methods and the headers it asked for (Authorization included, which a
+  // wildcard would not cover), without authentication, as browsers send
+  // preflights without credentials. These are vLLM's defaults (allowed
+  // origins, methods and headers "*", no credentials).
+  http.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
+  http.Options(".*", [](const httplib::Request& req, httplib::Response& res) {
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+    res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+    res.set_header("Access-Control-Max-Age", "86400");
+  });
   http.Get("/metrics", [impl](const httplib::Request&, httplib::Response& res) {
     std::shared_ptr<Impl::Ready> ready = impl->get_ready();
     ServingMetrics m;

@@ -74,6 +74,27 @@ TEST_F(HttpServerTest, HealthIs503UntilReady) {
   s.stop();
 }
 
+// A browser's preflight is answered without the API key, and the answers
+// themselves allow the page's origin.
+TEST_F(HttpServerTest, CrossOriginPreflightAndHeaders) {
+  ServerOptions o;
+  o.api_key = "k";
+  start(o);
+  const std::string pre = raw_http(port_, "OPTIONS", "/v1/chat/completions", "",
+                                   "Origin: http://example.com\r\nAccess-Control-Request-Method: POST\r\n"
+                                   "Access-Control-Request-Headers: authorization, content-type\r\n");
+  EXPECT_EQ(test::status_of(pre), 204) << pre;
+  EXPECT_NE(pre.find("Access-Control-Allow-Origin: *"), std::string::npos) << pre;
+  EXPECT_NE(pre.find("Access-Control-Allow-Methods: GET, POST, OPTIONS"), std::string::npos) << pre;
+  EXPECT_NE(pre.find("Access-Control-Allow-Headers: authorization, content-type"), std::string::npos) << pre;
+  auto r = post("/v1/completions", R"({"prompt":"Once","max_tokens":2})", {{"Authorization", "Bearer k"}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "*");
+  auto denied = post("/v1/completions", R"({"prompt":"Once","max_tokens":2})");
+  EXPECT_EQ(denied->status, 401);
+  EXPECT_EQ(denied->get_header_value("Access-Control-Allow-Origin"), "*");  // the page can read the error
+}
+
 TEST_F(HttpServerTest, CompletionShapeAndText) {
   start();
   auto r = post("/v1/completions", R"({"model":"tiny","prompt":"Once upon","max_tokens":7,"seed":5,"temperature":0.7})");
