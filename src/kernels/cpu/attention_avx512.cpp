@@ -1,6 +1,6 @@
 // AVX-512 paged attention for one task (a query token against a run of KV
 // heads): keys and values are read straight from the cache in its dtype
-// (f16/bf16 widened in registers), block by block across the heads, and the
+// (f16/bf16/q8_0 widened in registers), block by block across the heads, and the
 // next blocks are prefetched while this one is read.
 //
 // NOTE: the portable loop (attention.cpp) first widened each 2 KB block to an
@@ -23,10 +23,10 @@ namespace {
 constexpr int64_t kPrefetchBlocks = 2;  // blocks ahead of the one being read
 
 // A q8_0 cache row: head_dim / 32 blocks of an f16 scale and 32 int8
-// (attention.h's layout). The kernels below apply a scale once per block
-// (key scores: per 16 rows after the fold; values: folded into the row's
-// weight), not once per 16 values.
-// NOTE: widening and scaling every 16 values (load) made q8_0 attention
+// (attention.h's layout). Its kernels (key_scores_q8, weighted_rows_q8)
+// apply a scale once per block and row (to the row's dot over the block; to
+// the row's weight), not once per 16 values.
+// NOTE: widening and scaling every 16 values made q8_0 attention
 // compute-bound: 27 GB/s against f16's 32-42 in the kernel lab.
 struct LoadQ8_0 {
   static constexpr int64_t kBlock = 32;
@@ -42,9 +42,6 @@ struct LoadQ8_0 {
     uint16_t d;
     std::memcpy(&d, row + (k / kBlock) * kBlockBytes, 2);
     return _cvtsh_ss(d);
-  }
-  static __m512 load(const char* row, int64_t k) {
-    return _mm512_mul_ps(load_raw(row, k), _mm512_set1_ps(scale(row, k)));
   }
 };
 
@@ -101,8 +98,6 @@ class BlockFetch {
   int64_t n_blocks_, lines_ = 0, per_row_ = 1, line_ = 0;
 };
 
-// out[h][g] += sum over the block's rows of scores[h][g][p] * v_p, with the
-// output in NV registers (head_dim = 16 NV) or, NV = 0, in memory.
 template <class L>
 constexpr bool kScaledBlocks = std::is_same_v<L, LoadQ8_0>;
 
@@ -154,6 +149,8 @@ inline void weighted_rows_q8(const char* vb, int64_t n, int64_t row_bytes, int64
   }
 }
 
+// out[h][g] += sum over the block's rows of scores[h][g][p] * v_p, with the
+// output in NV registers (head_dim = 16 NV) or, NV = 0, in memory.
 template <class L, int NV>
 inline void weighted_rows(const char* vb, int64_t n, int64_t row_bytes, int64_t hd, const float* sg, float* o,
                           BlockFetch<L>* fetch) {

@@ -106,6 +106,21 @@ constexpr int64_t kGemmMinTokens = kMaxDecodeTokens + 1;
 // q8_0/q4_0 batches below this size use the integer (VNNI) mat-vec.
 constexpr int64_t kQuantGemmMinTokens = 8;
 
+// 32 values quantized like ggml's q8_0: d = amax/127, q = x/d rounded to
+// nearest even, in int8 (lo: values 0-15, hi: 16-31).
+struct Block8 {
+  __m128i lo, hi;
+  float d;
+};
+inline Block8 quantize_block(const float* x) {
+  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const float d = amax / 127.0f;
+  const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+  return {_mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, id))),
+          _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, id))), d};
+}
+
 // ---------------------------------------------------------------- q8 activations
 // x is quantized per 32-block like ggml's q8_0 (d = amax/127, q = round(x/d))
 // and stored twice, once per weight layout. Per token:
@@ -148,14 +163,10 @@ void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in, int64_
       ti = t % avx512::kXTile;
     }
     for (int64_t b = 0; b < nb; ++b) {
-      const __m512 v0 = _mm512_loadu_ps(xt + b * 32), v1 = _mm512_loadu_ps(xt + b * 32 + 16);
-      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-      const float db = amax / 127.0f;
-      const __m512 id = _mm512_set1_ps(db != 0.0f ? 1.0f / db : 0.0f);
+      const Block8 q = quantize_block(xt + b * 32);
+      const float db = q.d;
+      const __m128i lo = q.lo, hi = q.hi;
       d[b] = db;
-      const __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));  // round to nearest even
-      const __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
-      const __m128i lo = _mm512_cvtsepi32_epi8(i0), hi = _mm512_cvtsepi32_epi8(i1);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q8 + b * 32), lo);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q8 + b * 32 + 16), hi);
       if (b < nb - nb % 4) {  // tail blocks (nb % 4) are read from q8 only
@@ -374,14 +385,11 @@ void rows(const RowsTask& a) {
 void f32_to_q8_0(const float* src, void* dst, int64_t n) {
   char* out = static_cast<char*>(dst);
   for (int64_t b = 0; b < n / 32; ++b, out += 34) {
-    const __m512 v0 = _mm512_loadu_ps(src + b * 32), v1 = _mm512_loadu_ps(src + b * 32 + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    const float d = amax / 127.0f;
-    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-    const uint16_t dh = fp32_to_fp16(d);
+    const Block8 q = quantize_block(src + b * 32);
+    const uint16_t dh = fp32_to_fp16(q.d);
     std::memcpy(out, &dh, 2);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, id))));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 18), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, id))));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2), q.lo);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 18), q.hi);
   }
 }
 
