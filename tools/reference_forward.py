@@ -119,6 +119,8 @@ def q8_0_round_trip(x):
 def forward(g, ids, kv_dtype="f32"):
     """Logits of every position; kv_dtype "q8_0" rounds K (after RoPE) and V
     through a q8_0 cache first."""
+    if kv_dtype not in ("f32", "q8_0"):
+        raise ValueError(f"kv_dtype must be f32 or q8_0, not {kv_dtype}")
     arch = g.kv["general.architecture"]
     p = arch + "."
     n_embd = g.kv[p + "embedding_length"]

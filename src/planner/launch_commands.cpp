@@ -20,7 +20,8 @@ LaunchCommands launch_commands(const Plan& plan, const Candidate& c) {
   cmd.parallm = strfmt("parallm serve --model %s --tp %d --pp %d --dp %d", model.c_str(), l.tp, l.pp, l.dp);
   if (l.ep > 1) cmd.parallm += strfmt(" --ep %d", l.ep);
   cmd.parallm += strfmt(" --max-model-len %lld --max-num-seqs %lld", len, seqs);
-  // An 8-bit KV cache was planned: parallm's is q8_0 (1.06 bytes a value).
+  // An 8-bit (or smaller) KV cache was planned: parallm's smallest is q8_0
+  // (1.06 bytes a value), so a 4-bit plan's capacity is not reached with it.
   if (r.kv_elem_bytes <= 1.0625) cmd.parallm += " --kv-dtype q8_0";
 
   cmd.vllm = strfmt("vllm serve %s --tensor-parallel-size %d --pipeline-parallel-size %d", model.c_str(), l.tp, l.pp);
