@@ -70,17 +70,16 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab) {
   if (p_.greedy()) return argmax(logits, n_vocab);
 
   // Softmax over logits / temperature.
-  float mx = logits[argmax(logits, n_vocab)];
   const bool filtered = p_.top_k > 0 || p_.top_p < 1.0f || p_.min_p > 0.0f;
   if (!filtered) {
     // No truncation: draw straight from the distribution in id order. NOTE: a
     // sort of the whole vocabulary per token was a quarter of a 32-stream
     // serving step; the filters below need an order, plain sampling does not.
-    // The softmax is the kernels' vectorized one, and the draw first picks a
-    // chunk of ids by the chunks' sums, so no loop runs 32,000 dependent adds.
-    const float inv_t = 1.0f / p_.temperature;
-    for (int32_t i = 0; i < n_vocab; ++i) logits[i] = (logits[i] - mx) * inv_t;
-    cpu::softmax(logits, n_vocab);
+    // The weights exp((l - max) / T) come from one vectorized kernel (two
+    // passes) and need no normalizing, since the draw is scaled by their sum;
+    // it first picks a chunk of ids by the chunks' sums, so no loop runs
+    // 32,000 dependent adds.
+    cpu::exp_shifted(logits, n_vocab, 1.0f / p_.temperature);
     constexpr int32_t kChunk = 512, kLanes = 16;
     const int32_t n_chunks = (n_vocab + kChunk - 1) / kChunk;
     chunk_sums_.assign(static_cast<size_t>(n_chunks), 0.0);
@@ -112,6 +111,7 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab) {
     }
     return 0;
   }
+  const float mx = logits[argmax(logits, n_vocab)];
   candidates_.clear();
   double sum = 0.0;
   for (int32_t i = 0; i < n_vocab; ++i) {

@@ -114,6 +114,35 @@ TEST(Ops, SoftmaxStableAndNormalized) {
   }
 }
 
+// The sampler's weights: exp((x - max) * scale) and their sum, unnormalized.
+TEST(Ops, ExpShiftedMatchesReferenceAndSum) {
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    SCOPED_TRACE(isa_name(isa));
+    for (int64_t n : {1, 7, 16, 33, 1000}) {
+      for (float scale : {1.0f, 0.5f, 3.0f}) {
+        std::vector<float> x = randv(n, 21 + static_cast<uint32_t>(n), 6.0f);
+        if (n > 2) {
+          x[1] = -INFINITY;
+          x[2] = 500.0f;  // the max: exp(0) = 1 there, no overflow elsewhere
+        }
+        const auto x0 = x;
+        const float got_sum = exp_shifted(x.data(), n, scale);
+        double mx = -INFINITY;
+        for (float v : x0) mx = std::max(mx, static_cast<double>(v));
+        double sum = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const double want = std::exp((static_cast<double>(x0[i]) - mx) * scale);
+          EXPECT_NEAR(x[i], want, 2e-6 * want + 1e-30) << "n=" << n << " i=" << i << " scale=" << scale;
+          sum += want;
+        }
+        EXPECT_NEAR(got_sum, sum, 1e-5 * sum) << "n=" << n << " scale=" << scale;
+      }
+    }
+  }
+}
+
 TEST(Ops, SwigluAndAdd) {
   IsaGuard guard;
   for (Isa isa : supported_isas()) {

@@ -407,30 +407,35 @@ void rmsnorm_row(float* out, const float* x, const float* w, int64_t n, float ep
 }
 
 // Tails go through an 8-float buffer so that the vector exp serves them too.
-void softmax(float* x, int64_t n) {
+float exp_shifted(float* x, int64_t n, float scale) {
   float mx = -INFINITY;
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-  const __m256 m = _mm256_set1_ps(mx);
+  const __m256 m = _mm256_set1_ps(mx), s = _mm256_set1_ps(scale);
   __m256 sum = _mm256_setzero_ps();
   float tail_sum = 0.0f;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+    const __m256 e = exp_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), m), s));
     _mm256_storeu_ps(x + i, e);
     sum = _mm256_add_ps(sum, e);
   }
   if (i < n) {
     alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t j = i; j < n; ++j) buf[j - i] = x[j] - mx;
+    for (int64_t j = i; j < n; ++j) buf[j - i] = (x[j] - mx) * scale;
     _mm256_store_ps(buf, exp_ps(_mm256_load_ps(buf)));
     for (int64_t j = i; j < n; ++j) {
       x[j] = buf[j - i];
       tail_sum += buf[j - i];
     }
   }
-  const float inv = 1.0f / (hsum(sum) + tail_sum);
+  return hsum(sum) + tail_sum;
+}
+
+void softmax(float* x, int64_t n) {
+  const float inv = 1.0f / exp_shifted(x, n, 1.0f);
   const __m256 iv = _mm256_set1_ps(inv);
-  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
   for (; i < n; ++i) x[i] *= inv;
 }
 
@@ -504,7 +509,7 @@ double fma_burn(int64_t iters, float* sink) {
 
 const IsaKernels kTable = {Isa::kAvx2, wants_xq,    xq_bytes,   quantize_x, rows,
                            f32_to_f16,  f16_to_f32,  f32_to_bf16, bf16_to_f32, rmsnorm_row,
-                           softmax,     swiglu,      dot,         axpy,        read_sum,
+                           softmax,     exp_shifted, swiglu,      dot,         axpy,        read_sum,
                            fma_burn,
                            nullptr,      nullptr};
 

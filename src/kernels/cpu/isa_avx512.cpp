@@ -472,20 +472,25 @@ void rmsnorm_row(float* out, const float* x, const float* w, int64_t n, float ep
   }
 }
 
-void softmax(float* x, int64_t n) {
+float exp_shifted(float* x, int64_t n, float scale) {
   __m512 mx = _mm512_set1_ps(-INFINITY);
   for (int64_t i = 0; i < n; i += 16) {
     mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - i), x + i));
   }
   const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  const __m512 s = _mm512_set1_ps(scale);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 k = tail_mask(n - i);
-    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), m));
+    const __m512 e = exp_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), m), s));
     _mm512_mask_storeu_ps(x + i, k, e);
     sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(k, e));
   }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  return _mm512_reduce_add_ps(sum);
+}
+
+void softmax(float* x, int64_t n) {
+  const __m512 inv = _mm512_set1_ps(1.0f / exp_shifted(x, n, 1.0f));
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 k = tail_mask(n - i);
     _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), inv));
@@ -556,7 +561,7 @@ double fma_burn(int64_t iters, float* sink) {
 
 const IsaKernels kTable = {Isa::kAvx512, wants_xq,    xq_bytes,   quantize_x, rows,
                            f32_to_f16,   f16_to_f32,  f32_to_bf16, bf16_to_f32, rmsnorm_row,
-                           softmax,      swiglu,      dot,         axpy,        read_sum,
+                           softmax,      exp_shifted, swiglu,      dot,         axpy,        read_sum,
                            fma_burn,     avx512::attend, f32_to_q8_0};
 
 }  // namespace

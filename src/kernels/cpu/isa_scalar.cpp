@@ -65,15 +65,19 @@ void rmsnorm_row(float* out, const float* x, const float* w, int64_t n, float ep
   for (i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
-void softmax(float* x, int64_t n) {
-  float mx = x[0];
-  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, x[i]);
+float exp_shifted(float* x, int64_t n, float scale) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
   float sum = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
+    x[i] = std::exp((x[i] - mx) * scale);
     sum += x[i];
   }
-  const float inv = 1.0f / sum;
+  return sum;
+}
+
+void softmax(float* x, int64_t n) {
+  const float inv = 1.0f / exp_shifted(x, n, 1.0f);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
@@ -124,7 +128,7 @@ double fma_burn(int64_t iters, float* sink) {
 
 const IsaKernels kTable = {Isa::kScalar, wants_xq,    xq_bytes,   quantize_x, rows,
                            f32_to_f16,   f16_to_f32,  f32_to_bf16, bf16_to_f32, rmsnorm_row,
-                           softmax,      swiglu,      dot,         axpy,        read_sum,
+                           softmax,      exp_shifted, swiglu,      dot,         axpy,        read_sum,
                            fma_burn,
                            nullptr,      nullptr};
 

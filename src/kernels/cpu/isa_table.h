@@ -62,6 +62,7 @@ struct IsaKernels {
   // Row ops (ops.h): vectorized bodies of the public functions.
   void (*rmsnorm_row)(float* out, const float* x, const float* w, int64_t n, float eps);
   void (*softmax)(float* x, int64_t n);
+  float (*exp_shifted)(float* x, int64_t n, float scale);
   void (*swiglu)(float* out, const float* gate, const float* up, int64_t n);
   float (*dot)(const float* a, const float* b, int64_t n);
   void (*axpy)(float* y, float a, const float* x, int64_t n);

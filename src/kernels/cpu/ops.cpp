@@ -75,6 +75,8 @@ void softmax(float* x, int64_t n) {
   if (n > 0) active_kernels().softmax(x, n);
 }
 
+float exp_shifted(float* x, int64_t n, float scale) { return n > 0 ? active_kernels().exp_shifted(x, n, scale) : 0.0f; }
+
 void swiglu(float* out, const float* gate, const float* up, int64_t n) {
   active_kernels().swiglu(out, gate, up, n);
 }

@@ -33,6 +33,10 @@ void rope_apply(float* x, const float* cs, int64_t n_tokens, int64_t n_head, int
 
 // In place over x: [n], numerically stable (subtracts the max).
 void softmax(float* x, int64_t n);
+// In place over x: [n]: x_i = exp((x_i - max x) * scale), returning their sum
+// (scale > 0). A softmax at temperature 1/scale without the division: a
+// sampler that draws by cumulative mass needs no normalized probabilities.
+float exp_shifted(float* x, int64_t n, float scale);
 
 // out, gate, up: [n]. out = silu(gate) * up; out may alias gate or up.
 void swiglu(float* out, const float* gate, const float* up, int64_t n);
