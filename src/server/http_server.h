@@ -32,6 +32,7 @@ struct ServerOptions {
   double rate_limit_per_minute = 0;      // per key; 0 = off
   int http_threads = 1024;
   double heartbeat_s = 2.0;              // SSE comment while a stream waits (detects gone clients)
+  int64_t stream_interval = 1;           // a stream's tokens are sent in groups of this many (the first at once)
 };
 
 class HttpServer {

@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <future>
+#include <sstream>
 
 #include "http_test_util.h"
 #include "scripted_backend.h"
@@ -149,6 +150,40 @@ TEST_F(HttpServerTest, StreamedEqualsNonStreamedAndEndsWithDone) {
     EXPECT_EQ(usage, w["usage"]);
     EXPECT_EQ(json::parse(data[data.size() - 2])["choices"].size(), 0u);  // the usage chunk
   }
+}
+
+// --stream-interval 5: every token is still its own SSE chunk, in order, but
+// the HTTP thread writes them in groups (the first token at once), so the
+// chunked body has far fewer HTTP chunks than tokens. Stop strings still end
+// a grouped stream and a non-streamed request.
+TEST_F(HttpServerTest, StreamIntervalGroupsWritesAndKeepsEveryToken) {
+  ServerOptions o;
+  o.stream_interval = 5;
+  start(o);
+  const std::string resp = raw_http(port_, "POST", "/v1/completions", R"({"prompt":"x","max_tokens":20,"seed":4,"stream":true})");
+  ASSERT_EQ(test::status_of(resp), 200) << resp;
+  auto data = test::sse_data(resp);
+  ASSERT_EQ(data.size(), 22u);  // 20 tokens, the finish chunk, [DONE]
+  std::string finish;
+  EXPECT_EQ(test::sse_text(data, &finish), expected_text(4, 20));
+  EXPECT_EQ(finish, "length");
+  int http_chunks = 0;  // chunk-size lines: hex digits only (SSE lines never are)
+  std::istringstream in(resp.substr(resp.find("\r\n\r\n") + 4));
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty() && line != "0" && line.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos) ++http_chunks;
+  }
+  EXPECT_GE(http_chunks, 2);
+  EXPECT_LE(http_chunks, 8) << resp;  // 1 + 20/5 groups + the end, a heartbeat at most
+
+  const std::string full = expected_text(11, 30);
+  const std::string stop = full.substr(10, 3);
+  auto r = post("/v1/completions", R"({"prompt":"a","max_tokens":30,"seed":11,"stop":[")" + stop + R"("]})");
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], full.substr(0, full.find(stop)));
+  const std::string s = raw_http(port_, "POST", "/v1/completions",
+                                 R"({"prompt":"a","max_tokens":30,"seed":11,"stream":true,"stop":")" + stop + R"("})");
+  EXPECT_EQ(test::sse_text(test::sse_data(s), &finish), full.substr(0, full.find(stop)));
+  EXPECT_EQ(finish, "stop");
 }
 
 TEST_F(HttpServerTest, StopStringsEndGenerationAndAreNotIncluded) {
