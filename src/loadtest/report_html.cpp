@@ -110,13 +110,14 @@ std::string html_report(const BenchReport& rep) {
     h += "</div>\n";
   }
   h += "<h2>Results</h2>\n<table id=\"results\"><tr><th>load</th><th>requests</th><th>failed</th><th>req/s</th>"
-       "<th>output tok/s</th><th>TTFT p50 / p95 / p99 (ms)</th><th>TPOT p50 / p95 / p99 (ms)</th>"
+       "<th>output tok/s</th><th>decode tok/s</th><th>TTFT p50 / p95 / p99 (ms)</th><th>TPOT p50 / p95 / p99 (ms)</th>"
        "<th>ITL p95 (ms)</th><th>E2E p50 / p95 (ms)</th><th>goodput</th></tr>\n";
   for (const LevelResult& r : rep.results) {
-    h += strfmt("<tr><td>%s</td><td>%lld</td><td>%lld</td><td>%.2f</td><td>%.1f</td><td>%.1f / %.1f / %.1f</td>"
+    h += strfmt("<tr><td>%s</td><td>%lld</td><td>%lld</td><td>%.2f</td><td>%.1f</td><td>%.1f</td><td>%.1f / %.1f / %.1f</td>"
                 "<td>%.2f / %.2f / %.2f</td><td>%.2f</td><td>%.0f / %.0f</td><td>%.1f%%</td></tr>\n",
                 level_name(r).c_str(), static_cast<long long>(r.requests), static_cast<long long>(r.failed()),
-                r.requests_per_s, r.output_tokens_per_s, r.ttft_ms.p50, r.ttft_ms.p95, r.ttft_ms.p99, r.tpot_ms.p50,
+                r.requests_per_s, r.output_tokens_per_s, r.decode_tokens_per_s, r.ttft_ms.p50, r.ttft_ms.p95, r.ttft_ms.p99,
+                r.tpot_ms.p50,
                 r.tpot_ms.p95, r.tpot_ms.p99, r.itl_ms.p95, r.e2e_ms.p50, r.e2e_ms.p95, r.goodput * 100);
   }
   h += "</table>\n";

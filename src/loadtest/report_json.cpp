@@ -39,6 +39,7 @@ json level_json(const LevelResult& r) {
   j["usage_reported"] = r.usage_reported;
   j["duration_s"] = r.duration_s;
   j["output_tokens_per_s"] = r.output_tokens_per_s;
+  j["decode_tokens_per_s"] = r.decode_tokens_per_s;
   j["input_tokens_per_s"] = r.input_tokens_per_s;
   j["requests_per_s"] = r.requests_per_s;
   j["goodput"] = r.goodput;

@@ -28,13 +28,13 @@ void write_text_report(const BenchReport& report, std::ostream& out) {
   if (o.ttft_slo_ms > 0) slo_text += strfmt("TTFT <= %.4g ms", o.ttft_slo_ms);
   if (o.tpot_slo_ms > 0) slo_text += strfmt("%sTPOT <= %.4g ms", slo_text.empty() ? "" : ", ", o.tpot_slo_ms);
   out << "SLOs: " << (slo_text.empty() ? "none (goodput = share of successful requests)" : slo_text) << "\n\n";
-  out << strfmt("%9s %6s %5s %8s %9s %10s %17s %15s %8s %9s %8s\n", "load", "reqs", "fail", "req/s",
-                "in tok/s", "out tok/s", "TTFT ms p50/p95", "TPOT ms p50/p95", "ITL p95", "E2E p95", "goodput");
+  out << strfmt("%9s %6s %5s %8s %9s %10s %10s %17s %15s %8s %9s %8s\n", "load", "reqs", "fail", "req/s",
+                "in tok/s", "out tok/s", "dec tok/s", "TTFT ms p50/p95", "TPOT ms p50/p95", "ITL p95", "E2E p95", "goodput");
   for (const LevelResult& r : report.results) {
-    out << strfmt("%9s %6lld %5lld %8.2f %9.1f %10.1f %8.1f/%-8.1f %7.2f/%-7.2f %8.2f %9.1f %7.1f%%\n",
+    out << strfmt("%9s %6lld %5lld %8.2f %9.1f %10.1f %10.1f %8.1f/%-8.1f %7.2f/%-7.2f %8.2f %9.1f %7.1f%%\n",
                   load_label(r).c_str(), static_cast<long long>(r.requests),
                   static_cast<long long>(r.failed()), r.requests_per_s, r.input_tokens_per_s,
-                  r.output_tokens_per_s, r.ttft_ms.p50, r.ttft_ms.p95, r.tpot_ms.p50, r.tpot_ms.p95,
+                  r.output_tokens_per_s, r.decode_tokens_per_s, r.ttft_ms.p50, r.ttft_ms.p95, r.tpot_ms.p50, r.tpot_ms.p95,
                   r.itl_ms.p95, r.e2e_ms.p95, r.goodput * 100);
   }
   bool any_errors = false;

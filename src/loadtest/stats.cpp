@@ -58,6 +58,7 @@ LevelResult aggregate(const LevelRun& run, const Slo& slo, int64_t concurrency, 
   out.requests = static_cast<int64_t>(run.records.size());
   int64_t good = 0;
   int64_t chunks_all = 0;
+  double decode_tokens = 0, decode_s = 0, in_flight_s = 0;
   for (const RequestRecord& r : run.records) {
     chunks_all += r.chunks_with_text;
     if (!r.ok()) {
@@ -73,7 +74,12 @@ LevelResult aggregate(const LevelRun& run, const Slo& slo, int64_t concurrency, 
     if (r.usage_completion_tokens >= 0) ++out.usage_reported;
     if (meets_slo(r, slo)) ++good;
     if (r.first_token_s >= 0) out.ttft_samples.push_back(r.ttft_ms());
-    if (r.tpot_ms() >= 0) out.tpot_samples.push_back(r.tpot_ms());
+    if (r.tpot_ms() >= 0) {
+      out.tpot_samples.push_back(r.tpot_ms());
+      decode_tokens += static_cast<double>(r.output_tokens() - 1);
+      decode_s += r.end_s - r.first_token_s;
+    }
+    in_flight_s += r.end_s - r.start_s;
     out.e2e_samples.push_back(r.e2e_ms());
     out.itl_samples.insert(out.itl_samples.end(), r.itl_ms.begin(), r.itl_ms.end());
   }
@@ -86,6 +92,7 @@ LevelResult aggregate(const LevelRun& run, const Slo& slo, int64_t concurrency, 
     out.requests_per_s = static_cast<double>(out.completed) / out.duration_s;
     out.input_tokens_per_s = static_cast<double>(out.input_tokens) / out.duration_s;
     out.output_tokens_per_s = static_cast<double>(out.output_tokens) / out.duration_s;
+    if (decode_s > 0) out.decode_tokens_per_s = decode_tokens / decode_s * (in_flight_s / out.duration_s);
     out.goodput_requests_per_s = static_cast<double>(good) / out.duration_s;
     out.client_cpu_share = run.client_cpu_s / out.duration_s;
   }

@@ -41,6 +41,11 @@ struct LevelResult {
   int64_t usage_reported = 0;         // successful requests whose stream carried `usage`
   double duration_s = 0;              // first request issued to last finished
   double requests_per_s = 0, input_tokens_per_s = 0, output_tokens_per_s = 0;
+  // Aggregate decode rate: the streams in flight (time average of successful
+  // requests) x their decode rate (tokens after the first per second after
+  // the first). Unlike output_tokens_per_s it leaves out the time streams
+  // spend queued or in prefill: what the server's decode steps deliver.
+  double decode_tokens_per_s = 0;
   double goodput = 0;                 // share in [0, 1]
   double goodput_requests_per_s = 0;
   Summary ttft_ms, tpot_ms, itl_ms, e2e_ms;

@@ -113,7 +113,7 @@ TEST(BenchCli, JsonReportHasTheIssueSchema) {
   for (size_t i = 0; i < 2; ++i) {
     const auto& l = j["results"][i];
     for (const char* key : {"concurrency", "rate", "requests", "errors", "input_tokens", "output_tokens",
-                            "duration_s", "output_tokens_per_s", "requests_per_s", "goodput"}) {
+                            "duration_s", "output_tokens_per_s", "decode_tokens_per_s", "requests_per_s", "goodput"}) {
       EXPECT_TRUE(l.contains(key)) << key;
     }
     EXPECT_EQ(l["concurrency"], levels[i]);

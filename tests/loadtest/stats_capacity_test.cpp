@@ -75,6 +75,9 @@ TEST(Stats, AggregateCountsGoodputAndTokens) {
   EXPECT_EQ(r.usage_reported, 1);
   EXPECT_DOUBLE_EQ(r.duration_s, 2.0);
   EXPECT_DOUBLE_EQ(r.output_tokens_per_s, 44 / 2.0);
+  // Decode: 10+10+10+9 tokens after the first in 0.1+0.1+0.3+0.04 s; streams
+  // in flight 0.89 s of successful requests over 2 s.
+  EXPECT_NEAR(r.decode_tokens_per_s, 39 / 0.54 * (0.89 / 2.0), 1e-9);
   EXPECT_DOUBLE_EQ(r.requests_per_s, 2.5);
   EXPECT_EQ(r.ttft_ms.count, 5);
   EXPECT_NEAR(r.ttft_ms.p50, 50, 1e-6);
