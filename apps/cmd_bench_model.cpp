@@ -66,6 +66,9 @@ int run_bench_model(const BenchModelCli& b) {
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
   const int64_t bs = engine.block_size();
   using clock = std::chrono::steady_clock;
+  // Probe passes (~10 ms each) before each headline decode run and after the
+  // last: 24 with the default 3 repetitions, as many as the stand-alone probe.
+  const int kProbePasses = std::max(1, 24 / (b.repetitions + 1));
 
   // Prefill: the whole prompt in one forward, best of --repetitions.
   ForwardBatch batch;
@@ -81,9 +84,10 @@ int run_bench_model(const BenchModelCli& b) {
   // llama-bench's tg test, the headline number starts from an empty context
   // (the weights dominate); the same steps after the prompt are reported too,
   // as decode_after_prompt_tokens_per_s, where attention over the prompt adds.
-  auto decode_run = [&](int64_t pos0) {
+  auto decode_run = [&](int64_t pos0, cpu::BandwidthProbe* probe) {
     double best = 1e30;
     for (int r = 0; r < b.repetitions; ++r) {
+      if (probe) probe->run(kProbePasses);
       int32_t tok = prompt.back();
       auto t0 = clock::now();
       for (int64_t i = 0; i < b.gen_len; ++i) {
@@ -94,9 +98,10 @@ int run_bench_model(const BenchModelCli& b) {
       }
       best = std::min(best, std::chrono::duration<double>(clock::now() - t0).count());
     }
+    if (probe) probe->run(kProbePasses);
     return best;
   };
-  const double decode_after_prompt_s = decode_run(b.prompt_len);
+  const double decode_after_prompt_s = decode_run(b.prompt_len, nullptr);
 
   // Batched decode (--batch N): N sequences, each with its own prompt already
   // in its own KV blocks, take gen_len steps of N tokens together: the
@@ -128,14 +133,19 @@ int run_bench_model(const BenchModelCli& b) {
       batch_decode_s = std::min(batch_decode_s, std::chrono::duration<double>(clock::now() - t0).count());
     }
   }
+  // This machine's limits, with the same thread count as one rank. NOTE: the
+  // bandwidth probe's passes run between the headline decode runs (on the
+  // driver's own threads, so no other pool spins beside them): on a shared
+  // host the bandwidth drifts by 10-20% within seconds, and a probe run after
+  // decode compared two different moments (fractions from 0.5 to 1.1 of the
+  // same build).
+  cpu::BandwidthProbe probe(engine.driver_pool());
   engine.reset_stats();
-  const double decode_s = decode_run(0);
+  const double decode_s = decode_run(0, &probe);
   const std::vector<RankStats> stats = engine.rank_stats();
   const double decode_steps = static_cast<double>(b.gen_len * b.repetitions);
-
-  // This machine's limits, with the same thread count as one rank.
+  const double bandwidth = probe.best_gb_per_s();
   ThreadPool pool(threads);
-  const double bandwidth = cpu::measure_memory_bandwidth_gb_per_s(pool);
   const double fma_peak = cpu::measure_fma_peak_gflops(pool) * engine.world_size();
 
   size_t streamed = 0;
@@ -175,6 +185,7 @@ int run_bench_model(const BenchModelCli& b) {
   j["decode_tokens_per_s"] = decode_tps;
   j["decode_after_prompt_tokens_per_s"] = static_cast<double>(b.gen_len) / decode_after_prompt_s;
   j["bandwidth_gb_per_s"] = bandwidth;
+  j["bandwidth_one_stream_gb_per_s"] = probe.best_one_stream_gb_per_s();
   j["fma_peak_gflops"] = fma_peak;
   j["bytes_per_token"] = bytes_per_token;
   j["decode_roofline_tokens_per_s"] = roofline_tps;

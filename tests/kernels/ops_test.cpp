@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/isa_table.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/roofline.h"
@@ -250,6 +251,24 @@ TEST(Ops, Q8_0CacheRowsMatchReferenceOnEveryIsa) {
       float amax = 0;  // of i's block: one step is amax / 127
       for (int64_t j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) amax = std::max(amax, std::fabs(x[j]));
       EXPECT_NEAR(back[i], x[i], amax / 127.0f + 1e-3f * std::fabs(x[i])) << isa_name(isa) << " " << i;
+    }
+  }
+}
+
+// The bandwidth probe's loop: the exact sum (small integers) with one stream
+// and with two, for lengths around the vector and half-split boundaries.
+TEST(Roofline, ReadSumCountsEveryElementOnEveryIsa) {
+  IsaGuard guard;
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    for (int64_t n : {0, 1, 3, 31, 64, 65, 127, 1000, 4096 + 37}) {
+      std::vector<float> x(static_cast<size_t>(n));
+      double want = 0;
+      for (int64_t i = 0; i < n; ++i) want += x[static_cast<size_t>(i)] = static_cast<float>(i % 7 + 1);
+      for (int streams : {1, 2}) {
+        EXPECT_EQ(active_kernels().read_sum(x.data(), n, streams), static_cast<float>(want))
+            << isa_name(isa) << " n=" << n << " streams=" << streams;
+      }
     }
   }
 }

@@ -530,14 +530,26 @@ void axpy(float* y, float a, const float* x, int64_t n) {
 }
 
 // ---------------------------------------------------------------- roofline probes
-float read_sum(const float* p, int64_t n) {
+float read_sum(const float* p, int64_t n, int streams) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
-    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
-    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
-    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
+  if (streams == 2) {
+    const int64_t h = n / 64 * 32;  // each half, a multiple of 32 floats
+    const float* q = p + h;
+    for (; i < h; i += 32) {
+      a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+      a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
+      a2 = _mm512_add_ps(a2, _mm512_loadu_ps(q + i));
+      a3 = _mm512_add_ps(a3, _mm512_loadu_ps(q + i + 16));
+    }
+    i = 2 * h;
+  } else {
+    for (; i + 64 <= n; i += 64) {
+      a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+      a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
+      a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
+      a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
+    }
   }
   float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
   for (; i < n; ++i) s += p[i];

@@ -105,14 +105,28 @@ void axpy(float* y, float a, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-float read_sum(const float* p, int64_t n) {
+float read_sum(const float* p, int64_t n, int streams) {
   float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  for (int64_t i = 0; i + 4 <= n; i += 4) {
-    s0 += p[i];
-    s1 += p[i + 1];
-    s2 += p[i + 2];
-    s3 += p[i + 3];
+  int64_t i = 0;
+  if (streams == 2) {
+    const int64_t h = n / 4 * 2;
+    const float* q = p + h;
+    for (; i < h; i += 2) {
+      s0 += p[i];
+      s1 += p[i + 1];
+      s2 += q[i];
+      s3 += q[i + 1];
+    }
+    i = 2 * h;
+  } else {
+    for (; i + 4 <= n; i += 4) {
+      s0 += p[i];
+      s1 += p[i + 1];
+      s2 += p[i + 2];
+      s3 += p[i + 3];
+    }
   }
+  for (; i < n; ++i) s0 += p[i];
   return s0 + s1 + s2 + s3;
 }
 

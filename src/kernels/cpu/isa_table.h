@@ -68,7 +68,9 @@ struct IsaKernels {
   void (*axpy)(float* y, float a, const float* x, int64_t n);
   // Roofline probes: sum of n floats (streaming read); `iters` rounds of
   // independent FMAs, returning flops done (and a value to keep the work alive).
-  float (*read_sum)(const float* p, int64_t n);
+  // `streams` (1 or 2): the n floats are read as that many equal parts in
+  // lockstep (two streams per core read faster on some machines).
+  float (*read_sum)(const float* p, int64_t n, int streams);
   double (*fma_burn)(int64_t iters, float* sink);
   // Attention for one AttendTask with head_dim % 16 == 0; nullptr: the
   // portable loop in attention.cpp serves.

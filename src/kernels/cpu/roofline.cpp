@@ -23,43 +23,63 @@ double now_s() {
 
 }  // namespace
 
-double measure_memory_bandwidth_gb_per_s(ThreadPool& pool) {
-  constexpr size_t kBytes = size_t{512} << 20;  // 16x a 32 MB L3
-  // NOTE: 24 passes (~0.25 s): on a shared host 8 passes caught a busy
-  // moment and read 33 instead of ~60 GB/s; best-of-more finds a quiet one.
-  // Pass 0 is not counted: part of the buffer is still in L3 from the
-  // initializing writes (a 256 MiB probe read 74 instead of ~56 on it).
-  constexpr int kPasses = 24;
-  const int64_t n = static_cast<int64_t>(kBytes / sizeof(float));
-  void* mem = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+namespace {
+constexpr size_t kProbeBytes = size_t{512} << 20;  // 16x a 32 MB L3
+constexpr int64_t kProbeGrain = 4096;
+}  // namespace
+
+BandwidthProbe::BandwidthProbe(ThreadPool& pool) : pool_(pool) {
+  void* mem = mmap(nullptr, kProbeBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   PARALLM_CHECK_MSG(mem != MAP_FAILED, "cannot allocate the bandwidth probe buffer");
-  auto* buf = static_cast<float*>(mem);
-  const IsaKernels& k = active_kernels();
+  buf_ = static_cast<float*>(mem);
+  const int64_t n = static_cast<int64_t>(kProbeBytes / sizeof(float));
   // Each thread touches (and so owns, first-touch NUMA) the slice it reads.
-  const int64_t grain = 4096;
-  pool.run([&](int ti, int nt) {
+  pool_.run([&](int ti, int nt) {
     int64_t b, e;
-    ThreadPool::split(n, grain, ti, nt, &b, &e);
-    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<float>(i & 7);
+    ThreadPool::split(n, kProbeGrain, ti, nt, &b, &e);
+    for (int64_t i = b; i < e; ++i) buf_[i] = static_cast<float>(i & 7);
   });
-  std::atomic<float> sink{0};
-  double best = 0;
-  for (int pass = 0; pass < kPasses; ++pass) {
-    const double t0 = now_s();
-    pool.run([&](int ti, int nt) {
-      int64_t b, e;
-      ThreadPool::split(n, grain, ti, nt, &b, &e);
-      const float s = k.read_sum(buf + b, e - b);
-      float cur = sink.load(std::memory_order_relaxed);
-      while (!sink.compare_exchange_weak(cur, cur + s)) {
-      }
-    });
-    const double dt = now_s() - t0;
-    if (pass > 0) best = std::max(best, static_cast<double>(kBytes) / dt / 1e9);
+  // NOTE: the first pass is not counted: part of the buffer is still in L3
+  // from the initializing writes (a 256 MiB probe read 74 instead of ~56 on it).
+  pass(1);
+}
+
+BandwidthProbe::~BandwidthProbe() {
+  munmap(buf_, kProbeBytes);
+  PARALLM_CHECK(sink_ != -1.0f);  // keeps the sums alive
+}
+
+double BandwidthProbe::pass(int streams) {
+  const IsaKernels& k = active_kernels();
+  const int64_t n = static_cast<int64_t>(kProbeBytes / sizeof(float));
+  std::atomic<float> sum{0};
+  const double t0 = now_s();
+  pool_.run([&](int ti, int nt) {
+    int64_t b, e;
+    ThreadPool::split(n, kProbeGrain, ti, nt, &b, &e);
+    const float s = k.read_sum(buf_ + b, e - b, streams);
+    float cur = sum.load(std::memory_order_relaxed);
+    while (!sum.compare_exchange_weak(cur, cur + s)) {
+    }
+  });
+  const double dt = now_s() - t0;
+  sink_ += sum.load();
+  return static_cast<double>(kProbeBytes) / dt / 1e9;
+}
+
+void BandwidthProbe::run(int passes) {
+  for (int i = 0; i < passes; ++i) {
+    const int streams = 1 + (n_passes_++ % 2);
+    best_[streams - 1] = std::max(best_[streams - 1], pass(streams));
   }
-  munmap(mem, kBytes);
-  PARALLM_CHECK(sink.load() != -1.0f);  // keeps the sums alive
-  return best;
+}
+
+double measure_memory_bandwidth_gb_per_s(ThreadPool& pool) {
+  // NOTE: 24 counted passes (~0.25 s): on a shared host 8 passes caught a
+  // busy moment and read 33 instead of ~60 GB/s; best-of-more finds a quiet one.
+  BandwidthProbe probe(pool);
+  probe.run(24);
+  return probe.best_gb_per_s();
 }
 
 double measure_fma_peak_gflops(ThreadPool& pool) {
