@@ -61,14 +61,14 @@ struct alignas(64) UnitRun {
     const uint64_t v = front_back.load(std::memory_order_relaxed);
     return std::max<int64_t>(0, static_cast<int64_t>(v >> 32) - static_cast<int64_t>(v & 0xffffffffu));
   }
-  // Claims about a quarter of what is left (at least one unit) from the front
-  // (owner) or the back (thief).
-  bool claim(bool from_front, int64_t* b, int64_t* e) {
+  // Claims about a quarter of what is left (a multiple of `grain` units, or
+  // the rest) from the front (owner) or the back (thief).
+  bool claim(bool from_front, uint32_t grain, int64_t* b, int64_t* e) {
     uint64_t v = front_back.load(std::memory_order_relaxed);
     for (;;) {
       const uint32_t f = static_cast<uint32_t>(v & 0xffffffffu), bk = static_cast<uint32_t>(v >> 32);
       if (f >= bk) return false;
-      const uint32_t n = std::max<uint32_t>(1, (bk - f) / 4);
+      const uint32_t n = std::min(bk - f, std::max<uint32_t>(grain, (bk - f) / 4 / grain * grain));
       const uint64_t next = from_front ? pack(f + n, bk) : pack(f, bk - n);
       if (front_back.compare_exchange_weak(v, next, std::memory_order_relaxed)) {
         *b = from_front ? f : bk - n;
@@ -148,17 +148,23 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
     });
     return;
   }
+  // Packed batches run their groups in pairs (packed_avx512.cpp), so ranges
+  // and claims come in even numbers of units. NOTE: with single units, the
+  // odd claims left one lone group each, run by the slower one-group tile:
+  // 5% of a 32-sequence decode step (perf); even claims took the kernel lab's
+  // batch32 from 7.2-8.1 to 7.05-7.2 ms (q8_0), 6.5-7.0 to 6.2-6.3 (q4_0).
+  const uint32_t grain = all_packed && n_tokens > 1 ? 2 : 1;
   std::array<UnitRun, kMaxStealThreads> runs;
   for (int ti = 0; ti < pool.size(); ++ti) {
     int64_t ub, ue;
-    ThreadPool::split(total_units, 1, ti, pool.size(), &ub, &ue);
+    ThreadPool::split(total_units, grain, ti, pool.size(), &ub, &ue);
     runs[ti].front_back.store(UnitRun::pack(static_cast<uint32_t>(ub), static_cast<uint32_t>(ue)),
                               std::memory_order_relaxed);
   }
   pool.run([&](int thread_index, int n_threads) {
     const void* xq = quantized_x(thread_index, n_threads);
     int64_t b, e;
-    while (runs[thread_index].claim(true, &b, &e)) run_units(b, e, xq);
+    while (runs[thread_index].claim(true, grain, &b, &e)) run_units(b, e, xq);
     for (;;) {
       int victim = -1;
       int64_t most = 0;
@@ -166,7 +172,7 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
         const int64_t left = runs[v].left();
         if (v != thread_index && left > most) most = left, victim = v;
       }
-      if (victim < 0 || !runs[victim].claim(false, &b, &e)) {
+      if (victim < 0 || !runs[victim].claim(false, grain, &b, &e)) {
         if (victim < 0) return;
         continue;
       }
