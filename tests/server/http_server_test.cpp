@@ -174,7 +174,7 @@ TEST_F(HttpServerTest, StreamIntervalGroupsWritesAndKeepsEveryToken) {
     if (!line.empty() && line != "0" && line.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos) ++http_chunks;
   }
   EXPECT_GE(http_chunks, 2);
-  EXPECT_LE(http_chunks, 8) << resp;  // 1 + 20/5 groups + the end, a heartbeat at most
+  EXPECT_LE(http_chunks, 12) << resp;  // 1 + 20/5 groups + the end (~6); every token alone would be ~21
 
   const std::string full = expected_text(11, 30);
   const std::string stop = full.substr(10, 3);
