@@ -201,12 +201,13 @@ void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx, DType k
   // Every row holds 0.01 * (1..head_dim), as the cache stores it.
   std::vector<float> row_f32(kHeadDim);
   for (int64_t i = 0; i < kHeadDim; ++i) row_f32[static_cast<size_t>(i)] = 0.01f * static_cast<float>(i + 1);
-  std::vector<uint8_t> row(row_bytes);
-  cpu::convert_row(kv_dtype, row_f32.data(), row.data(), kHeadDim);
+  std::vector<float> token_f32(static_cast<size_t>(kHeads * kHeadDim));
+  for (int64_t h = 0; h < kHeads; ++h) std::copy(row_f32.begin(), row_f32.end(), token_f32.begin() + h * kHeadDim);
   std::vector<std::vector<uint8_t>> k(kLayers, std::vector<uint8_t>(static_cast<size_t>(n_rows) * row_bytes)), v(k);
-  for (auto* pools : {&k, &v}) {
-    for (auto& p : *pools) {
-      for (int64_t r = 0; r < n_rows; ++r) std::copy(row.begin(), row.end(), p.begin() + r * static_cast<int64_t>(row_bytes));
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const cpu::PagedKv kv{k[l].data(), v[l].data(), kv_dtype, kBlock, kHeads, kHeadDim};
+    for (int64_t slot = 0; slot < n_blocks * kBlock; ++slot) {
+      cpu::kv_write(kv, token_f32.data(), token_f32.data(), &slot, 1);
     }
   }
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));

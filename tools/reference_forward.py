@@ -118,7 +118,8 @@ def q8_0_round_trip(x):
 
 def forward(g, ids, kv_dtype="f32"):
     """Logits of every position; kv_dtype "q8_0" rounds K (after RoPE) and V
-    through a q8_0 cache first."""
+    through a q8_0 cache first, and Q too (the engine scores q8_0 keys
+    against q8_0-rounded queries, as ggml does)."""
     if kv_dtype not in ("f32", "q8_0"):
         raise ValueError(f"kv_dtype must be f32 or q8_0, not {kv_dtype}")
     arch = g.kv["general.architecture"]
@@ -154,7 +155,7 @@ def forward(g, ids, kv_dtype="f32"):
         k = rope(k.reshape(T, n_kv, hd), pos, inv_freq, half)
         v = v.reshape(T, n_kv, hd)
         if kv_dtype == "q8_0":
-            k, v = q8_0_round_trip(k), q8_0_round_trip(v)
+            q, k, v = q8_0_round_trip(q), q8_0_round_trip(k), q8_0_round_trip(v)
         out = np.zeros((T, n_head, hd))
         for hh in range(n_head):
             kv = hh // group

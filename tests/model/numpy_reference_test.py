@@ -5,7 +5,7 @@ For each generated preset, `parallm generate --dump-logits` writes the logits of
 every prompt position; tools/reference_forward.py recomputes them in float64
 from the same GGUF file with its own parser. Tolerance: 1e-4 relative to the
 largest logit magnitude of the row (the acceptance bound of issue 2).
-A q8_0 KV cache is checked against the reference with K and V rounded the
+A q8_0 KV cache is checked against the reference with Q, K and V rounded the
 same way.
 """
 import argparse

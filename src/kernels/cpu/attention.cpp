@@ -27,7 +27,8 @@ inline size_t block_head_offset(const PagedKv& kv, int64_t block, int64_t head) 
 
 // Per-thread scratch, grown as needed and kept across calls.
 struct Scratch {
-  std::vector<float> scores, kbuf, vbuf;
+  std::vector<float> scores, kbuf, vbuf, qbuf;
+  std::vector<uint8_t> qrow;
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -43,6 +44,27 @@ bool kv_dtype_supported(DType t, int64_t head_dim) {
   return t == DType::kQ8_0 && head_dim % dtype_block_elems(t) == 0;
 }
 
+namespace {
+
+// One head's row x [head_dim] into row `row` of a q8_0 chunk (attention.h):
+// quantized as a ggml q8_0 row, then its quants and scales put in place.
+void store_q8_0_row(const float* x, uint8_t* chunk, int64_t row, int64_t block_size, int64_t head_dim) {
+  constexpr int64_t kBlock = 32, kBlockBytes = 34;
+  const int64_t nblk = head_dim / kBlock;
+  uint8_t blocks[16 * kBlockBytes];
+  for (int64_t b0 = 0; b0 < nblk; b0 += 16) {  // 16 blocks (512 values) at a time
+    const int64_t nb = std::min<int64_t>(16, nblk - b0);
+    convert_row(DType::kQ8_0, x + b0 * kBlock, blocks, nb * kBlock);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* src = blocks + b * kBlockBytes;
+      std::memcpy(chunk + row * head_dim + (b0 + b) * kBlock, src + 2, kBlock);
+      std::memcpy(chunk + block_size * head_dim + ((b0 + b) * block_size + row) * 2, src, 2);
+    }
+  }
+}
+
+}  // namespace
+
 void kv_write(const PagedKv& kv, const float* k, const float* v, const int64_t* slots, int64_t n_tokens) {
   PARALLM_CHECK(kv_dtype_supported(kv.dtype, kv.head_dim));
   const int64_t width = kv.n_kv_head * kv.head_dim;
@@ -50,9 +72,35 @@ void kv_write(const PagedKv& kv, const float* k, const float* v, const int64_t* 
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t block = slots[t] / kv.block_size, row = slots[t] % kv.block_size;
     for (int64_t h = 0; h < kv.n_kv_head; ++h) {
-      const size_t at = block_head_offset(kv, block, h) + static_cast<size_t>(row) * rb;
-      convert_row(kv.dtype, k + t * width + h * kv.head_dim, static_cast<uint8_t*>(kv.k) + at, kv.head_dim);
-      convert_row(kv.dtype, v + t * width + h * kv.head_dim, static_cast<uint8_t*>(kv.v) + at, kv.head_dim);
+      const size_t chunk = block_head_offset(kv, block, h);
+      const float* kr = k + t * width + h * kv.head_dim;
+      const float* vr = v + t * width + h * kv.head_dim;
+      if (kv.dtype == DType::kQ8_0) {
+        store_q8_0_row(kr, static_cast<uint8_t*>(kv.k) + chunk, row, kv.block_size, kv.head_dim);
+        store_q8_0_row(vr, static_cast<uint8_t*>(kv.v) + chunk, row, kv.block_size, kv.head_dim);
+        continue;
+      }
+      const size_t at = chunk + static_cast<size_t>(row) * rb;
+      convert_row(kv.dtype, kr, static_cast<uint8_t*>(kv.k) + at, kv.head_dim);
+      convert_row(kv.dtype, vr, static_cast<uint8_t*>(kv.v) + at, kv.head_dim);
+    }
+  }
+}
+
+void kv_widen_chunk(const PagedKv& kv, const void* chunk, int64_t n_rows, float* dst) {
+  const int64_t hd = kv.head_dim, bs = kv.block_size;
+  if (kv.dtype != DType::kQ8_0) {
+    load_row_f32(kv.dtype, chunk, dst, n_rows * hd);
+    return;
+  }
+  const int8_t* quants = static_cast<const int8_t*>(chunk);
+  const uint8_t* scales = static_cast<const uint8_t*>(chunk) + bs * hd;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t b = 0; b < hd / 32; ++b) {
+      uint16_t h;
+      std::memcpy(&h, scales + (b * bs + r) * 2, 2);
+      const float d = fp16_to_fp32(h);
+      for (int64_t i = 0; i < 32; ++i) dst[r * hd + b * 32 + i] = d * static_cast<float>(quants[r * hd + b * 32 + i]);
     }
   }
 }
@@ -71,6 +119,13 @@ void attend_item(float* og, const float* qg, const PagedKv& kv, const int32_t* t
                  int64_t group, int64_t max_len, float scale, Scratch& s) {
   const int64_t hd = kv.head_dim, bs = kv.block_size;
   float* scores = s.scores.data();
+  if (kv.dtype == DType::kQ8_0) {  // queries rounded through q8_0 too (attention.h)
+    for (int64_t g = 0; g < group; ++g) {
+      convert_row(DType::kQ8_0, qg + g * hd, s.qrow.data(), hd);
+      load_row_f32(DType::kQ8_0, s.qrow.data(), s.qbuf.data() + g * hd, hd);
+    }
+    qg = s.qbuf.data();
+  }
   constexpr int kLanes = 16;
   const bool lanes_fit = hd % kLanes == 0;
   for (int64_t p0 = 0; p0 < len; p0 += bs) {
@@ -78,7 +133,7 @@ void attend_item(float* og, const float* qg, const PagedKv& kv, const int32_t* t
     const uint8_t* src = static_cast<const uint8_t*>(kv.k) + block_head_offset(kv, table[p0 / bs], h_kv);
     const float* kb = reinterpret_cast<const float*>(src);
     if (kv.dtype != DType::kF32) {
-      load_row_f32(kv.dtype, src, s.kbuf.data(), n * hd);
+      kv_widen_chunk(kv, src, n, s.kbuf.data());
       kb = s.kbuf.data();
     }
     for (int64_t g = 0; g < group; ++g) {
@@ -109,7 +164,7 @@ void attend_item(float* og, const float* qg, const PagedKv& kv, const int32_t* t
     const uint8_t* src = static_cast<const uint8_t*>(kv.v) + block_head_offset(kv, table[p0 / bs], h_kv);
     const float* vb = reinterpret_cast<const float*>(src);
     if (kv.dtype != DType::kF32) {
-      load_row_f32(kv.dtype, src, s.vbuf.data(), n * hd);
+      kv_widen_chunk(kv, src, n, s.vbuf.data());
       vb = s.vbuf.data();
     }
     for (int64_t g = 0; g < group; ++g) {
@@ -208,13 +263,24 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
       s.kbuf.resize(static_cast<size_t>(bs * hd));
       s.vbuf.resize(static_cast<size_t>(bs * hd));
     }
+    if (fast == nullptr && kv.dtype == DType::kQ8_0) {
+      if (static_cast<int64_t>(s.qbuf.size()) < group * hd) s.qbuf.resize(static_cast<size_t>(group * hd));
+      if (s.qrow.size() < kv_row_bytes(kv)) s.qrow.resize(kv_row_bytes(kv));
+    }
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / n_runs, h0 = (item % n_runs) * run_len;
       const int64_t offset = (t * n_head + h0 * group) * hd;
       if (fast != nullptr) {
-        const AttendTask task{out + offset, q + offset, static_cast<const char*>(kv.k), static_cast<const char*>(kv.v),
-                              kv.dtype, block_tables[seq_of_token[t]], positions[t] + 1, h0, n_kv_head, bs, hd,
-                              group, scale, s.scores.data(), run_heads(item % n_runs)};
+        AttendTask task{out + offset, q + offset, static_cast<const char*>(kv.k), static_cast<const char*>(kv.v),
+                        kv.dtype, block_tables[seq_of_token[t]], positions[t] + 1, h0, n_kv_head, bs, hd,
+                        group, scale, s.scores.data(), run_heads(item % n_runs)};
+        if (item + 1 < end) {
+          const int64_t t1 = (item + 1) / n_runs;
+          task.next_table = block_tables[seq_of_token[t1]];
+          task.next_len = positions[t1] + 1;
+          task.next_h_kv = ((item + 1) % n_runs) * run_len;
+        }
+        task.start_fetched = item > begin;
         fast(task);
         continue;
       }

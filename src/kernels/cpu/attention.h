@@ -1,12 +1,19 @@
 // Attention over a paged KV cache, for a mixed batch of sequences at
 // different positions (prefill chunks and decode tokens together).
 //
-// KV layout per layer: [n_blocks, n_kv_head, block_size, head_dim] in the
-// cache dtype, so one head's block is contiguous and is widened to f32 in one
-// call. f32, f16 and bf16 hold each value; q8_0 holds each head's row as
-// ggml q8_0 blocks (32 values in 34 bytes: an f16 scale and 32 int8), about
-// half of f16's bytes, for head sizes that are multiples of 32. Token `p` of a sequence lives in block
-// block_table[p / block_size], row p % block_size ("slot" = block * block_size + row).
+// KV layout per layer: [n_blocks, n_kv_head] chunks of block_size rows in the
+// cache dtype, so one head's block is contiguous. f32, f16 and bf16 chunks
+// are [block_size, head_dim] values. A q8_0 chunk (head sizes that are
+// multiples of 32; about half of f16's bytes) quantizes each row per 32
+// values as ggml's q8_0 does (d = amax / 127 as f16, q = round(x / d) in
+// int8) but stores the quants [block_size, head_dim] first and then the
+// scales [head_dim / 32, block_size]: each row's quants are contiguous, and
+// the scales of consecutive rows too, for the vector kernels. A chunk is
+// block_size * kv_row_bytes() bytes either way. With a q8_0 cache the
+// queries are rounded through q8_0 as well (ggml's q8_0 cache does the
+// same), so keys are scored with integer dot products.
+// Token `p` of a sequence lives in block block_table[p / block_size], row
+// p % block_size ("slot" = block * block_size + row).
 // Each query attends causally to positions 0..its own position of its own
 // sequence; the caller writes the batch's K/V (kv_write) before attending.
 #pragma once

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/avx512_common.h"
 #include "util/check.h"
@@ -22,34 +23,22 @@ namespace {
 
 constexpr int64_t kPrefetchBlocks = 2;  // blocks ahead of the one being read
 
-// A q8_0 cache row: head_dim / 32 blocks of an f16 scale and 32 int8
-// (attention.h's layout). Its kernels (key_scores_q8, weighted_rows_q8)
-// apply a scale once per block and row (to the row's dot over the block; to
-// the row's weight), not once per 16 values.
-// NOTE: widening and scaling every 16 values made q8_0 attention
-// compute-bound: 27 GB/s against f16's 32-42 in the kernel lab.
+// A q8_0 cache chunk (attention.h): the rows' int8 quants [block_size][hd],
+// then their f16 scales [hd / 32][block_size]. Keys are scored in integers
+// (key_scores_q8), values widened to f32 with each block's scale folded
+// into the row's weight (weighted_rows_q8).
+// NOTE: widening keys to f32 (two loads, widenings and FMAs per 32 values,
+// and a scale per block and row) made q8_0 attention compute-bound: 24 GB/s
+// against f16's 32 in the kernel lab, at half the bytes.
 struct LoadQ8_0 {
-  static constexpr int64_t kBlock = 32;
-  static constexpr int64_t kBlockBytes = 34;
-  static int64_t row_bytes(int64_t hd) { return hd / kBlock * kBlockBytes; }
-  // Values k..k+15 (k % 16 == 0), unscaled.
-  static __m512 load_raw(const char* row, int64_t k) {
-    const char* q = row + (k / kBlock) * kBlockBytes + 2 + k % kBlock;
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
-  }
-  // The scale of the block holding value k.
-  static float scale(const char* row, int64_t k) {
-    uint16_t d;
-    std::memcpy(&d, row + (k / kBlock) * kBlockBytes, 2);
-    return _cvtsh_ss(d);
-  }
+  static int64_t chunk_bytes(int64_t bs, int64_t hd) { return bs * hd + bs * (hd / 32) * 2; }
 };
 
-// Bytes of one head's row in the cache.
+// Bytes from one row of a chunk to the next (q8_0: the quants' rows).
 template <class L>
 inline int64_t cache_row_bytes(int64_t hd) {
-  if constexpr (requires { L::row_bytes(hd); }) {
-    return L::row_bytes(hd);
+  if constexpr (std::is_same_v<L, LoadQ8_0>) {
+    return hd;
   } else {
     return hd * L::kBytes;
   }
@@ -58,7 +47,11 @@ inline int64_t cache_row_bytes(int64_t hd) {
 // Bytes of one (block, head) chunk: block_size rows.
 template <class L>
 inline int64_t chunk_bytes(const AttendTask& a) {
-  return a.block_size * cache_row_bytes<L>(a.head_dim);
+  if constexpr (requires { L::chunk_bytes(a.block_size, a.head_dim); }) {
+    return L::chunk_bytes(a.block_size, a.head_dim);
+  } else {
+    return a.block_size * cache_row_bytes<L>(a.head_dim);
+  }
 }
 
 // The task's heads of block b: n_heads chunks side by side in the pool.
@@ -67,33 +60,56 @@ inline const char* block_heads(const AttendTask& a, const char* pool, int64_t b)
   return pool + (a.table[b] * a.n_kv_head + a.h_kv) * chunk_bytes<L>(a);
 }
 
-// Prefetches one block's heads a few lines per call, spread over the rows
-// of the block being read, so the miss buffers never flood.
+// Prefetches, a few lines per call spread over the rows being read (so the
+// miss buffers never flood), the block that comes kPrefetchBlocks after the
+// one being read in the order a task reads them: its key blocks, then its
+// value blocks, then the next task's first key blocks.
+// NOTE: fetching each phase's first two blocks all at once when it started
+// (26 KB for 12 heads of q8_0) left a third of the kernel's samples on
+// prefetch instructions waiting for miss buffers, with nothing to compute.
 template <class L>
 class BlockFetch {
  public:
-  BlockFetch(const AttendTask& a, const char* pool, int64_t n_blocks, int64_t rows_per_block)
-      : a_(a), pool_(pool), n_blocks_(n_blocks) {
+  BlockFetch(const AttendTask& a, int64_t n_blocks, int64_t rows_per_block) : a_(a), n_blocks_(n_blocks) {
     lines_ = (a.n_heads * chunk_bytes<L>(a) + 63) / 64;
     per_row_ = (lines_ + rows_per_block - 1) / rows_per_block;
   }
-  void start(int64_t b) {
-    base_ = b < n_blocks_ ? block_heads<L>(a_, pool_, b) : nullptr;
+  // Targets run i of the order above (nothing past its end), after the
+  // lines of the previous target that a short block's rows left.
+  void start(int64_t i) {
+    finish();
+    base_ = run(i);
     line_ = 0;
   }
   void step() {
     if (base_ == nullptr) return;
     for (int64_t k = 0; k < per_row_ && line_ < lines_; ++k, ++line_) _mm_prefetch(base_ + line_ * 64, _MM_HINT_T0);
   }
-  void all(int64_t b) {
-    start(b);
+  void finish() {
     if (base_ == nullptr) return;
     for (; line_ < lines_; ++line_) _mm_prefetch(base_ + line_ * 64, _MM_HINT_T0);
   }
+  void all(int64_t i) {
+    start(i);
+    finish();
+  }
 
  private:
+  const char* run(int64_t i) const {
+    if (i < n_blocks_) return block_heads<L>(a_, a_.k, i);
+    if (i < 2 * n_blocks_) return block_heads<L>(a_, a_.v, i - n_blocks_);
+    // The next task's runs, in its own order, as many lines of each as this
+    // task's runs have: a longer run is fetched in part, a shorter one with
+    // its neighbours' lines (prefetches never fault).
+    i -= 2 * n_blocks_;
+    const int64_t next_blocks = (a_.next_len + a_.block_size - 1) / a_.block_size;
+    if (a_.next_table == nullptr || i >= 2 * next_blocks) return nullptr;
+    const char* pool = i < next_blocks ? a_.k : a_.v;
+    const int64_t b = i < next_blocks ? i : i - next_blocks;
+    return pool + (a_.next_table[b] * a_.n_kv_head + a_.next_h_kv) * chunk_bytes<L>(a_);
+  }
+
   const AttendTask& a_;
-  const char* pool_;
   const char* base_ = nullptr;
   int64_t n_blocks_, lines_ = 0, per_row_ = 1, line_ = 0;
 };
@@ -101,49 +117,71 @@ class BlockFetch {
 template <class L>
 constexpr bool kScaledBlocks = std::is_same_v<L, LoadQ8_0>;
 
-// The q8_0 form of weighted_rows: each block's scale joins the row's weight.
+// 16 int8 values widened to f32.
+inline __m512 widen_i8(const int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+// The q8_0 form of weighted_rows over the n rows of chunk `vc`: per 16 rows,
+// each block's scales times the rows' weights in one vector, then per row
+// and block one broadcast weight for its 32 widened values.
 template <int NV>
-inline void weighted_rows_q8(const char* vb, int64_t n, int64_t row_bytes, int64_t hd, const float* sg, float* o,
+inline void weighted_rows_q8(const char* vc, int64_t n, int64_t bs, int64_t hd, const float* sg, float* o,
                              BlockFetch<LoadQ8_0>* fetch) {
-  using L = LoadQ8_0;
+  const int8_t* quants = reinterpret_cast<const int8_t*>(vc);
+  const char* scales = vc + bs * hd;
+  const int64_t nblk = hd / 32;
   if constexpr (NV > 0) {
     static_assert(NV % 2 == 0, "head_dim of whole 32-blocks");
+    constexpr int kBlocks = NV / 2;
     __m512 acc[NV], acc2[NV];
     for (int i = 0; i < NV; ++i) acc[i] = _mm512_loadu_ps(o + 16 * i), acc2[i] = _mm512_setzero_ps();
-    int64_t r = 0;
-    for (; r + 2 <= n; r += 2) {
-      if (fetch != nullptr) fetch->step(), fetch->step();
-      const char* row = vb + r * row_bytes;
-#pragma GCC unroll 8
-      for (int j = 0; j < NV / 2; ++j) {
-        const __m512 w0 = _mm512_set1_ps(sg[r] * L::scale(row, 32 * j));
-        const __m512 w1 = _mm512_set1_ps(sg[r + 1] * L::scale(row + row_bytes, 32 * j));
+    for (int64_t r0 = 0; r0 < n; r0 += 16) {
+      const int64_t m = std::min<int64_t>(16, n - r0);
+      const __mmask16 live = static_cast<__mmask16>((1u << m) - 1);
+      const __m512 s = _mm512_maskz_loadu_ps(live, sg + r0);
+      alignas(64) float w[kBlocks][16];
+#pragma GCC unroll 4
+      for (int j = 0; j < kBlocks; ++j) {
+        _mm512_store_ps(w[j], _mm512_mul_ps(s, LoadF16::load_mask(scales + 2 * (j * bs + r0), 0, live)));
+      }
+      int64_t r = 0;
+      for (; r + 2 <= m; r += 2) {
+        if (fetch != nullptr) fetch->step(), fetch->step();
+        const int8_t* row = quants + (r0 + r) * hd;
+#pragma GCC unroll 4
+        for (int j = 0; j < kBlocks; ++j) {
+          const __m512 w0 = _mm512_set1_ps(w[j][r]), w1 = _mm512_set1_ps(w[j][r + 1]);
 #pragma GCC unroll 2
-        for (int i = 2 * j; i < 2 * j + 2; ++i) {
-          acc[i] = _mm512_fmadd_ps(w0, L::load_raw(row, 16 * i), acc[i]);
-          acc2[i] = _mm512_fmadd_ps(w1, L::load_raw(row + row_bytes, 16 * i), acc2[i]);
+          for (int i = 2 * j; i < 2 * j + 2; ++i) {
+            acc[i] = _mm512_fmadd_ps(w0, widen_i8(row + 16 * i), acc[i]);
+            acc2[i] = _mm512_fmadd_ps(w1, widen_i8(row + hd + 16 * i), acc2[i]);
+          }
         }
       }
-    }
-    if (r < n) {
-      if (fetch != nullptr) fetch->step();
-      const char* row = vb + r * row_bytes;
-#pragma GCC unroll 8
-      for (int j = 0; j < NV / 2; ++j) {
-        const __m512 w = _mm512_set1_ps(sg[r] * L::scale(row, 32 * j));
-        acc[2 * j] = _mm512_fmadd_ps(w, L::load_raw(row, 32 * j), acc[2 * j]);
-        acc[2 * j + 1] = _mm512_fmadd_ps(w, L::load_raw(row, 32 * j + 16), acc[2 * j + 1]);
+      if (r < m) {
+        if (fetch != nullptr) fetch->step();
+        const int8_t* row = quants + (r0 + r) * hd;
+#pragma GCC unroll 4
+        for (int j = 0; j < kBlocks; ++j) {
+          const __m512 w0 = _mm512_set1_ps(w[j][r]);
+          acc[2 * j] = _mm512_fmadd_ps(w0, widen_i8(row + 32 * j), acc[2 * j]);
+          acc[2 * j + 1] = _mm512_fmadd_ps(w0, widen_i8(row + 32 * j + 16), acc[2 * j + 1]);
+        }
       }
     }
     for (int i = 0; i < NV; ++i) _mm512_storeu_ps(o + 16 * i, _mm512_add_ps(acc[i], acc2[i]));
   } else {
     for (int64_t r = 0; r < n; ++r) {
       if (fetch != nullptr) fetch->step();
-      const char* row = vb + r * row_bytes;
-      for (int64_t d = 0; d < hd; d += 32) {
-        const __m512 w = _mm512_set1_ps(sg[r] * L::scale(row, d));
-        _mm512_storeu_ps(o + d, _mm512_fmadd_ps(w, L::load_raw(row, d), _mm512_loadu_ps(o + d)));
-        _mm512_storeu_ps(o + d + 16, _mm512_fmadd_ps(w, L::load_raw(row, d + 16), _mm512_loadu_ps(o + d + 16)));
+      const int8_t* row = quants + r * hd;
+      for (int64_t j = 0; j < nblk; ++j) {
+        uint16_t h;
+        std::memcpy(&h, scales + 2 * (j * bs + r), 2);
+        const __m512 w = _mm512_set1_ps(sg[r] * _cvtsh_ss(h));
+        float* oj = o + 32 * j;
+        _mm512_storeu_ps(oj, _mm512_fmadd_ps(w, widen_i8(row + 32 * j), _mm512_loadu_ps(oj)));
+        _mm512_storeu_ps(oj + 16, _mm512_fmadd_ps(w, widen_i8(row + 32 * j + 16), _mm512_loadu_ps(oj + 16)));
       }
     }
   }
@@ -152,11 +190,9 @@ inline void weighted_rows_q8(const char* vb, int64_t n, int64_t row_bytes, int64
 // out[h][g] += sum over the block's rows of scores[h][g][p] * v_p, with the
 // output in NV registers (head_dim = 16 NV) or, NV = 0, in memory.
 template <class L, int NV>
-inline void weighted_rows(const char* vb, int64_t n, int64_t row_bytes, int64_t hd, const float* sg, float* o,
+inline void weighted_rows_float(const char* vb, int64_t n, int64_t row_bytes, int64_t hd, const float* sg, float* o,
                           BlockFetch<L>* fetch) {
-  if constexpr (kScaledBlocks<L>) {
-    weighted_rows_q8<NV>(vb, n, row_bytes, hd, sg, o, fetch);
-  } else if constexpr (NV > 0) {
+  if constexpr (NV > 0) {
     // Even and odd rows in separate accumulators: one chain of dependent
     // FMAs per output register was latency-bound (4 cycles a row).
     __m512 acc[NV], acc2[NV];
@@ -229,27 +265,113 @@ inline void key_scores(const char* kh, int64_t n, int64_t row_bytes, int64_t hd,
   _mm512_mask_storeu_ps(sc, keep, _mm512_mul_ps(fold16(acc), _mm512_set1_ps(scale)));
 }
 
-// key_scores for a q8_0 cache: each row's dot over a 32-value block is
-// scaled once, by that block's scale, before the 16 rows are folded.
-// NOTE: folding per block and scaling 16 rows at once by a gather of their
-// scales was slower (4.3 vs 3.6 ms in the kernel lab): the gather stalled.
-inline void key_scores_q8(const char* kh, int64_t n, int64_t row_bytes, int64_t hd, const float* q, float scale,
-                          float* sc) {
-  using L = LoadQ8_0;
-  const char* rows[16];
-  for (int r = 0; r < 16; ++r) rows[r] = kh + std::min<int64_t>(r, n - 1) * row_bytes;
-  __m512 acc[16];
-  for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t d0 = 0; d0 < hd; d0 += L::kBlock) {
-    const __m512 q0 = _mm512_loadu_ps(q + d0), q1 = _mm512_loadu_ps(q + d0 + 16);
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) {
-      const __m512 dot = _mm512_fmadd_ps(L::load_raw(rows[r], d0 + 16), q1, _mm512_mul_ps(L::load_raw(rows[r], d0), q0));
-      acc[r] = _mm512_fmadd_ps(dot, _mm512_set1_ps(L::scale(rows[r], d0)), acc[r]);
+// A query head quantized for key_scores_q8, per 32 values like the cache
+// (d = amax / 127 rounded to f16, q = x / d), per 64-byte column of the head:
+//   abs   |q| as unsigned bytes (VPDPBUSD's unsigned operand; bytes past
+//         head_dim are 0)
+//   neg   the bytes whose q is negative: the key bytes there are negated
+//         instead, so |q| * (-k) = q * k
+//   scale the two blocks' d times the attention scale, in the lane order of
+//         fold_pairs: [d0 x4, d1 x4, d0 x4, d1 x4]
+struct QuantQueries {
+  const uint8_t* abs;
+  const __mmask64* neg;
+  const float* scale;
+  int64_t n_cols;
+};
+
+QuantQueries quantize_queries(const float* q, int64_t n_q, int64_t hd, float attn_scale) {
+  struct Buffers {
+    std::vector<uint8_t> abs;
+    std::vector<__mmask64> neg;
+    std::vector<float> scale;
+  };
+  thread_local Buffers buf;
+  const int64_t n_cols = (hd + 63) / 64, nblk = hd / 32;
+  buf.abs.resize(static_cast<size_t>(n_q * n_cols * 64));
+  buf.neg.resize(static_cast<size_t>(n_q * n_cols));
+  buf.scale.resize(static_cast<size_t>(n_q * n_cols * 16));
+  for (int64_t i = 0; i < n_q; ++i) {
+    for (int64_t c = 0; c < n_cols; ++c) {
+      __m128i part[4] = {_mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128()};
+      float d[2] = {0.f, 0.f};
+      for (int64_t half = 0; half < 2 && 2 * c + half < nblk; ++half) {
+        const Block8 b = quantize_block(q + i * hd + (2 * c + half) * 32);
+        part[2 * half] = b.lo;
+        part[2 * half + 1] = b.hi;
+        d[half] = _cvtsh_ss(_cvtss_sh(b.d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      }
+      const __m512i z = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_set_m128i(part[1], part[0])), _mm256_set_m128i(part[3], part[2]), 1);
+      const int64_t at = i * n_cols + c;
+      buf.neg[static_cast<size_t>(at)] = _mm512_movepi8_mask(z);
+      _mm512_storeu_si512(buf.abs.data() + at * 64, _mm512_abs_epi8(z));
+      const __m128 d0 = _mm_set1_ps(d[0] * attn_scale), d1 = _mm_set1_ps(d[1] * attn_scale);
+      _mm512_storeu_ps(buf.scale.data() + at * 16,
+                       _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set_m128(d1, d0)), _mm256_set_m128(d1, d0), 1));
     }
   }
-  const __mmask16 keep = static_cast<__mmask16>((1u << n) - 1);
-  _mm512_mask_storeu_ps(sc, keep, _mm512_mul_ps(fold16(acc), _mm512_set1_ps(scale)));
+  return {buf.abs.data(), buf.neg.data(), buf.scale.data(), n_cols};
+}
+
+// fold16's first three steps on int32 sums: a[r] holds row r's 16 lane sums,
+// lanes 0-7 from one 32-value block and 8-15 from the next. Returns the
+// per-row, per-block sums as
+//   e[0] = [rows 0-3 block 0, rows 0-3 block 1, rows 4-7 block 0, rows 4-7 block 1]
+//   e[1] = the same for rows 8-15.
+inline void fold_pairs(__m512i a[16], __m512i e[2]) {
+  __m512i c[8], d[4];
+  for (int i = 0; i < 8; ++i) {
+    c[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1]),
+                            _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1]));
+  }
+  for (int i = 0; i < 4; ++i) {
+    d[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(c[2 * i], c[2 * i + 1]),
+                            _mm512_unpackhi_epi64(c[2 * i], c[2 * i + 1]));
+  }
+  for (int i = 0; i < 2; ++i) {
+    e[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(d[2 * i], d[2 * i + 1], 0x88),
+                            _mm512_shuffle_i32x4(d[2 * i], d[2 * i + 1], 0xdd));
+  }
+}
+
+// sc[r] = scale * (key row r0 + r . q) for n <= 16 rows of q8_0 chunk `kc`,
+// in integers: per row and 64-byte column one VPDPBUSD of |q| against the
+// key bytes with q's signs applied; the per-block sums of 16 rows are then
+// folded, scaled by 16 rows' block scales at once (one load each: the
+// scales are stored by block) and q's, and summed. Rows past n repeat the
+// last one (never read past the chunk), and only n scores are stored.
+inline void key_scores_q8(const char* kc, int64_t r0, int64_t n, int64_t bs, int64_t hd, const QuantQueries& qq,
+                          int64_t qi, float* sc) {
+  const __m512i idx0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i idx1 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  const __mmask16 live = static_cast<__mmask16>((1u << n) - 1);
+  const int8_t* rows[16];
+  for (int r = 0; r < 16; ++r) rows[r] = reinterpret_cast<const int8_t*>(kc) + (r0 + std::min<int64_t>(r, n - 1)) * hd;
+  const char* scales = kc + bs * hd + 2 * r0;
+  const int64_t nblk = hd / 32;
+  __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();
+  for (int64_t c = 0; c < qq.n_cols; ++c) {
+    const int64_t at = qi * qq.n_cols + c;
+    const __m512i uq = _mm512_loadu_si512(qq.abs + at * 64);
+    const __mmask64 neg = qq.neg[at];
+    const __mmask64 bytes = hd - 64 * c >= 64 ? ~0ull : 0xffffffffull;
+    __m512i a[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) {
+      const __m512i k = _mm512_maskz_loadu_epi8(bytes, rows[r] + 64 * c);
+      a[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), uq, _mm512_mask_sub_epi8(k, neg, _mm512_setzero_si512(), k));
+    }
+    __m512i e[2];
+    fold_pairs(a, e);
+    const __m512 d0 = LoadF16::load_mask(scales + 2 * (2 * c) * bs, 0, live);
+    const __m512 d1 = 2 * c + 1 < nblk ? LoadF16::load_mask(scales + 2 * (2 * c + 1) * bs, 0, live) : _mm512_setzero_ps();
+    const __m512 qs = _mm512_loadu_ps(qq.scale + at * 16);
+    f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(e[0]), _mm512_mul_ps(_mm512_permutex2var_ps(d0, idx0, d1), qs), f0);
+    f1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(e[1]), _mm512_mul_ps(_mm512_permutex2var_ps(d0, idx1, d1), qs), f1);
+  }
+  const __m512 s = _mm512_add_ps(_mm512_shuffle_f32x4(f0, f1, 0x88), _mm512_shuffle_f32x4(f0, f1, 0xdd));
+  _mm512_mask_storeu_ps(sc, live, s);
 }
 
 template <class L, int NV>
@@ -264,10 +386,14 @@ void attend_t(const AttendTask& a) {
   // two-block software prefetch kept up with: 32-sequence decode attention
   // read ~20 GB/s against ~55 from cache (perf: half the samples on the
   // first use of a key or value row).
-  BlockFetch<L> kfetch(a, a.k, n_blocks, bs * nh);
-  for (int64_t b = 0; b < kPrefetchBlocks; ++b) kfetch.all(b);
+  QuantQueries qq{};
+  if constexpr (kScaledBlocks<L>) qq = quantize_queries(a.q, nh * group, hd, a.scale);
+  BlockFetch<L> fetch(a, n_blocks, bs * nh);
+  if (!a.start_fetched) {
+    for (int64_t b = 0; b < kPrefetchBlocks; ++b) fetch.all(b);
+  }
   for (int64_t b = 0; b < n_blocks; ++b) {
-    kfetch.start(b + kPrefetchBlocks);
+    fetch.start(b + kPrefetchBlocks);
     const char* kb = block_heads<L>(a, a.k, b);
     const int64_t p0 = b * bs, n = std::min(bs, len - p0);
     for (int64_t h = 0; h < nh; ++h) {
@@ -277,10 +403,10 @@ void attend_t(const AttendTask& a) {
         float* sc = a.scores + (h * group + g) * len + p0;
         for (int64_t r0 = 0; r0 < n; r0 += 16) {
           if (g == 0) {
-            for (int64_t r = r0; r < std::min(n, r0 + 16); ++r) kfetch.step();
+            for (int64_t r = r0; r < std::min(n, r0 + 16); ++r) fetch.step();
           }
           if constexpr (kScaledBlocks<L>) {
-            key_scores_q8(kh + r0 * rb, std::min<int64_t>(16, n - r0), rb, hd, q, a.scale, sc + r0);
+            key_scores_q8(kh, r0, std::min<int64_t>(16, n - r0), bs, hd, qq, h * group + g, sc + r0);
           } else {
             key_scores<L>(kh + r0 * rb, std::min<int64_t>(16, n - r0), rb, hd, q, a.scale, sc + r0);
           }
@@ -288,23 +414,27 @@ void attend_t(const AttendTask& a) {
       }
     }
   }
-  BlockFetch<L> vfetch(a, a.v, n_blocks, bs * nh);
-  for (int64_t b = 0; b < kPrefetchBlocks; ++b) vfetch.all(b);
   const IsaKernels& k = avx512_kernels();
   for (int64_t i = 0; i < nh * group; ++i) k.softmax(a.scores + i * len, len);
   std::fill(a.out, a.out + nh * group * hd, 0.f);
   // Output: o[h][g] = sum_p s[h][g][p] v_p, block-major like the scores.
   for (int64_t b = 0; b < n_blocks; ++b) {
-    vfetch.start(b + kPrefetchBlocks);
+    fetch.start(n_blocks + b + kPrefetchBlocks);
     const char* vb = block_heads<L>(a, a.v, b);
     const int64_t p0 = b * bs, n = std::min(bs, len - p0);
     for (int64_t h = 0; h < nh; ++h) {
       for (int64_t g = 0; g < group; ++g) {
-        weighted_rows<L, NV>(vb + h * cb, n, rb, hd, a.scores + (h * group + g) * len + p0,
-                             a.out + (h * group + g) * hd, g == 0 ? &vfetch : nullptr);
+        const float* sg = a.scores + (h * group + g) * len + p0;
+        float* o = a.out + (h * group + g) * hd;
+        if constexpr (kScaledBlocks<L>) {
+          weighted_rows_q8<NV>(vb + h * cb, n, bs, hd, sg, o, g == 0 ? &fetch : nullptr);
+        } else {
+          weighted_rows_float<L, NV>(vb + h * cb, n, rb, hd, sg, o, g == 0 ? &fetch : nullptr);
+        }
       }
     }
   }
+  fetch.finish();
 }
 
 template <class L>

@@ -42,6 +42,21 @@ struct LoadBF16 {
   }
 };
 
+// 32 values quantized like ggml's q8_0: d = amax/127, q = x/d rounded to
+// nearest even, in int8 (lo: values 0-15, hi: 16-31).
+struct Block8 {
+  __m128i lo, hi;
+  float d;
+};
+inline Block8 quantize_block(const float* x) {
+  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const float d = amax / 127.0f;
+  const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+  return {_mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, id))),
+          _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, id))), d};
+}
+
 // dst[k*ldd + i] = src[i*lds + k] for a 16 x 16 block.
 inline void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
   __m512 r[16], t[16];

@@ -24,11 +24,13 @@ namespace parallm::cpu {
 
 namespace {
 
+using avx512::Block8;
 using avx512::gemm_q8_rows;
 using avx512::gemm_rows;
 using avx512::LoadBF16;
 using avx512::LoadF16;
 using avx512::LoadF32;
+using avx512::quantize_block;
 using avx512::xq_token_bytes;
 using avx512::xq_view;
 using avx512::XqView;
@@ -105,21 +107,6 @@ void seq_rows(const char* w, size_t w_stride, const float* x, int64_t n_tokens, 
 constexpr int64_t kGemmMinTokens = kMaxDecodeTokens + 1;
 // q8_0/q4_0 batches below this size use the integer (VNNI) mat-vec.
 constexpr int64_t kQuantGemmMinTokens = 8;
-
-// 32 values quantized like ggml's q8_0: d = amax/127, q = x/d rounded to
-// nearest even, in int8 (lo: values 0-15, hi: 16-31).
-struct Block8 {
-  __m128i lo, hi;
-  float d;
-};
-inline Block8 quantize_block(const float* x) {
-  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-  const float d = amax / 127.0f;
-  const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-  return {_mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, id))),
-          _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, id))), d};
-}
 
 // ---------------------------------------------------------------- q8 activations
 // x is quantized per 32-block like ggml's q8_0 (d = amax/127, q = round(x/d))

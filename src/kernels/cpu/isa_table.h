@@ -43,6 +43,12 @@ struct AttendTask {
   float scale;
   float* scores;              // scratch [n_heads, group, len]
   int64_t n_heads;
+  // The task this thread runs next (next_table null: none), whose first
+  // blocks this one prefetches as it ends; start_fetched: this task's first
+  // blocks were prefetched so by the task before it.
+  const int32_t* next_table = nullptr;
+  int64_t next_len = 0, next_h_kv = 0;
+  bool start_fetched = false;
 };
 
 struct IsaKernels {
