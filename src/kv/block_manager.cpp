@@ -86,8 +86,31 @@ void BlockManager::unlink_free(int32_t b) {
 }
 
 int32_t BlockManager::pop_free() {
-  const int32_t b = head_;
-  PARALLM_CHECK(b >= 0);
+  PARALLM_CHECK(head_ >= 0);
+  return take(head_);
+}
+
+bool BlockManager::reusable(int64_t b) const {
+  const Block& blk = blocks_[static_cast<size_t>(b)];
+  return blk.in_free_list && !blk.cached;
+}
+
+int32_t BlockManager::roomy_start(int64_t n) const {
+  int64_t best_start = -1, best_len = 0;
+  for (int64_t b = 0; b < n_blocks();) {
+    if (!reusable(b)) {
+      ++b;
+      continue;
+    }
+    const int64_t start = b;
+    while (b < n_blocks() && reusable(b)) ++b;
+    if (b - start > best_len) best_start = start, best_len = b - start;
+  }
+  if (best_len < n) return -1;
+  return static_cast<int32_t>(best_start + (best_len - n) / 2);
+}
+
+int32_t BlockManager::take(int32_t b) {
   unlink_free(b);
   Block& blk = blocks_[static_cast<size_t>(b)];
   if (blk.cached) {
@@ -138,7 +161,8 @@ bool BlockManager::allocate(uint64_t seq, const PrefixHit& hit, int64_t n_slots,
     ++blk.ref_count;
     s.table.push_back(b);
   }
-  for (int64_t i = 0; i < fresh; ++i) s.table.push_back(pop_free());
+  const int32_t start = fresh > 0 ? roomy_start(fresh) : -1;
+  for (int64_t i = 0; i < fresh; ++i) s.table.push_back(start >= 0 ? take(start + static_cast<int32_t>(i)) : pop_free());
   s.n_keyed = n_hit;
   s.last_key = n_hit > 0 ? hit.keys.back() : kRootKey;
   counters_.queried_tokens += static_cast<uint64_t>(n_query_tokens);
@@ -153,7 +177,10 @@ bool BlockManager::grow(uint64_t seq, int64_t n_slots) {
   const int64_t need = blocks_for_slots(n_slots) - static_cast<int64_t>(table.size());
   if (need <= 0) return true;
   if (need > n_free_) return false;
-  for (int64_t i = 0; i < need; ++i) table.push_back(pop_free());
+  for (int64_t i = 0; i < need; ++i) {
+    const int64_t after = table.empty() ? -1 : table.back() + 1;
+    table.push_back(after >= 0 && after < n_blocks() && reusable(after) ? take(static_cast<int32_t>(after)) : pop_free());
+  }
   return true;
 }
 
