@@ -13,16 +13,19 @@
 //   attention/decode32: paged attention of 32 sequences decoding together
 //            (context 160, f16 KV, 12 KV heads of 64) over 12 layers' pools
 //            (~190 MB); reports KV GB/s and the fraction of the bandwidth.
-//            "-q8_0": the same over a q8_0 cache (~100 MB).
+//            "-q8_0": the same over a q8_0 cache (~100 MB); "-scattered":
+//            each sequence's blocks in a shuffled order instead of side by side.
 // Threads: PARALLM_THREADS (default 2). ISA: PARALLM_ISA (default the best).
 // Run: build/bench/bench_matmul [--benchmark_filter=decode]
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -190,9 +193,10 @@ void run_call_overhead(benchmark::State& state) {
 }
 
 // One decode step's attention on every layer: 32 sequences at context `ctx`,
-// each sequence's blocks contiguous in its layer's pool (as bench-model lays
-// them out).
-void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx, DType kv_dtype) {
+// each sequence's blocks side by side in its layer's pool (as bench-model and
+// the block manager's placement lay them out) or, `scattered`, in a shuffled
+// order (as a pool handing out blocks in list order leaves them).
+void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx, DType kv_dtype, bool scattered = false) {
   constexpr int64_t kHeads = 12, kHeadDim = 64, kBlock = 16;
   const Limits& lim = limits();
   const int64_t blocks_per_seq = (ctx + kBlock - 1) / kBlock, n_blocks = blocks_per_seq * n_seqs;
@@ -212,6 +216,7 @@ void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx, DType k
   }
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   for (int64_t i = 0; i < n_blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  if (scattered) std::shuffle(table.begin(), table.end(), std::mt19937(3));
   std::vector<const int32_t*> tables(static_cast<size_t>(n_seqs));
   std::vector<int32_t> positions(static_cast<size_t>(n_seqs), static_cast<int32_t>(ctx - 1)), seq_of(n_seqs);
   for (int64_t s = 0; s < n_seqs; ++s) {
@@ -244,6 +249,14 @@ void register_all() {
       ->MinTime(1.0);
   benchmark::RegisterBenchmark("attention/decode32-q8_0",
                                [](benchmark::State& s) { run_attention(s, 32, 160, DType::kQ8_0); })
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(1.0);
+  benchmark::RegisterBenchmark("attention/decode32-scattered",
+                               [](benchmark::State& s) { run_attention(s, 32, 160, DType::kF16, true); })
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(1.0);
+  benchmark::RegisterBenchmark("attention/decode32-q8_0-scattered",
+                               [](benchmark::State& s) { run_attention(s, 32, 160, DType::kQ8_0, true); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
   benchmark::RegisterBenchmark("attention/decode2", [](benchmark::State& s) { run_attention(s, 2, 160, DType::kF16); })
