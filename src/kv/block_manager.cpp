@@ -31,6 +31,7 @@ BlockManager::BlockManager(int64_t n_blocks, int64_t block_size, bool enable_pre
     : block_size_(block_size), caching_(enable_prefix_caching), key_fn_(key_fn ? key_fn : &chain_key) {
   PARALLM_CHECK(n_blocks > 0 && block_size > 0 && n_blocks < (int64_t{1} << 31));
   blocks_.resize(static_cast<size_t>(n_blocks));
+  reusable_.resize(static_cast<size_t>(n_blocks));
   if (caching_) block_tokens_.resize(static_cast<size_t>(n_blocks * block_size));
   for (int32_t b = 0; b < static_cast<int32_t>(n_blocks); ++b) push_free(b, false);
 }
@@ -61,6 +62,7 @@ void BlockManager::push_free(int32_t b, bool at_head) {
   Block& blk = blocks_[static_cast<size_t>(b)];
   PARALLM_CHECK(!blk.in_free_list && blk.ref_count == 0);
   blk.in_free_list = true;
+  reusable_[static_cast<size_t>(b)] = blk.cached ? 0 : 1;
   if (at_head) {
     blk.prev = -1;
     blk.next = head_;
@@ -82,6 +84,7 @@ void BlockManager::unlink_free(int32_t b) {
   if (blk.next >= 0) blocks_[static_cast<size_t>(blk.next)].prev = blk.prev; else tail_ = blk.prev;
   blk.prev = blk.next = -1;
   blk.in_free_list = false;
+  reusable_[static_cast<size_t>(b)] = 0;
   --n_free_;
 }
 
@@ -90,10 +93,7 @@ int32_t BlockManager::pop_free() {
   return take(head_);
 }
 
-bool BlockManager::reusable(int64_t b) const {
-  const Block& blk = blocks_[static_cast<size_t>(b)];
-  return blk.in_free_list && !blk.cached;
-}
+bool BlockManager::reusable(int64_t b) const { return reusable_[static_cast<size_t>(b)] != 0; }
 
 int32_t BlockManager::roomy_start(int64_t n) const {
   int64_t best_start = -1, best_len = 0;

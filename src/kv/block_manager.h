@@ -126,6 +126,7 @@ class BlockManager {
   bool caching_;
   KeyFn key_fn_;
   std::vector<Block> blocks_;                 // [n_blocks]
+  std::vector<uint8_t> reusable_;             // [n_blocks] reusable(b), for roomy_start's scan
   std::vector<int32_t> block_tokens_;         // [n_blocks, block_size] tokens of cached blocks
   int32_t head_ = -1, tail_ = -1;
   int64_t n_free_ = 0;
