@@ -21,7 +21,8 @@
 //    loses nothing). Otherwise blocks come from the head of the free list.
 //    NOTE: CPU attention reads a sequence's blocks in order; scattered 13 KB
 //    runs (12 heads of q8_0) read 30-45% slower than the same bytes side by
-//    side (32 sequences at context 160, kernel lab, huge pages either way).
+//    side (32 sequences at context 160: the kernel lab's "-scattered" rows;
+//    on huge pages as well).
 //  - Admission: ok / later (not enough free blocks now) / never (more than the
 //    whole pool), with a reason.
 #pragma once
