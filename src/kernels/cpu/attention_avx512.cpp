@@ -191,7 +191,7 @@ inline void weighted_rows_q8(const char* vc, int64_t n, int64_t bs, int64_t hd, 
 // output in NV registers (head_dim = 16 NV) or, NV = 0, in memory.
 template <class L, int NV>
 inline void weighted_rows_float(const char* vb, int64_t n, int64_t row_bytes, int64_t hd, const float* sg, float* o,
-                          BlockFetch<L>* fetch) {
+                                BlockFetch<L>* fetch) {
   if constexpr (NV > 0) {
     // Even and odd rows in separate accumulators: one chain of dependent
     // FMAs per output register was latency-bound (4 cycles a row).
