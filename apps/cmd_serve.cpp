@@ -3,8 +3,10 @@
 // device has left after weights and an activation allowance, builds --dp
 // replicas of tp × pp ranks behind the router, and serves until SIGINT/SIGTERM.
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "command_registry.h"
@@ -28,9 +30,10 @@ void on_signal(int) { g_stop = true; }
 struct ServeCli {
   EngineCli engine;
   std::string host = "127.0.0.1", api_key, served_model_name, max_body = "8M", routing = "least-outstanding-tokens";
+  std::string stream_interval = "auto";
   int port = 8000, dp = 1, http_threads = 1024;
   int64_t max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, max_queue = 1024, kv_blocks = 0;
-  int64_t max_input_tokens = 0, max_output_tokens = 0, long_prompt_threshold = 0, stream_interval = 1;
+  int64_t max_input_tokens = 0, max_output_tokens = 0, long_prompt_threshold = 0;
   double memory_utilization = 0.9, rate_limit = 0;
   bool no_prefix_caching = false;
 };
@@ -71,6 +74,18 @@ int64_t size_kv_pool(const ServeCli& s, const EngineOptions& eo, int64_t max_mod
   return blocks;
 }
 
+// --stream-interval: "auto" or a count of tokens >= 1.
+int64_t parse_stream_interval(const std::string& v) {
+  if (v == "auto") return kStreamIntervalAuto;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || n < 1) {
+    throw InputError("--stream-interval must be 'auto' or a number of tokens >= 1, not '" + v + "'");
+  }
+  return n;
+}
+
 int run_serve(const ServeCli& s) {
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGINT, on_signal);
@@ -80,7 +95,6 @@ int run_serve(const ServeCli& s) {
   if (s.max_num_seqs < 1 || s.max_num_batched_tokens < 1 || s.max_queue < 0) {
     throw InputError("--max-num-seqs and --max-num-batched-tokens must be >= 1, --max-queue >= 0");
   }
-  if (s.stream_interval < 1) throw InputError("--stream-interval must be >= 1");
   CommSession comm_session(s.engine.comm);
   EngineOptions eo = s.engine.to_options();
   if (s.dp > 1 && !eo.devices.empty()) throw InputError("--devices with --dp > 1 is not supported yet");
@@ -100,7 +114,7 @@ int run_serve(const ServeCli& s) {
   so.max_body_bytes = static_cast<size_t>(parse_size(s.max_body));
   so.rate_limit_per_minute = s.rate_limit;
   so.http_threads = s.http_threads;
-  so.stream_interval = s.stream_interval;
+  so.stream_interval = parse_stream_interval(s.stream_interval);
   {
     std::string name = s.served_model_name;
     if (name.empty()) {
@@ -187,7 +201,7 @@ const bool registered = register_command(
        sub.add_option("--rate-limit", s->rate_limit, "Requests per minute per API key or client (0 = off)");
        sub.add_option("--http-threads", s->http_threads, "HTTP worker threads = concurrent connections")->capture_default_str();
        sub.add_option("--stream-interval", s->stream_interval,
-                      "Tokens per streamed write after the first (higher: less CPU per token under load)")
+                      "Tokens per streamed write after the first: N, or auto (grows with the load; docs/server.md)")
            ->capture_default_str();
        sub.add_option("--routing", s->routing, "--dp routing policy")->capture_default_str();
        sub.add_flag("--no-prefix-caching", s->no_prefix_caching, "Disable prefix caching");

@@ -207,6 +207,8 @@ void ServingEngine::Impl::step() {
     return;
   }
   sched.update(plan, sampled, &events);
+  int64_t step_tokens = 0;
+  for (const SeqEvent& se : events) step_tokens += se.token >= 0 ? 1 : 0;
   for (const SeqEvent& se : events) {
     auto it = live.find(se.id);
     PARALLM_CHECK(it != live.end());
@@ -214,6 +216,7 @@ void ServingEngine::Impl::step() {
     ev.token = se.token;
     ev.prompt_tokens = se.n_prompt;
     ev.completion_tokens = se.n_generated;
+    ev.step_tokens = step_tokens;
     if (se.token >= 0) {
       it->second.sampler.add_output_token(se.token);
       ++generation_tokens_total;

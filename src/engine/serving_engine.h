@@ -45,6 +45,7 @@ struct TokenEvent {
   std::string error;            // message when finish_reason == "error"
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // so far, including this token
+  int64_t step_tokens = 0;        // tokens the step that made this event gave all its sequences
 };
 
 struct ServingMetrics {

@@ -5,6 +5,7 @@
 // that ends early (stop string, client gone) can return at once.
 #include "server/completion_flow.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -28,24 +29,38 @@ using Clock = std::chrono::steady_clock;
 // the client's wake-up), taken from the compute threads: ~2 ms of a 17 ms
 // step at 32 streams. So the step thread wakes the HTTP thread only when it
 // has something to do: the first token (time to first token), every
-// `wake_every` tokens (--stream-interval), and the final event. A request
-// that is neither streamed nor has stop strings waits for its final event.
+// `interval` tokens (--stream-interval), and the final event. A request that
+// is neither streamed nor has stop strings waits for its final event.
+//
+// With --stream-interval auto (the default) the interval follows the load: a
+// step that gave tokens to n sequences wakes each stream every ceil(n / 4)
+// tokens, so a step pays at most ~4 wake-ups whatever the concurrency. Up to
+// 4 streams still get every token at once; at 32 the interval is 8, which
+// measured +8-15% tokens/s over every token (docs/PERFORMANCE.md). The HTTP
+// thread also takes what is there every 100 ms, which bounds the delay.
+constexpr int64_t kWakesPerStep = 4;
+
 struct RequestChannel {
-  explicit RequestChannel(int64_t wake_every) : wake_every(wake_every) {}
+  RequestChannel(bool ends_only, int64_t interval) : ends_only(ends_only), interval(interval) {}
 
   std::mutex mu;
   std::condition_variable cv;
   std::deque<TokenEvent> events;
-  const int64_t wake_every;  // 0 = only the first and final events
+  const bool ends_only;    // wake only for the first and the final event
+  const int64_t interval;  // tokens per wake-up, or kStreamIntervalAuto
   int64_t tokens = 0, unwoken = 0;
 
+  int64_t tokens_per_wake(const TokenEvent& e) const {
+    if (interval != kStreamIntervalAuto) return interval;
+    return std::max<int64_t>(1, (e.step_tokens + kWakesPerStep - 1) / kWakesPerStep);
+  }
   void push(const TokenEvent& e) {
     bool wake;
     {
       std::lock_guard<std::mutex> lock(mu);
       events.push_back(e);
       if (e.token >= 0) ++tokens, ++unwoken;
-      wake = e.finished || tokens == 1 || (wake_every > 0 && unwoken >= wake_every);
+      wake = e.finished || tokens == 1 || (!ends_only && unwoken >= tokens_per_wake(e));
       if (wake) unwoken = 0;
     }
     if (wake) cv.notify_one();
@@ -215,7 +230,7 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
   sreq.ignore_eos = cp.ignore_eos;
   sreq.priority = cp.priority;
 
-  auto channel = std::make_shared<RequestChannel>(cp.stream || !cp.stop.empty() ? ctx.options.stream_interval : 0);
+  auto channel = std::make_shared<RequestChannel>(!cp.stream && cp.stop.empty(), ctx.options.stream_interval);
   uint64_t backend_id = 0;
   const SubmitStatus st = ctx.backend.submit(std::move(sreq), [channel](const TokenEvent& e) { channel->push(e); }, &backend_id);
   if (st == SubmitStatus::kQueueFull) {

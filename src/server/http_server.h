@@ -21,6 +21,9 @@
 
 namespace parallm {
 
+// --stream-interval auto (ServerOptions::stream_interval).
+constexpr int64_t kStreamIntervalAuto = 0;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                       // 0 = an ephemeral port (tests)
@@ -32,7 +35,9 @@ struct ServerOptions {
   double rate_limit_per_minute = 0;      // per key; 0 = off
   int http_threads = 1024;
   double heartbeat_s = 2.0;              // SSE comment while a stream waits (detects gone clients)
-  int64_t stream_interval = 1;           // a stream's tokens are sent in groups of this many (the first at once)
+  // A stream's tokens are sent in groups of this many (the first at once);
+  // kStreamIntervalAuto: groups that grow with the load (completion_flow.cpp).
+  int64_t stream_interval = kStreamIntervalAuto;
 };
 
 class HttpServer {

@@ -54,6 +54,18 @@ class HttpServerTest : public ::testing::Test {
     return s;
   }
 
+  // HTTP chunks of a chunked response: chunk-size lines, hex digits only
+  // (SSE lines never are).
+  static int count_http_chunks(const std::string& resp) {
+    int n = 0;
+    std::istringstream in(resp.substr(resp.find("\r\n\r\n") + 4));
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty() && line != "0" && line.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos) ++n;
+    }
+    return n;
+  }
+
   std::unique_ptr<ScriptedBackend> backend_;
   std::unique_ptr<HttpServer> server_;
   int port_ = 0;
@@ -167,12 +179,7 @@ TEST_F(HttpServerTest, StreamIntervalGroupsWritesAndKeepsEveryToken) {
   std::string finish;
   EXPECT_EQ(test::sse_text(data, &finish), expected_text(4, 20));
   EXPECT_EQ(finish, "length");
-  int http_chunks = 0;  // chunk-size lines: hex digits only (SSE lines never are)
-  std::istringstream in(resp.substr(resp.find("\r\n\r\n") + 4));
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!line.empty() && line != "0" && line.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos) ++http_chunks;
-  }
+  const int http_chunks = count_http_chunks(resp);
   EXPECT_GE(http_chunks, 2);
   EXPECT_LE(http_chunks, 12) << resp;  // 1 + 20/5 groups + the end (~6); every token alone would be ~21
 
@@ -184,6 +191,28 @@ TEST_F(HttpServerTest, StreamIntervalGroupsWritesAndKeepsEveryToken) {
                                  R"({"prompt":"a","max_tokens":30,"seed":11,"stream":true,"stop":")" + stop + R"("})");
   EXPECT_EQ(test::sse_text(test::sse_data(s), &finish), full.substr(0, full.find(stop)));
   EXPECT_EQ(finish, "stop");
+}
+
+// --stream-interval auto (the default): a stream alone gets every token in
+// its own write; in steps that give 20 sequences a token each, tokens go out
+// ceil(20 / 4) = 5 at a time. Either way every token is its own SSE chunk.
+TEST_F(HttpServerTest, StreamIntervalAutoGroupsWritesOnlyUnderLoad) {
+  start(ServerOptions{}, std::chrono::milliseconds(5));
+  const std::string body = R"({"prompt":"x","max_tokens":20,"seed":4,"stream":true})";
+  for (const int64_t others : {0, 19}) {
+    backend_->other_step_tokens = others;
+    const std::string resp = raw_http(port_, "POST", "/v1/completions", body);
+    ASSERT_EQ(test::status_of(resp), 200) << resp;
+    auto data = test::sse_data(resp);
+    ASSERT_EQ(data.size(), 22u);
+    EXPECT_EQ(test::sse_text(data, nullptr), expected_text(4, 20));
+    const int http_chunks = count_http_chunks(resp);
+    if (others == 0) {
+      EXPECT_GE(http_chunks, 14) << resp;  // ~21: one per token and the end
+    } else {
+      EXPECT_LE(http_chunks, 10) << resp;  // ~6: the first token, 4 groups of 5, the end
+    }
+  }
 }
 
 TEST_F(HttpServerTest, StopStringsEndGenerationAndAreNotIncluded) {

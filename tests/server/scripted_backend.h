@@ -2,7 +2,8 @@
 // "generates" a token sequence fixed by the seed (script_token), one token
 // every `token_interval`, with a real tokenizer (stories260K's) so text and
 // detokenization are real. It counts running requests and aborts, and can be
-// told to refuse with kQueueFull.
+// told to refuse with kQueueFull, or to report busier steps than it runs
+// (`other_step_tokens`: tokens of sequences it pretends share each step).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -65,6 +66,7 @@ class ScriptedBackend : public CompletionBackend {
   int64_t max_model_len() const override { return 512; }
 
   std::atomic<bool> refuse_{false};
+  std::atomic<int64_t> other_step_tokens{0};
   std::atomic<int> submitted{0}, aborted{0};
 
  private:
@@ -81,10 +83,13 @@ class ScriptedBackend : public CompletionBackend {
         cv_.wait(lock);
         continue;
       }
+      int64_t step_tokens = other_step_tokens;
+      for (const auto& [id, q] : reqs_) step_tokens += q.aborted ? 0 : 1;
       for (auto it = reqs_.begin(); it != reqs_.end();) {
         Req& q = it->second;
         TokenEvent e;
         e.prompt_tokens = static_cast<int64_t>(q.r.prompt.size());
+        e.step_tokens = step_tokens;
         if (q.aborted) {
           e.finished = true;
           e.finish_reason = "abort";
