@@ -36,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 // step that gave tokens to n sequences wakes each stream every ceil(n / 4)
 // tokens, so a step pays at most ~4 wake-ups whatever the concurrency. Up to
 // 4 streams still get every token at once; at 32 the interval is 8, which
-// measured +8-15% tokens/s over every token (docs/PERFORMANCE.md). The HTTP
+// gave 13% more tokens/s than every token (docs/PERFORMANCE.md). The HTTP
 // thread also takes what is there every 100 ms, which bounds the delay.
 constexpr int64_t kWakesPerStep = 4;
 
