@@ -14,7 +14,9 @@
 //            (context 160, f16 KV, 12 KV heads of 64) over 12 layers' pools
 //            (~190 MB); reports KV GB/s and the fraction of the bandwidth.
 //            "-q8_0": the same over a q8_0 cache (~100 MB); "-scattered":
-//            each sequence's blocks in a shuffled order instead of side by side.
+//            each sequence's blocks in a shuffled order instead of side by side;
+//            "-cached": 8 sequences and one layer's pool (~4 MB) read 12 times,
+//            so the kernel's own speed shows, not the memory's.
 // Threads: PARALLM_THREADS (default 2). ISA: PARALLM_ISA (default the best).
 // Run: build/bench/bench_matmul [--benchmark_filter=decode]
 #include <benchmark/benchmark.h>
@@ -196,7 +198,8 @@ void run_call_overhead(benchmark::State& state) {
 // each sequence's blocks side by side in its layer's pool (as bench-model and
 // the block manager's placement lay them out) or, `scattered`, in a shuffled
 // order (as a pool handing out blocks in list order leaves them).
-void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx, DType kv_dtype, bool scattered = false) {
+void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx, DType kv_dtype, bool scattered = false,
+                   int64_t n_layers = kLayers) {
   constexpr int64_t kHeads = 12, kHeadDim = 64, kBlock = 16;
   const Limits& lim = limits();
   const int64_t blocks_per_seq = (ctx + kBlock - 1) / kBlock, n_blocks = blocks_per_seq * n_seqs;
@@ -207,8 +210,8 @@ void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx, DType k
   for (int64_t i = 0; i < kHeadDim; ++i) row_f32[static_cast<size_t>(i)] = 0.01f * static_cast<float>(i + 1);
   std::vector<float> token_f32(static_cast<size_t>(kHeads * kHeadDim));
   for (int64_t h = 0; h < kHeads; ++h) std::copy(row_f32.begin(), row_f32.end(), token_f32.begin() + h * kHeadDim);
-  std::vector<std::vector<uint8_t>> k(kLayers, std::vector<uint8_t>(static_cast<size_t>(n_rows) * row_bytes)), v(k);
-  for (int64_t l = 0; l < kLayers; ++l) {
+  std::vector<std::vector<uint8_t>> k(n_layers, std::vector<uint8_t>(static_cast<size_t>(n_rows) * row_bytes)), v(k);
+  for (int64_t l = 0; l < n_layers; ++l) {
     const cpu::PagedKv kv{k[l].data(), v[l].data(), kv_dtype, kBlock, kHeads, kHeadDim};
     for (int64_t slot = 0; slot < n_blocks * kBlock; ++slot) {
       cpu::kv_write(kv, token_f32.data(), token_f32.data(), &slot, 1);
@@ -229,7 +232,7 @@ void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx, DType k
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t l = 0; l < kLayers; ++l) {
-      const cpu::PagedKv kv{k[l].data(), v[l].data(), kv_dtype, kBlock, kHeads, kHeadDim};
+      const cpu::PagedKv kv{k[l % n_layers].data(), v[l % n_layers].data(), kv_dtype, kBlock, kHeads, kHeadDim};
       cpu::paged_attention(out.data(), q.data(), kv, positions.data(), seq_of.data(), tables.data(), n_seqs, kHeads,
                            0.125f, pool());
     }
@@ -257,6 +260,14 @@ void register_all() {
       ->MinTime(1.0);
   benchmark::RegisterBenchmark("attention/decode32-q8_0-scattered",
                                [](benchmark::State& s) { run_attention(s, 32, 160, DType::kQ8_0, true); })
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(1.0);
+  benchmark::RegisterBenchmark("attention/decode8-cached",
+                               [](benchmark::State& s) { run_attention(s, 8, 160, DType::kF16, false, 1); })
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(1.0);
+  benchmark::RegisterBenchmark("attention/decode8-q8_0-cached",
+                               [](benchmark::State& s) { run_attention(s, 8, 160, DType::kQ8_0, false, 1); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
   benchmark::RegisterBenchmark("attention/decode2", [](benchmark::State& s) { run_attention(s, 2, 160, DType::kF16); })

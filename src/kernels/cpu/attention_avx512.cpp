@@ -60,59 +60,65 @@ inline const char* block_heads(const AttendTask& a, const char* pool, int64_t b)
   return pool + (a.table[b] * a.n_kv_head + a.h_kv) * chunk_bytes<L>(a);
 }
 
-// Prefetches, a few lines per call spread over the rows being read (so the
-// miss buffers never flood), the block that comes kPrefetchBlocks after the
-// one being read in the order a task reads them: its key blocks, then its
-// value blocks, then the next task's first key blocks.
+// Where run i of a task's reading order starts: its key blocks, then its
+// value blocks, then the next task's first key and value blocks (nullptr
+// past the end). A run is the task's n_heads chunks of one block.
+template <class L>
+const char* fetch_run(const AttendTask& a, int64_t n_blocks, int64_t i) {
+  if (i < n_blocks) return block_heads<L>(a, a.k, i);
+  if (i < 2 * n_blocks) return block_heads<L>(a, a.v, i - n_blocks);
+  // The next task's runs, in its own order, as many lines of each as this
+  // task's runs have: a longer run is fetched in part, a shorter one with
+  // its neighbours' lines (prefetches never fault).
+  i -= 2 * n_blocks;
+  const int64_t next_blocks = (a.next_len + a.block_size - 1) / a.block_size;
+  if (a.next_table == nullptr || i >= 2 * next_blocks) return nullptr;
+  const char* pool = i < next_blocks ? a.k : a.v;
+  const int64_t b = i < next_blocks ? i : i - next_blocks;
+  return pool + (a.next_table[b] * a.n_kv_head + a.next_h_kv) * chunk_bytes<L>(a);
+}
+
+// Lines [0, lines) from p, to be prefetched while some other rows are read,
+// spread over that work's steps so the miss buffers never flood.
 // NOTE: fetching each phase's first two blocks all at once when it started
 // (26 KB for 12 heads of q8_0) left a third of the kernel's samples on
 // prefetch instructions waiting for miss buffers, with nothing to compute.
-template <class L>
-class BlockFetch {
- public:
-  BlockFetch(const AttendTask& a, int64_t n_blocks, int64_t rows_per_block) : a_(a), n_blocks_(n_blocks) {
-    lines_ = (a.n_heads * chunk_bytes<L>(a) + 63) / 64;
-    per_row_ = (lines_ + rows_per_block - 1) / rows_per_block;
+// NOTE: a prefetcher object whose position lived in memory, stepped once
+// per row, cost ~30% of the kernel from cache (its bookkeeping, not the
+// prefetches); these slices keep the position in a register of the loop.
+struct Ahead {
+  const char* p = nullptr;
+  int64_t lines = 0;
+  // Prefetches lines [*at, min(*at + n, lines)) and moves *at past them.
+  inline void fetch(int64_t* at, int64_t n) const {
+    const int64_t stop = std::min(*at + n, lines);
+    for (int64_t i = *at; i < stop; ++i) _mm_prefetch(p + 64 * i, _MM_HINT_T0);
+    *at = std::max(*at, stop);
   }
-  // Targets run i of the order above (nothing past its end), after the
-  // lines of the previous target that a short block's rows left.
-  void start(int64_t i) {
-    finish();
-    base_ = run(i);
-    line_ = 0;
-  }
-  void step() {
-    if (base_ == nullptr) return;
-    for (int64_t k = 0; k < per_row_ && line_ < lines_; ++k, ++line_) _mm_prefetch(base_ + line_ * 64, _MM_HINT_T0);
-  }
-  void finish() {
-    if (base_ == nullptr) return;
-    for (; line_ < lines_; ++line_) _mm_prefetch(base_ + line_ * 64, _MM_HINT_T0);
-  }
-  void all(int64_t i) {
-    start(i);
-    finish();
-  }
-
- private:
-  const char* run(int64_t i) const {
-    if (i < n_blocks_) return block_heads<L>(a_, a_.k, i);
-    if (i < 2 * n_blocks_) return block_heads<L>(a_, a_.v, i - n_blocks_);
-    // The next task's runs, in its own order, as many lines of each as this
-    // task's runs have: a longer run is fetched in part, a shorter one with
-    // its neighbours' lines (prefetches never fault).
-    i -= 2 * n_blocks_;
-    const int64_t next_blocks = (a_.next_len + a_.block_size - 1) / a_.block_size;
-    if (a_.next_table == nullptr || i >= 2 * next_blocks) return nullptr;
-    const char* pool = i < next_blocks ? a_.k : a_.v;
-    const int64_t b = i < next_blocks ? i : i - next_blocks;
-    return pool + (a_.next_table[b] * a_.n_kv_head + a_.next_h_kv) * chunk_bytes<L>(a_);
-  }
-
-  const AttendTask& a_;
-  const char* base_ = nullptr;
-  int64_t n_blocks_, lines_ = 0, per_row_ = 1, line_ = 0;
+  // Lines a step must fetch to be done in `steps` steps.
+  int64_t per(int64_t steps) const { return (lines + steps - 1) / steps; }
 };
+
+// Chunk `h` of a run (the same head kPrefetchBlocks blocks ahead), or of
+// it the lines that rows [r0, r0 + 16) of a chunk of n rows pay for: the
+// lines in proportion, and the rest of the chunk with the chunk's last rows.
+template <class L>
+Ahead ahead_chunk(const char* run, int64_t h, const AttendTask& a, int64_t r0 = 0, int64_t n = 0) {
+  if (run == nullptr) return {};
+  const int64_t cb = chunk_bytes<L>(a), total = (cb + 63) / 64, bs = a.block_size;
+  const int64_t first = total * r0 / bs, last = r0 + 16 >= n ? total : total * (r0 + 16) / bs;
+  return {run + h * cb + 64 * first, last - first};
+}
+
+// All of run i, at once (a task's first blocks when no task before it
+// fetched them).
+template <class L>
+void fetch_all(const AttendTask& a, int64_t n_blocks, int64_t i) {
+  const char* run = fetch_run<L>(a, n_blocks, i);
+  if (run == nullptr) return;
+  const int64_t lines = (a.n_heads * chunk_bytes<L>(a) + 63) / 64;
+  for (int64_t l = 0; l < lines; ++l) _mm_prefetch(run + 64 * l, _MM_HINT_T0);
+}
 
 template <class L>
 constexpr bool kScaledBlocks = std::is_same_v<L, LoadQ8_0>;
@@ -127,7 +133,9 @@ inline __m512 widen_i8(const int8_t* p) {
 // and block one broadcast weight for its 32 widened values.
 template <int NV>
 inline void weighted_rows_q8(const char* vc, int64_t n, int64_t bs, int64_t hd, const float* sg, float* o,
-                             BlockFetch<LoadQ8_0>* fetch) {
+                             const Ahead& ahead) {
+  int64_t fetched = 0;
+  const int64_t per = ahead.per((n + 1) / 2);
   const int8_t* quants = reinterpret_cast<const int8_t*>(vc);
   const char* scales = vc + bs * hd;
   const int64_t nblk = hd / 32;
@@ -147,7 +155,7 @@ inline void weighted_rows_q8(const char* vc, int64_t n, int64_t bs, int64_t hd, 
       }
       int64_t r = 0;
       for (; r + 2 <= m; r += 2) {
-        if (fetch != nullptr) fetch->step(), fetch->step();
+        ahead.fetch(&fetched, per);
         const int8_t* row = quants + (r0 + r) * hd;
 #pragma GCC unroll 4
         for (int j = 0; j < kBlocks; ++j) {
@@ -160,7 +168,7 @@ inline void weighted_rows_q8(const char* vc, int64_t n, int64_t bs, int64_t hd, 
         }
       }
       if (r < m) {
-        if (fetch != nullptr) fetch->step();
+        ahead.fetch(&fetched, per);
         const int8_t* row = quants + (r0 + r) * hd;
 #pragma GCC unroll 4
         for (int j = 0; j < kBlocks; ++j) {
@@ -173,7 +181,7 @@ inline void weighted_rows_q8(const char* vc, int64_t n, int64_t bs, int64_t hd, 
     for (int i = 0; i < NV; ++i) _mm512_storeu_ps(o + 16 * i, _mm512_add_ps(acc[i], acc2[i]));
   } else {
     for (int64_t r = 0; r < n; ++r) {
-      if (fetch != nullptr) fetch->step();
+      ahead.fetch(&fetched, per);
       const int8_t* row = quants + r * hd;
       for (int64_t j = 0; j < nblk; ++j) {
         uint16_t h;
@@ -191,7 +199,9 @@ inline void weighted_rows_q8(const char* vc, int64_t n, int64_t bs, int64_t hd, 
 // output in NV registers (head_dim = 16 NV) or, NV = 0, in memory.
 template <class L, int NV>
 inline void weighted_rows_float(const char* vb, int64_t n, int64_t row_bytes, int64_t hd, const float* sg, float* o,
-                                BlockFetch<L>* fetch) {
+                                const Ahead& ahead) {
+  int64_t fetched = 0;
+  const int64_t per = ahead.per((n + 1) / 2);
   if constexpr (NV > 0) {
     // Even and odd rows in separate accumulators: one chain of dependent
     // FMAs per output register was latency-bound (4 cycles a row).
@@ -199,7 +209,7 @@ inline void weighted_rows_float(const char* vb, int64_t n, int64_t row_bytes, in
     for (int i = 0; i < NV; ++i) acc[i] = _mm512_loadu_ps(o + 16 * i), acc2[i] = _mm512_setzero_ps();
     int64_t r = 0;
     for (; r + 2 <= n; r += 2) {
-      if (fetch != nullptr) fetch->step(), fetch->step();
+      ahead.fetch(&fetched, per);
       const __m512 w0 = _mm512_set1_ps(sg[r]), w1 = _mm512_set1_ps(sg[r + 1]);
       const char* row = vb + r * row_bytes;
 #pragma GCC unroll 8
@@ -209,7 +219,7 @@ inline void weighted_rows_float(const char* vb, int64_t n, int64_t row_bytes, in
       }
     }
     if (r < n) {
-      if (fetch != nullptr) fetch->step();
+      ahead.fetch(&fetched, per);
       const __m512 w = _mm512_set1_ps(sg[r]);
       const char* row = vb + r * row_bytes;
 #pragma GCC unroll 8
@@ -218,7 +228,7 @@ inline void weighted_rows_float(const char* vb, int64_t n, int64_t row_bytes, in
     for (int i = 0; i < NV; ++i) _mm512_storeu_ps(o + 16 * i, _mm512_add_ps(acc[i], acc2[i]));
   } else {
     for (int64_t r = 0; r < n; ++r) {
-      if (fetch != nullptr) fetch->step();
+      ahead.fetch(&fetched, per);
       const __m512 w = _mm512_set1_ps(sg[r]);
       const char* row = vb + r * row_bytes;
       for (int64_t d = 0; d < hd; d += 16) {
@@ -251,18 +261,46 @@ inline __m512 fold16(__m512 a[16]) {
 // scores are stored.
 template <class L>
 inline void key_scores(const char* kh, int64_t n, int64_t row_bytes, int64_t hd, const float* q, float scale,
-                       float* sc) {
+                       float* sc, const Ahead& ahead) {
   const char* rows[16];
   for (int r = 0; r < 16; ++r) rows[r] = kh + std::min<int64_t>(r, n - 1) * row_bytes;
   __m512 acc[16];
   for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
+  int64_t fetched = 0;
+  const int64_t per = ahead.per(hd / 16);
   for (int64_t d = 0; d < hd; d += 16) {
+    ahead.fetch(&fetched, per);
     const __m512 qd = _mm512_loadu_ps(q + d);
 #pragma GCC unroll 16
     for (int r = 0; r < 16; ++r) acc[r] = _mm512_fmadd_ps(L::load(rows[r], d), qd, acc[r]);
   }
   const __mmask16 keep = static_cast<__mmask16>((1u << n) - 1);
   _mm512_mask_storeu_ps(sc, keep, _mm512_mul_ps(fold16(acc), _mm512_set1_ps(scale)));
+}
+
+// key_scores for a full group of 16 rows of a head of 16 * NV values: the
+// rows are at fixed offsets from kh and the head's columns unrolled, so the
+// loop needs no table of row pointers (16 of them did not fit the general
+// registers and were reloaded from vector registers every column), and q is
+// loaded once.
+template <class L, int NV>
+inline void key_scores16(const char* kh, const float* q, float scale, float* sc, const Ahead& ahead) {
+  constexpr int64_t kRow = 16 * NV * L::kBytes;
+  __m512 qd[NV];
+  for (int i = 0; i < NV; ++i) qd[i] = _mm512_loadu_ps(q + 16 * i);
+  int64_t fetched = 0;
+  const int64_t per = ahead.per(NV);
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) acc[r] = _mm512_mul_ps(L::load(kh + r * kRow, 0), qd[0]);
+#pragma GCC unroll 8
+  for (int i = 1; i < NV; ++i) {
+    ahead.fetch(&fetched, per);
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) acc[r] = _mm512_fmadd_ps(L::load(kh + r * kRow, 16 * i), qd[i], acc[r]);
+  }
+  ahead.fetch(&fetched, ahead.lines);
+  _mm512_storeu_ps(sc, _mm512_mul_ps(fold16(acc), _mm512_set1_ps(scale)));
 }
 
 // A query head quantized for key_scores_q8, per 32 values like the cache
@@ -342,7 +380,7 @@ inline void fold_pairs(__m512i a[16], __m512i e[2]) {
 // scales are stored by block) and q's, and summed. Rows past n repeat the
 // last one (never read past the chunk), and only n scores are stored.
 inline void key_scores_q8(const char* kc, int64_t r0, int64_t n, int64_t bs, int64_t hd, const QuantQueries& qq,
-                          int64_t qi, float* sc) {
+                          int64_t qi, float* sc, const Ahead& ahead) {
   const __m512i idx0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
   const __m512i idx1 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
   const __mmask16 live = static_cast<__mmask16>((1u << n) - 1);
@@ -351,7 +389,10 @@ inline void key_scores_q8(const char* kc, int64_t r0, int64_t n, int64_t bs, int
   const char* scales = kc + bs * hd + 2 * r0;
   const int64_t nblk = hd / 32;
   __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();
+  int64_t fetched = 0;
+  const int64_t per = ahead.per(qq.n_cols);
   for (int64_t c = 0; c < qq.n_cols; ++c) {
+    ahead.fetch(&fetched, per);
     const int64_t at = qi * qq.n_cols + c;
     const __m512i uq = _mm512_loadu_si512(qq.abs + at * 64);
     const __mmask64 neg = qq.neg[at];
@@ -388,12 +429,11 @@ void attend_t(const AttendTask& a) {
   // first use of a key or value row).
   QuantQueries qq{};
   if constexpr (kScaledBlocks<L>) qq = quantize_queries(a.q, nh * group, hd, a.scale);
-  BlockFetch<L> fetch(a, n_blocks, bs * nh);
   if (!a.start_fetched) {
-    for (int64_t b = 0; b < kPrefetchBlocks; ++b) fetch.all(b);
+    for (int64_t b = 0; b < kPrefetchBlocks; ++b) fetch_all<L>(a, n_blocks, b);
   }
   for (int64_t b = 0; b < n_blocks; ++b) {
-    fetch.start(b + kPrefetchBlocks);
+    const char* next = fetch_run<L>(a, n_blocks, b + kPrefetchBlocks);
     const char* kb = block_heads<L>(a, a.k, b);
     const int64_t p0 = b * bs, n = std::min(bs, len - p0);
     for (int64_t h = 0; h < nh; ++h) {
@@ -402,13 +442,13 @@ void attend_t(const AttendTask& a) {
         const float* q = a.q + (h * group + g) * hd;
         float* sc = a.scores + (h * group + g) * len + p0;
         for (int64_t r0 = 0; r0 < n; r0 += 16) {
-          if (g == 0) {
-            for (int64_t r = r0; r < std::min(n, r0 + 16); ++r) fetch.step();
-          }
+          const Ahead ahead = g == 0 ? ahead_chunk<L>(next, h, a, r0, n) : Ahead{};
           if constexpr (kScaledBlocks<L>) {
-            key_scores_q8(kh, r0, std::min<int64_t>(16, n - r0), bs, hd, qq, h * group + g, sc + r0);
-          } else {
-            key_scores<L>(kh + r0 * rb, std::min<int64_t>(16, n - r0), rb, hd, q, a.scale, sc + r0);
+            key_scores_q8(kh, r0, std::min<int64_t>(16, n - r0), bs, hd, qq, h * group + g, sc + r0, ahead);
+          } else if (n - r0 < 16 || NV == 0) {
+            key_scores<L>(kh + r0 * rb, std::min<int64_t>(16, n - r0), rb, hd, q, a.scale, sc + r0, ahead);
+          } else if constexpr (NV > 0) {
+            key_scores16<L, NV>(kh + r0 * rb, q, a.scale, sc + r0, ahead);
           }
         }
       }
@@ -419,22 +459,22 @@ void attend_t(const AttendTask& a) {
   std::fill(a.out, a.out + nh * group * hd, 0.f);
   // Output: o[h][g] = sum_p s[h][g][p] v_p, block-major like the scores.
   for (int64_t b = 0; b < n_blocks; ++b) {
-    fetch.start(n_blocks + b + kPrefetchBlocks);
+    const char* next = fetch_run<L>(a, n_blocks, n_blocks + b + kPrefetchBlocks);
     const char* vb = block_heads<L>(a, a.v, b);
     const int64_t p0 = b * bs, n = std::min(bs, len - p0);
     for (int64_t h = 0; h < nh; ++h) {
+      const Ahead ahead = ahead_chunk<L>(next, h, a);
       for (int64_t g = 0; g < group; ++g) {
         const float* sg = a.scores + (h * group + g) * len + p0;
         float* o = a.out + (h * group + g) * hd;
         if constexpr (kScaledBlocks<L>) {
-          weighted_rows_q8<NV>(vb + h * cb, n, bs, hd, sg, o, g == 0 ? &fetch : nullptr);
+          weighted_rows_q8<NV>(vb + h * cb, n, bs, hd, sg, o, g == 0 ? ahead : Ahead{});
         } else {
-          weighted_rows_float<L, NV>(vb + h * cb, n, rb, hd, sg, o, g == 0 ? &fetch : nullptr);
+          weighted_rows_float<L, NV>(vb + h * cb, n, rb, hd, sg, o, g == 0 ? ahead : Ahead{});
         }
       }
     }
   }
-  fetch.finish();
 }
 
 template <class L>
