@@ -16,7 +16,9 @@
 //            "-q8_0": the same over a q8_0 cache (~100 MB); "-scattered":
 //            each sequence's blocks in a shuffled order instead of side by side;
 //            "-cached": 8 sequences and one layer's pool (~4 MB) read 12 times,
-//            so the kernel's own speed shows, not the memory's.
+//            so the speed from the LLC shows; "-shared": all 32 sequences
+//            read the same blocks (~0.5 MB a layer, in L2), so the kernel's
+//            arithmetic shows, not the memory's.
 // Threads: PARALLM_THREADS (default 2). ISA: PARALLM_ISA (default the best).
 // Run: build/bench/bench_matmul [--benchmark_filter=decode]
 #include <benchmark/benchmark.h>
@@ -194,12 +196,17 @@ void run_call_overhead(benchmark::State& state) {
   for (auto _ : state) cpu::matmul_multi(&t, 1, x.data(), 1, kDim, pool());
 }
 
-// One decode step's attention on every layer: 32 sequences at context `ctx`,
-// each sequence's blocks side by side in its layer's pool (as bench-model and
-// the block manager's placement lay them out) or, `scattered`, in a shuffled
-// order (as a pool handing out blocks in list order leaves them).
-void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx, DType kv_dtype, bool scattered = false,
-                   int64_t n_layers = kLayers) {
+// Where a sequence's KV blocks lie in its layer's pool.
+enum class Placement {
+  kSideBySide,  // each sequence's blocks side by side (bench-model, the block manager)
+  kScattered,   // in a shuffled order (a pool handing out blocks in list order)
+  kShared,      // every sequence on the first sequence's blocks (as a shared prefix)
+};
+
+// One decode step's attention on every layer: n_seqs sequences at context
+// `ctx`, their blocks placed as `placement` says.
+void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx, DType kv_dtype,
+                   Placement placement = Placement::kSideBySide, int64_t n_layers = kLayers) {
   constexpr int64_t kHeads = 12, kHeadDim = 64, kBlock = 16;
   const Limits& lim = limits();
   const int64_t blocks_per_seq = (ctx + kBlock - 1) / kBlock, n_blocks = blocks_per_seq * n_seqs;
@@ -219,11 +226,11 @@ void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx, DType k
   }
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   for (int64_t i = 0; i < n_blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-  if (scattered) std::shuffle(table.begin(), table.end(), std::mt19937(3));
+  if (placement == Placement::kScattered) std::shuffle(table.begin(), table.end(), std::mt19937(3));
   std::vector<const int32_t*> tables(static_cast<size_t>(n_seqs));
   std::vector<int32_t> positions(static_cast<size_t>(n_seqs), static_cast<int32_t>(ctx - 1)), seq_of(n_seqs);
   for (int64_t s = 0; s < n_seqs; ++s) {
-    tables[static_cast<size_t>(s)] = table.data() + s * blocks_per_seq;
+    tables[static_cast<size_t>(s)] = table.data() + (placement == Placement::kShared ? 0 : s * blocks_per_seq);
     seq_of[static_cast<size_t>(s)] = static_cast<int32_t>(s);
   }
   std::vector<float> q(static_cast<size_t>(n_seqs * kHeads * kHeadDim), 0.01f), out(q.size());
@@ -255,19 +262,27 @@ void register_all() {
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
   benchmark::RegisterBenchmark("attention/decode32-scattered",
-                               [](benchmark::State& s) { run_attention(s, 32, 160, DType::kF16, true); })
+                               [](benchmark::State& s) { run_attention(s, 32, 160, DType::kF16, Placement::kScattered); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
   benchmark::RegisterBenchmark("attention/decode32-q8_0-scattered",
-                               [](benchmark::State& s) { run_attention(s, 32, 160, DType::kQ8_0, true); })
+                               [](benchmark::State& s) { run_attention(s, 32, 160, DType::kQ8_0, Placement::kScattered); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
   benchmark::RegisterBenchmark("attention/decode8-cached",
-                               [](benchmark::State& s) { run_attention(s, 8, 160, DType::kF16, false, 1); })
+                               [](benchmark::State& s) { run_attention(s, 8, 160, DType::kF16, Placement::kSideBySide, 1); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
   benchmark::RegisterBenchmark("attention/decode8-q8_0-cached",
-                               [](benchmark::State& s) { run_attention(s, 8, 160, DType::kQ8_0, false, 1); })
+                               [](benchmark::State& s) { run_attention(s, 8, 160, DType::kQ8_0, Placement::kSideBySide, 1); })
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(1.0);
+  benchmark::RegisterBenchmark("attention/decode32-shared",
+                               [](benchmark::State& s) { run_attention(s, 32, 160, DType::kF16, Placement::kShared); })
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(1.0);
+  benchmark::RegisterBenchmark("attention/decode32-q8_0-shared",
+                               [](benchmark::State& s) { run_attention(s, 32, 160, DType::kQ8_0, Placement::kShared); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
   benchmark::RegisterBenchmark("attention/decode2", [](benchmark::State& s) { run_attention(s, 2, 160, DType::kF16); })

@@ -63,13 +63,50 @@ void store_q8_0_row(const float* x, uint8_t* chunk, int64_t row, int64_t block_s
   }
 }
 
+// The lines token `slot`'s K and V rows go to, every head, fetched for
+// writing one token ahead of the stores.
+// NOTE: a decode step's rows land in as many sequences' blocks, which the
+// step before left in cache rarely; stored one after another, each row
+// waited for its own write miss: with a q8_0 cache the stores (quants line
+// and scales line of each row) were 4% of a 32-stream server step in perf.
+// Fetched ahead, in one process alternating every 8 steps (32 sequences,
+// contexts 32-160): a step's stores and attention 2.52 -> 2.42 and 2.59 ->
+// 2.32 ms (q8_0), 4.32 -> 4.18 and 4.10 -> 4.00 (f16); the stores alone
+// ~0.27 -> ~0.1 ms a step.
+void prefetch_rows_for_write(const PagedKv& kv, int64_t slot) {
+  // Every line of [p, p + n), for writing.
+  auto lines = [](const char* p, int64_t n) {
+    const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+    for (uintptr_t a = first; a < reinterpret_cast<uintptr_t>(p + n); a += 64) {
+      __builtin_prefetch(reinterpret_cast<const void*>(a), 1);
+    }
+  };
+  const int64_t block = slot / kv.block_size, row = slot % kv.block_size;
+  const int64_t rb = static_cast<int64_t>(kv_row_bytes(kv));
+  for (int64_t h = 0; h < kv.n_kv_head; ++h) {
+    const size_t chunk = block_head_offset(kv, block, h);
+    for (const void* pool : {kv.k, kv.v}) {
+      const char* c = static_cast<const char*>(pool) + chunk;
+      if (kv.dtype != DType::kQ8_0) {
+        lines(c + row * rb, rb);
+        continue;
+      }
+      lines(c + row * kv.head_dim, kv.head_dim);  // the row's quants
+      const char* scales = c + kv.block_size * kv.head_dim;
+      for (int64_t b = 0; b < kv.head_dim / 32; ++b) lines(scales + (b * kv.block_size + row) * 2, 2);
+    }
+  }
+}
+
 }  // namespace
 
 void kv_write(const PagedKv& kv, const float* k, const float* v, const int64_t* slots, int64_t n_tokens) {
   PARALLM_CHECK(kv_dtype_supported(kv.dtype, kv.head_dim));
   const int64_t width = kv.n_kv_head * kv.head_dim;
   const size_t rb = kv_row_bytes(kv);
+  if (n_tokens > 0) prefetch_rows_for_write(kv, slots[0]);
   for (int64_t t = 0; t < n_tokens; ++t) {
+    if (t + 1 < n_tokens) prefetch_rows_for_write(kv, slots[t + 1]);
     const int64_t block = slots[t] / kv.block_size, row = slots[t] % kv.block_size;
     for (int64_t h = 0; h < kv.n_kv_head; ++h) {
       const size_t chunk = block_head_offset(kv, block, h);
