@@ -16,8 +16,6 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <vector>
 
 #include "kernels/cpu/isa_table.h"
@@ -44,40 +42,11 @@ void check_target(const MatmulTarget& t, int64_t n_in) {
 // as mat-vec, whose row kernels need no per-call packing); packed matrices
 // take it at any batch size (their GEMM tiles need no per-call packing either).
 constexpr int64_t kStealMaxTokens = 3;
-constexpr int kMaxStealThreads = 64;
 
 // Batches from this size on are quantized by the threads together, a share
 // of the tokens each, into one buffer. NOTE: each thread quantizing the
 // whole batch for itself was 5% of a 32-sequence serving step (perf).
 constexpr int64_t kSharedQuantizeMinTokens = 8;
-
-
-// [front, back) of one thread's units, packed in one word so that the owner
-// (front) and a thief (back) claim with one compare-and-swap each.
-struct alignas(64) UnitRun {
-  std::atomic<uint64_t> front_back{0};
-  static uint64_t pack(uint32_t f, uint32_t b) { return (static_cast<uint64_t>(b) << 32) | f; }
-  int64_t left() const {
-    const uint64_t v = front_back.load(std::memory_order_relaxed);
-    return std::max<int64_t>(0, static_cast<int64_t>(v >> 32) - static_cast<int64_t>(v & 0xffffffffu));
-  }
-  // Claims about a quarter of what is left (a multiple of `grain` units, or
-  // the rest) from the front (owner) or the back (thief).
-  bool claim(bool from_front, uint32_t grain, int64_t* b, int64_t* e) {
-    uint64_t v = front_back.load(std::memory_order_relaxed);
-    for (;;) {
-      const uint32_t f = static_cast<uint32_t>(v & 0xffffffffu), bk = static_cast<uint32_t>(v >> 32);
-      if (f >= bk) return false;
-      const uint32_t n = std::min(bk - f, std::max<uint32_t>(grain, (bk - f) / 4 / grain * grain));
-      const uint64_t next = from_front ? pack(f + n, bk) : pack(f, bk - n);
-      if (front_back.compare_exchange_weak(v, next, std::memory_order_relaxed)) {
-        *b = from_front ? f : bk - n;
-        *e = from_front ? f + n : bk;
-        return true;
-      }
-    }
-  }
-};
 
 }  // namespace
 
@@ -137,7 +106,7 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
   bool all_packed = true;
   for (int i = 0; i < n_targets; ++i) all_packed = all_packed && targets[i].packed;
   const bool steal =
-      (n_tokens <= kStealMaxTokens || all_packed) && pool.size() > 1 && pool.size() <= kMaxStealThreads;
+      (n_tokens <= kStealMaxTokens || all_packed) && pool.size() > 1 && pool.size() <= WorkRanges::kMaxThreads;
   if (!steal) {
     pool.run([&](int thread_index, int n_threads) {
       const void* xq = quantized_x(thread_index, n_threads);
@@ -154,30 +123,16 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
   // 5% of a 32-sequence decode step (perf); even claims took the kernel lab's
   // batch32 from 7.2-8.1 to 7.05-7.2 ms (q8_0), 6.5-7.0 to 6.2-6.3 (q4_0).
   const uint32_t grain = all_packed && n_tokens > 1 ? 2 : 1;
-  std::array<UnitRun, kMaxStealThreads> runs;
+  WorkRanges ranges;
   for (int ti = 0; ti < pool.size(); ++ti) {
     int64_t ub, ue;
     ThreadPool::split(total_units, grain, ti, pool.size(), &ub, &ue);
-    runs[ti].front_back.store(UnitRun::pack(static_cast<uint32_t>(ub), static_cast<uint32_t>(ue)),
-                              std::memory_order_relaxed);
+    ranges.set(ti, ub, ue);
   }
   pool.run([&](int thread_index, int n_threads) {
     const void* xq = quantized_x(thread_index, n_threads);
     int64_t b, e;
-    while (runs[thread_index].claim(true, grain, &b, &e)) run_units(b, e, xq);
-    for (;;) {
-      int victim = -1;
-      int64_t most = 0;
-      for (int v = 0; v < n_threads; ++v) {
-        const int64_t left = runs[v].left();
-        if (v != thread_index && left > most) most = left, victim = v;
-      }
-      if (victim < 0 || !runs[victim].claim(false, grain, &b, &e)) {
-        if (victim < 0) return;
-        continue;
-      }
-      run_units(b, e, xq);
-    }
+    while (ranges.next(thread_index, n_threads, grain, &b, &e)) run_units(b, e, xq);
   });
 }
 
