@@ -274,7 +274,12 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
   int64_t total_cost = 0;
   for (int64_t item = 0; item < n_items; ++item) total_cost += item_cost(item);
   const bool steal = n_tokens >= kStealMinTokens && n_threads > 1 && n_threads <= WorkRanges::kMaxThreads;
-  std::vector<int64_t> share_begin(static_cast<size_t>(n_threads) + 1, n_items);
+  // The caller's buffer, reused (a step allocates nothing), and named by a
+  // reference: the region's lambda captures that, where a thread_local name
+  // would be each worker's own.
+  thread_local std::vector<int64_t> share_storage;
+  std::vector<int64_t>& share_begin = share_storage;
+  share_begin.assign(static_cast<size_t>(n_threads) + 1, n_items);
   share_begin[0] = 0;
   for (int64_t item = 0, ti = 1, cum = 0; item < n_items && ti < n_threads; ++item) {
     while (ti < n_threads && cum >= total_cost * ti / n_threads) share_begin[static_cast<size_t>(ti++)] = item;
