@@ -64,6 +64,17 @@ void store_q8_0_row(const float* x, uint8_t* chunk, int64_t row, int64_t block_s
   }
 }
 
+constexpr int kForRead = 0, kForWrite = 1;
+
+// Every cache line of [p, p + n), fetched for reading or writing (RW).
+template <int RW>
+void prefetch_lines(const char* p, int64_t n) {
+  const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  for (uintptr_t a = first; a < reinterpret_cast<uintptr_t>(p + n); a += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(a), RW);
+  }
+}
+
 // The lines token `slot`'s K and V rows go to, every head, fetched for
 // writing one token ahead of the stores.
 // NOTE: a decode step's rows land in as many sequences' blocks, which the
@@ -75,13 +86,6 @@ void store_q8_0_row(const float* x, uint8_t* chunk, int64_t row, int64_t block_s
 // 2.32 ms (q8_0), 4.32 -> 4.18 and 4.10 -> 4.00 (f16); the stores alone
 // ~0.27 -> ~0.1 ms a step.
 void prefetch_rows_for_write(const PagedKv& kv, int64_t slot) {
-  // Every line of [p, p + n), for writing.
-  auto lines = [](const char* p, int64_t n) {
-    const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
-    for (uintptr_t a = first; a < reinterpret_cast<uintptr_t>(p + n); a += 64) {
-      __builtin_prefetch(reinterpret_cast<const void*>(a), 1);
-    }
-  };
   const int64_t block = slot / kv.block_size, row = slot % kv.block_size;
   const int64_t rb = static_cast<int64_t>(kv_row_bytes(kv));
   for (int64_t h = 0; h < kv.n_kv_head; ++h) {
@@ -89,12 +93,14 @@ void prefetch_rows_for_write(const PagedKv& kv, int64_t slot) {
     for (const void* pool : {kv.k, kv.v}) {
       const char* c = static_cast<const char*>(pool) + chunk;
       if (kv.dtype != DType::kQ8_0) {
-        lines(c + row * rb, rb);
+        prefetch_lines<kForWrite>(c + row * rb, rb);
         continue;
       }
-      lines(c + row * kv.head_dim, kv.head_dim);  // the row's quants
+      prefetch_lines<kForWrite>(c + row * kv.head_dim, kv.head_dim);  // the row's quants
       const char* scales = c + kv.block_size * kv.head_dim;
-      for (int64_t b = 0; b < kv.head_dim / 32; ++b) lines(scales + (b * kv.block_size + row) * 2, 2);
+      for (int64_t b = 0; b < kv.head_dim / 32; ++b) {
+        prefetch_lines<kForWrite>(scales + (b * kv.block_size + row) * 2, 2);
+      }
     }
   }
 }
@@ -220,11 +226,10 @@ void attend_item(float* og, const float* qg, const PagedKv& kv, const int32_t* t
 // The first key blocks of the next portable item, fetched while this item
 // runs: an item's first blocks would otherwise start from a DRAM miss.
 void prefetch_item_start(const PagedKv& kv, const int32_t* table, int64_t h_kv, int64_t len) {
-  const size_t chunk_bytes = static_cast<size_t>(kv.block_size) * kv_row_bytes(kv);
+  const int64_t chunk_bytes = kv.block_size * static_cast<int64_t>(kv_row_bytes(kv));
   const int64_t n_blocks = std::min<int64_t>(2, (len + kv.block_size - 1) / kv.block_size);
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const char* p = static_cast<const char*>(kv.k) + block_head_offset(kv, table[b], h_kv);
-    for (size_t off = 0; off < chunk_bytes; off += 64) __builtin_prefetch(p + off);
+    prefetch_lines<kForRead>(static_cast<const char*>(kv.k) + block_head_offset(kv, table[b], h_kv), chunk_bytes);
   }
 }
 
