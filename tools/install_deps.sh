@@ -7,6 +7,7 @@ packages=(
   libgtest-dev libbenchmark-dev           # tests and kernel benchmarks
   nlohmann-json3-dev libcli11-dev         # JSON, command line
   libpcre2-dev                            # tokenizer pre-tokenizer regexes (Unicode classes)
+  libutf8proc-dev                         # tokenizer Unicode normalization (NFC, NFKC)
   libcpp-httplib-dev                      # OpenAI-compatible HTTP server
   libopenmpi-dev openmpi-bin              # MPI communicator (multi-process / multi-host)
   libhwloc-dev                            # CPU / NUMA topology for `parallm topo`

@@ -70,7 +70,7 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const GgufFile& gguf) {
     d.add_bos = true;
   } else {
     pre = gguf.get_string_opt("tokenizer.ggml.pre").value_or("default");
-    d.pretokenizer = std::make_shared<Pretokenizer>(std::vector{pattern_for_gguf_pre(pre)});
+    d.pretokenizer = std::make_shared<Pretokenizer>(rules_for_gguf_pre(pre));
     const bool llama3 = pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" ||
                         pre == "smaug-bpe";
     d.ignore_merges = llama3;

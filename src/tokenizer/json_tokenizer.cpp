@@ -1,15 +1,22 @@
 // Hugging Face tokenizer.json (+ optional tokenizer_config.json), BPE model:
 //  - byte-level: a ByteLevel pre-tokenizer, optionally preceded by Split
-//    regexes (Llama 3, Qwen2) or Digits. The Split patterns are read from the
-//    file, so a new family with its own regex needs no code.
-//  - SentencePiece-style (Llama 2, Mistral): Metaspace pre-tokenizer or a
-//    Prepend/Replace normalizer putting U+2581 for spaces, byte fallback; the
+//    regexes (any of Hugging Face's split behaviours, inverted or not: Llama 3,
+//    Qwen2, DeepSeek V3, GPT-4o), Digits, Punctuation or whitespace splits.
+//    The Split patterns are read from the file, so a new family with its own
+//    regex needs no code.
+//  - SentencePiece-style (Llama 2, Mistral, Gemma): Metaspace pre-tokenizer or
+//    a Prepend/Replace normalizer putting U+2581 for spaces, byte fallback; the
 //    SentencePiece encoder runs with the file's ranked merges.
-// Anything else is an InputError naming the unsupported component.
+// Unicode normalizers (NFC, NFKC, NFD, NFKD) are applied to the text between
+// added tokens, as Hugging Face does. Anything else is an InputError naming
+// the unsupported component.
 //
-// NOTE: Qwen2/Qwen3 declare an NFC normalizer; it is not applied (no Unicode
-// composition tables here). Text that is already NFC, as almost all text is,
-// tokenizes identically.
+// Which special tokens encode() adds follows Python transformers: the
+// Llama-style classes (LlamaTokenizer, GemmaTokenizer, CodeLlama, Cohere)
+// take add_bos_token / add_eos_token from tokenizer_config.json (BOS by
+// default), as does a config that names no class but sets them; every other
+// class adds what the file's post_processor template says, and nothing
+// without one.
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/merges.h"
@@ -36,11 +43,13 @@ std::string quote_regex(const std::string& literal) {
 constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581
 
 struct PreTokenizerSpec {
-  std::vector<std::string> patterns;
+  std::vector<SplitRule> rules;
   bool byte_level = false;
   bool add_prefix_space = false;
   bool metaspace = false;           // U+2581 for spaces (SentencePiece-style)
   bool metaspace_prefix = false;    // dummy prefix U+2581
+  bool spaces_replaced = false;     // the normalizer already put U+2581 for " "
+  UnicodeForm unicode_form = UnicodeForm::kNone;
 };
 
 void read_pre_tokenizer(const json& node, PreTokenizerSpec& spec) {
@@ -49,19 +58,29 @@ void read_pre_tokenizer(const json& node, PreTokenizerSpec& spec) {
   if (type == "Sequence") {
     for (const auto& child : node.at("pretokenizers")) read_pre_tokenizer(child, spec);
   } else if (type == "Split") {
-    const std::string behavior = node.value("behavior", "Isolated");
-    if (behavior != "Isolated" || node.value("invert", false)) {
-      throw InputError("unsupported tokenizer.json Split behaviour '" + behavior +
-                       "' (supported: Isolated, not inverted)");
-    }
+    SplitRule rule;
+    rule.behavior = parse_split_behavior(node.value("behavior", "Isolated"));
+    rule.invert = node.value("invert", false);
     const json& pattern = node.at("pattern");
     if (pattern.contains("Regex")) {
-      spec.patterns.push_back(pattern.at("Regex").get<std::string>());
+      rule.pattern = pattern.at("Regex").get<std::string>();
     } else {
-      spec.patterns.push_back(quote_regex(pattern.at("String").get<std::string>()));
+      rule.pattern = quote_regex(pattern.at("String").get<std::string>());
     }
+    spec.rules.push_back(std::move(rule));
   } else if (type == "Digits") {
-    spec.patterns.push_back(node.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
+    // Each digit is a match; Contiguous (the default) keeps runs together.
+    spec.rules.push_back({R"(\p{N})",
+                          node.value("individual_digits", false) ? SplitBehavior::kIsolated
+                                                                 : SplitBehavior::kContiguous,
+                          false});
+  } else if (type == "Punctuation") {
+    spec.rules.push_back(
+        {kPunctuationChar, parse_split_behavior(node.value("behavior", "Isolated")), false});
+  } else if (type == "WhitespaceSplit") {
+    spec.rules.push_back({R"(\s)", SplitBehavior::kRemoved, false});
+  } else if (type == "Whitespace") {
+    spec.rules.push_back({R"(\w+|[^\w\s]+)", SplitBehavior::kRemoved, true});
   } else if (type == "Metaspace") {
     if (node.value("replacement", std::string(kSpaceMark)) != kSpaceMark) {
       throw InputError("unsupported tokenizer.json Metaspace replacement (supported: U+2581)");
@@ -73,10 +92,11 @@ void read_pre_tokenizer(const json& node, PreTokenizerSpec& spec) {
   } else if (type == "ByteLevel") {
     spec.byte_level = true;
     spec.add_prefix_space = node.value("add_prefix_space", false);
-    if (node.value("use_regex", true)) spec.patterns.push_back(kGpt2Pattern);
+    if (node.value("use_regex", true)) spec.rules.push_back({kGpt2Pattern});
   } else {
     throw InputError("unsupported tokenizer.json pre_tokenizer '" + type +
-                     "' (supported: Sequence, Split, Digits, ByteLevel, Metaspace)");
+                     "' (supported: Sequence, Split, Digits, Punctuation, Whitespace, "
+                     "WhitespaceSplit, ByteLevel, Metaspace)");
   }
 }
 
@@ -90,9 +110,19 @@ void read_normalizer(const json& node, PreTokenizerSpec& spec) {
   } else if (type == "Replace" && node.at("pattern").value("String", "") == " " &&
              node.value("content", "") == kSpaceMark) {
     spec.metaspace = true;
-  } else if (type != "NFC") {
+    spec.spaces_replaced = true;
+  } else if (type == "NFC" || type == "NFKC" || type == "NFD" || type == "NFKD") {
+    if (spec.unicode_form != UnicodeForm::kNone) {
+      throw InputError("unsupported tokenizer.json: more than one Unicode normalizer");
+    }
+    spec.unicode_form = type == "NFC"    ? UnicodeForm::kNfc
+                        : type == "NFKC" ? UnicodeForm::kNfkc
+                        : type == "NFD"  ? UnicodeForm::kNfd
+                                         : UnicodeForm::kNfkd;
+  } else {
     throw InputError("unsupported tokenizer.json normalizer '" + type +
-                     "' (supported: NFC, and Prepend/Replace of U+2581 for spaces)");
+                     "' (supported: NFC, NFKC, NFD, NFKD, and Prepend/Replace of U+2581 "
+                     "for spaces)");
   }
 }
 
@@ -112,6 +142,87 @@ int32_t find_piece(const TokenizerData& d, const std::string& text) {
   return -1;
 }
 
+// The ids a post_processor puts before and after a single sequence; nullopt
+// when it has no template (ByteLevel alone, or none).
+struct Template {
+  std::vector<int32_t> before, after;
+};
+
+std::optional<Template> read_template(const json& node, const TokenizerData& d) {
+  if (!node.is_object()) return std::nullopt;
+  const std::string type = node.value("type", "");
+  if (type == "Sequence") {
+    std::optional<Template> found;
+    for (const auto& child : node.at("processors")) {
+      if (auto t = read_template(child, d)) found = std::move(t);
+    }
+    return found;
+  }
+  if (type == "BertProcessing" || type == "RobertaProcessing") {
+    Template t;
+    t.before.push_back(node.at("cls").at(1).get<int32_t>());
+    t.after.push_back(node.at("sep").at(1).get<int32_t>());
+    return t;
+  }
+  if (type != "TemplateProcessing") return std::nullopt;
+  Template t;
+  bool seen_sequence = false;
+  for (const auto& item : node.at("single")) {
+    if (item.contains("Sequence")) {
+      seen_sequence = true;
+      continue;
+    }
+    const std::string name = item.at("SpecialToken").at("id").get<std::string>();
+    const json& specials = node.value("special_tokens", json::object());
+    std::vector<int32_t> ids;
+    if (specials.contains(name)) {
+      ids = specials.at(name).at("ids").get<std::vector<int32_t>>();
+    } else if (const int32_t id = find_piece(d, name); id >= 0) {
+      ids.push_back(id);
+    } else {
+      throw InputError("tokenizer.json post_processor names an unknown token '" + name + "'");
+    }
+    auto& side = seen_sequence ? t.after : t.before;
+    side.insert(side.end(), ids.begin(), ids.end());
+  }
+  return t;
+}
+
+// Sets add_bos / add_eos (and the ids they add) as Python transformers does;
+// see the file comment.
+void decide_added_tokens(const json& root, const json& config, TokenizerData& d) {
+  std::string cls = config.value("tokenizer_class", "");
+  if (cls.size() > 4 && cls.compare(cls.size() - 4, 4, "Fast") == 0) cls.resize(cls.size() - 4);
+  const bool llama_style = cls == "LlamaTokenizer" || cls == "CodeLlamaTokenizer" ||
+                           cls == "GemmaTokenizer" || cls == "CohereTokenizer";
+  // NOTE: without a class, transformers picks one from the model's
+  // config.json, which this loader does not read; explicit flags then win.
+  const bool explicit_flags =
+      cls.empty() && (config.contains("add_bos_token") || config.contains("add_eos_token"));
+  if (llama_style || explicit_flags) {
+    d.add_bos = config.value("add_bos_token", true);
+    d.add_eos = config.value("add_eos_token", false);
+    return;
+  }
+  const auto t = read_template(root.value("post_processor", json()), d);
+  d.add_bos = d.add_eos = false;
+  if (!t) return;
+  if (t->before.size() > 1 || t->after.size() > 1) {
+    throw InputError("unsupported tokenizer.json post_processor: more than one token before or "
+                     "after the text");
+  }
+  for (int32_t id : t->before) {
+    if (!d.valid_id(id)) throw InputError("tokenizer.json post_processor token id out of range");
+    d.bos_id = id;
+    d.add_bos = true;
+  }
+  for (int32_t id : t->after) {
+    if (!d.valid_id(id)) throw InputError("tokenizer.json post_processor token id out of range");
+    d.eos_id = id;
+    d.add_eos = true;
+  }
+}
+
 std::unique_ptr<Tokenizer> parse_json_impl(std::string_view tokenizer_json,
                                            std::string_view config_json) {
   const json root = json::parse(tokenizer_json);
@@ -129,6 +240,17 @@ std::unique_ptr<Tokenizer> parse_json_impl(std::string_view tokenizer_json,
     throw InputError(
         "unsupported tokenizer.json: expected either a ByteLevel pre-tokenizer (byte-level BPE) "
         "or U+2581 spaces (Metaspace, SentencePiece-style BPE)");
+  }
+  if (!spec.byte_level && !spec.rules.empty()) {
+    // The SentencePiece encoder takes the whole text. A split on " " after
+    // the normalizer turned every space into U+2581 (Gemma 3) matches nothing.
+    for (const SplitRule& rule : spec.rules) {
+      if (!(spec.spaces_replaced && rule.pattern == " ")) {
+        throw InputError("unsupported tokenizer.json: a Split pre-tokenizer with "
+                         "SentencePiece-style spaces");
+      }
+    }
+    spec.rules.clear();
   }
 
   const json& vocab = model.at("vocab");
@@ -167,7 +289,8 @@ std::unique_ptr<Tokenizer> parse_json_impl(std::string_view tokenizer_json,
   }
   d.ignore_merges = model.value("ignore_merges", false);
   d.byte_level_prefix_space = spec.add_prefix_space;
-  if (spec.byte_level) d.pretokenizer = std::make_shared<Pretokenizer>(spec.patterns);
+  d.unicode_form = spec.unicode_form;
+  if (spec.byte_level) d.pretokenizer = std::make_shared<Pretokenizer>(spec.rules);
 
   if (auto text = token_text(config, "bos_token")) d.bos_id = find_piece(d, *text);
   if (auto text = token_text(config, "eos_token")) d.eos_id = find_piece(d, *text);
@@ -176,10 +299,7 @@ std::unique_ptr<Tokenizer> parse_json_impl(std::string_view tokenizer_json,
   if (d.unk_id < 0 && model.contains("unk_token") && model.at("unk_token").is_string()) {
     d.unk_id = find_piece(d, model.at("unk_token").get<std::string>());
   }
-  // NOTE: without an explicit add_bos_token, a declared BOS is added (Llama 3
-  // ships its tokenizer_config.json that way and its models expect BOS).
-  d.add_bos = config.value("add_bos_token", d.bos_id >= 0);
-  d.add_eos = config.value("add_eos_token", false);
+  decide_added_tokens(root, config, d);
   if (config.contains("chat_template")) {
     const json& t = config.at("chat_template");
     if (t.is_string()) {

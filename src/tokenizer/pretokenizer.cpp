@@ -6,6 +6,7 @@
 
 #include <pcre2.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "util/check.h"
@@ -22,28 +23,85 @@ const char* const kLlama3Pattern =
 const char* const kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-std::string pattern_for_gguf_pre(const std::string& pre) {
-  if (pre == "default" || pre == "gpt-2" || pre == "gpt2") return kGpt2Pattern;
-  if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "smaug-bpe") {
-    return kLlama3Pattern;
+const char* const kPunctuationChar = R"([\p{P}\x21-\x2F\x3A-\x40\x5B-\x60\x7B-\x7E])";
+
+// GPT-4o's o200k pattern (also gpt-oss): cased words keep their case run.
+const char* const kO200kPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+std::vector<SplitRule> rules_for_gguf_pre(const std::string& pre) {
+  using B = SplitBehavior;
+  auto is = [&](std::initializer_list<const char*> names) {
+    for (const char* name : names) {
+      if (pre == name) return true;
+    }
+    return false;
+  };
+  // The same splits as each family's tokenizer.json pre_tokenizer.
+  if (is({"default", "gpt-2", "gpt2", "phi-2", "jais", "mpt", "olmo"})) return {{kGpt2Pattern}};
+  if (is({"llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx"})) return {{kLlama3Pattern}};
+  if (is({"qwen2", "deepseek-r1-qwen"})) return {{kQwen2Pattern}};
+  if (is({"starcoder", "refact", "command-r", "smollm", "codeshell"})) {
+    return {{R"(\p{N})"}, {kGpt2Pattern}};  // Digits (one by one), then GPT-2
   }
-  if (pre == "qwen2" || pre == "deepseek-r1-qwen") return kQwen2Pattern;
+  if (is({"gpt-4o"})) return {{kO200kPattern}};
+  if (is({"deepseek-v3"})) {
+    return {{R"(\p{N}{1,3})"},
+            {"[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"},
+            {R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}};
+  }
+  if (is({"falcon"})) {
+    return {{kPunctuationChar, B::kContiguous, false},
+            {kGpt2Pattern},
+            {R"(\p{N})", B::kContiguous, false},
+            {"[0-9][0-9][0-9]"}};
+  }
   throw InputError("unsupported tokenizer.ggml.pre '" + pre +
-                   "' (supported: default, gpt-2, llama-bpe, llama3, smaug-bpe, qwen2, "
-                   "deepseek-r1-qwen)");
+                   "' (supported: default, gpt-2, phi-2, jais, mpt, olmo, llama-bpe, llama3, "
+                   "smaug-bpe, dbrx, qwen2, deepseek-r1-qwen, starcoder, refact, command-r, "
+                   "smollm, codeshell, gpt-4o, deepseek-v3, falcon)");
+}
+
+SplitBehavior parse_split_behavior(const std::string& name) {
+  if (name == "Removed") return SplitBehavior::kRemoved;
+  if (name == "Isolated") return SplitBehavior::kIsolated;
+  if (name == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
+  if (name == "MergedWithNext") return SplitBehavior::kMergedWithNext;
+  if (name == "Contiguous") return SplitBehavior::kContiguous;
+  throw InputError("unsupported tokenizer.json Split behavior '" + name +
+                   "' (supported: Removed, Isolated, MergedWithPrevious, MergedWithNext, "
+                   "Contiguous)");
 }
 
 struct Pretokenizer::Compiled {
   pcre2_code* code = nullptr;
+  SplitBehavior behavior = SplitBehavior::kIsolated;
+  bool invert = false;
   ~Compiled() { pcre2_code_free(code); }
 };
 
-Pretokenizer::Pretokenizer(const std::vector<std::string>& patterns) {
-  for (const auto& pattern : patterns) {
+namespace {
+
+std::vector<SplitRule> isolated_rules(const std::vector<std::string>& patterns) {
+  std::vector<SplitRule> rules;
+  for (const auto& pattern : patterns) rules.push_back({pattern, SplitBehavior::kIsolated, false});
+  return rules;
+}
+
+}  // namespace
+
+Pretokenizer::Pretokenizer(const std::vector<std::string>& patterns)
+    : Pretokenizer(isolated_rules(patterns)) {}
+
+Pretokenizer::Pretokenizer(const std::vector<SplitRule>& rules) {
+  for (const auto& rule : rules) {
     auto compiled = std::make_unique<Compiled>();
+    compiled->behavior = rule.behavior;
+    compiled->invert = rule.invert;
     int error_code = 0;
     PCRE2_SIZE error_offset = 0;
-    compiled->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+    compiled->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rule.pattern.data()),
+                                   rule.pattern.size(),
                                    PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error_code,
                                    &error_offset, nullptr);
     if (compiled->code == nullptr) {
@@ -55,7 +113,7 @@ Pretokenizer::Pretokenizer(const std::vector<std::string>& patterns) {
     }
     // JIT is an optimisation only: fall back to the interpreter when absent.
     pcre2_jit_compile(compiled->code, PCRE2_JIT_COMPLETE);
-    regexes_.push_back(std::move(compiled));
+    rules_.push_back(std::move(compiled));
   }
 }
 
@@ -63,12 +121,20 @@ Pretokenizer::~Pretokenizer() = default;
 
 namespace {
 
-// Appends the pieces of one regex pass over `text` to `out`.
-void split_one(pcre2_code* code, pcre2_match_data* match, std::string_view text,
-               std::vector<std::string_view>& out) {
+// A stretch of the text: a match of the rule's regex or a gap between two.
+struct Segment {
+  size_t start = 0, end = 0;
+  bool match = false;
+};
+
+// Cuts `text` into matches and the gaps between them, in order. Empty
+// matches are skipped (they would only add empty pieces).
+void find_segments(pcre2_code* code, pcre2_match_data* match, std::string_view text,
+                   std::vector<Segment>& out) {
+  out.clear();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;       // where the next search starts
-  size_t emitted = 0;   // end of the last piece pushed
+  size_t emitted = 0;   // end of the last segment pushed
   while (pos < text.size()) {
     int rc = pcre2_match(code, subject, text.size(), pos, 0, match, nullptr);
     if (rc < 0) break;  // no more matches (or a matching limit): the rest is a gap
@@ -79,11 +145,64 @@ void split_one(pcre2_code* code, pcre2_match_data* match, std::string_view text,
       while (pos < text.size() && (static_cast<uint8_t>(text[pos]) & 0xC0) == 0x80) ++pos;
       continue;
     }
-    if (start > emitted) out.push_back(text.substr(emitted, start - emitted));
-    out.push_back(text.substr(start, end - start));
+    if (start > emitted) out.push_back({emitted, start, false});
+    out.push_back({start, end, true});
     emitted = pos = end;
   }
-  if (emitted < text.size()) out.push_back(text.substr(emitted));
+  if (emitted < text.size()) out.push_back({emitted, text.size(), false});
+}
+
+// Joins or drops segments as the behaviour says (the same folds as Hugging
+// Face's NormalizedString::split), then appends the pieces of `text`.
+void apply_behavior(SplitBehavior behavior, std::vector<Segment>& segs, std::string_view text,
+                    std::vector<std::string_view>& out) {
+  std::vector<Segment> kept;
+  kept.reserve(segs.size());
+  bool previous_match = false;
+  switch (behavior) {
+    case SplitBehavior::kRemoved:
+      for (const Segment& s : segs) {
+        if (!s.match) kept.push_back(s);
+      }
+      break;
+    case SplitBehavior::kIsolated:
+      kept = segs;
+      break;
+    case SplitBehavior::kContiguous:
+      for (const Segment& s : segs) {
+        if (s.match == previous_match && !kept.empty()) {
+          kept.back().end = s.end;
+        } else {
+          kept.push_back(s);
+        }
+        previous_match = s.match;
+      }
+      break;
+    case SplitBehavior::kMergedWithPrevious:
+      for (const Segment& s : segs) {
+        if (s.match && !previous_match && !kept.empty()) {
+          kept.back().end = s.end;
+        } else {
+          kept.push_back(s);
+        }
+        previous_match = s.match;
+      }
+      break;
+    case SplitBehavior::kMergedWithNext:
+      for (auto it = segs.rbegin(); it != segs.rend(); ++it) {
+        if (it->match && !previous_match && !kept.empty()) {
+          kept.back().start = it->start;
+        } else {
+          kept.push_back(*it);
+        }
+        previous_match = it->match;
+      }
+      std::reverse(kept.begin(), kept.end());
+      break;
+  }
+  for (const Segment& s : kept) {
+    if (s.end > s.start) out.push_back(text.substr(s.start, s.end - s.start));
+  }
 }
 
 }  // namespace
@@ -92,12 +211,19 @@ std::vector<std::string_view> Pretokenizer::split(std::string_view text) const {
   std::vector<std::string_view> pieces;
   if (text.empty()) return pieces;
   pieces.push_back(text);
-  for (const auto& regex : regexes_) {
-    pcre2_match_data* match = pcre2_match_data_create_from_pattern(regex->code, nullptr);
+  std::vector<Segment> segs;
+  for (const auto& rule : rules_) {
+    pcre2_match_data* match = pcre2_match_data_create_from_pattern(rule->code, nullptr);
     PARALLM_CHECK(match != nullptr);
     std::vector<std::string_view> next;
     next.reserve(pieces.size() * 2);
-    for (std::string_view piece : pieces) split_one(regex->code, match, piece, next);
+    for (std::string_view piece : pieces) {
+      find_segments(rule->code, match, piece, segs);
+      if (rule->invert) {
+        for (Segment& s : segs) s.match = !s.match;
+      }
+      apply_behavior(rule->behavior, segs, piece, next);
+    }
     pcre2_match_data_free(match);
     pieces = std::move(next);
   }

@@ -78,6 +78,13 @@ void finalize_tokenizer_data(TokenizerData& d) {
       d.split_tokens.push_back(id);
     }
   }
+  // User-defined added tokens may also be pieces the model's merges build
+  // (Gemma's "\n\n", "▁▁"): look them up too, after every normal piece.
+  for (size_t i = 0; i < n; ++i) {
+    if (d.attrs[i] == TokenAttr::kUserDefined) {
+      d.piece_to_id.emplace(d.pieces[i], static_cast<int32_t>(i));
+    }
+  }
   std::stable_sort(d.split_tokens.begin(), d.split_tokens.end(), [&](int32_t a, int32_t b) {
     return d.pieces[a].size() > d.pieces[b].size();
   });
@@ -121,8 +128,13 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
   if (add_special && d.add_bos && d.bos_id >= 0) out.push_back(d.bos_id);
 
   bool prev_special = true;  // SentencePiece: dummy prefix at start and after specials
+  std::string normalized;
   auto encode_raw = [&](std::string_view raw) {
     if (raw.empty()) return;
+    if (d.unicode_form != UnicodeForm::kNone) {
+      normalized = unicode_normalize(raw, d.unicode_form);
+      raw = normalized;
+    }
     if (d.kind == TokenizerKind::kSentencePiece) {
       spm_encode(d, raw, d.add_space_prefix && prev_special, out);
     } else {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/unicode.h"
 
 namespace parallm {
 
@@ -49,6 +50,9 @@ struct TokenizerData {
   bool llama2c = false;           // llama2.c file: plain spaces, run.c char rules
   bool add_space_prefix = true;   // dummy prefix space at the start of text
   std::array<int32_t, 256> byte_ids{};  // byte-fallback ids (<0xXX>), -1 if absent
+
+  // Applied to the text between added tokens before either encoder runs.
+  UnicodeForm unicode_form = UnicodeForm::kNone;
 
   // Byte-level BPE options.
   std::unordered_map<uint64_t, MergeInfo> merges;  // (left id, right id) -> merge

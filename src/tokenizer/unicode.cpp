@@ -3,7 +3,10 @@
 // other 68 bytes to U+0100.. in byte order.
 #include "tokenizer/unicode.h"
 
+#include <utf8proc.h>
+
 #include <array>
+#include <cstdlib>
 
 namespace parallm {
 
@@ -99,6 +102,49 @@ std::string utf8_sanitize(std::string_view bytes) {
       out.append(bytes.substr(start, pos - start));
     }
   }
+  return out;
+}
+
+namespace {
+
+// Appends `valid` (well-formed UTF-8) normalized to `out`.
+void append_normalized(std::string_view valid, utf8proc_option_t options, std::string& out) {
+  if (valid.empty()) return;
+  utf8proc_uint8_t* mapped = nullptr;
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(valid.data()),
+                   static_cast<utf8proc_ssize_t>(valid.size()), &mapped, options);
+  if (n < 0) {  // cannot happen for valid UTF-8 but for memory: keep the text
+    out.append(valid);
+  } else {
+    out.append(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
+  }
+  std::free(mapped);
+}
+
+}  // namespace
+
+std::string unicode_normalize(std::string_view text, UnicodeForm form) {
+  int options = UTF8PROC_STABLE;
+  switch (form) {
+    case UnicodeForm::kNone: return std::string(text);
+    case UnicodeForm::kNfc: options |= UTF8PROC_COMPOSE; break;
+    case UnicodeForm::kNfkc: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
+    case UnicodeForm::kNfd: options |= UTF8PROC_DECOMPOSE; break;
+    case UnicodeForm::kNfkd: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+  }
+  std::string out;
+  out.reserve(text.size());
+  size_t valid_start = 0, pos = 0;
+  while (pos < text.size()) {
+    const size_t start = pos;
+    if (utf8_next(text, pos) >= 0) continue;
+    append_normalized(text.substr(valid_start, start - valid_start),
+                      static_cast<utf8proc_option_t>(options), out);
+    out.append(text.substr(start, pos - start));  // the invalid byte, as it is
+    valid_start = pos;
+  }
+  append_normalized(text.substr(valid_start), static_cast<utf8proc_option_t>(options), out);
   return out;
 }
 

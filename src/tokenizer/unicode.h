@@ -1,5 +1,5 @@
-// UTF-8 helpers and GPT-2's byte <-> unicode table, the two bits of Unicode
-// handling the tokenizers need beyond what PCRE2 provides.
+// UTF-8 helpers, Unicode normalization (utf8proc) and GPT-2's byte <->
+// unicode table: the Unicode handling the tokenizers need beyond PCRE2.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +25,12 @@ size_t utf8_complete_prefix(std::string_view bytes);
 
 // Copies `bytes`, replacing each invalid byte by U+FFFD.
 std::string utf8_sanitize(std::string_view bytes);
+
+enum class UnicodeForm { kNone, kNfc, kNfkc, kNfd, kNfkd };
+
+// `text` in the given normalization form. Invalid UTF-8 bytes are kept as
+// they are and the valid stretches between them normalized one by one.
+std::string unicode_normalize(std::string_view text, UnicodeForm form);
 
 // GPT-2 byte-level mapping: every byte to a printable code point and back
 // (-1 when the code point is not in the table).

