@@ -12,6 +12,7 @@ packages=(
   libopenmpi-dev openmpi-bin              # MPI communicator (multi-process / multi-host)
   libhwloc-dev                            # CPU / NUMA topology for `parallm topo`
   python3 python3-numpy                   # NumPy reference forward in tests
+  python3-jinja2                          # reference renderings of chat templates in tests
   clang libclang-rt-14-dev                # libFuzzer targets
   chromium                                # headless rendering test of `bench --html`
   npm                                     # tokenizer.json files and the OpenAI SDK for tests

@@ -169,6 +169,18 @@ TEST(Jinja, ExpressionsAndFilters) {
   EXPECT_EQ(jr("{% for k, v in d | items %}{{ k }}={{ v }};{% endfor %}", {{"d", {{"a", 1}, {"b", 2}}}}), "a=1;b=2;");
 }
 
+// Python's slice semantics, steps included (Qwen3's template walks messages[::-1]).
+TEST(Jinja, SlicesWithSteps) {
+  const json x = {{"x", {0, 1, 2, 3, 4, 5}}};
+  EXPECT_EQ(jr("{{ x[::-1] | join }}|{{ x[::2] | join }}|{{ x[1:5:2] | join }}|{{ x[-2::-2] | join }}", x),
+            "543210|024|13|420");
+  EXPECT_EQ(jr("{{ x[4:1:-1] | join }}|{{ x[10:-10:-3] | join }}|{{ x[:100] | length }}|{{ x[5:2] | length }}", x),
+            "432|52|6|0");
+  // Strings slice by character, not by byte.
+  EXPECT_EQ(jr("{{ s[1:3] }}|{{ s[::-1] }}", {{"s", "h\xC3\xA9llo"}}), "\xC3\xA9l|oll\xC3\xA9h");
+  EXPECT_THROW(jr("{{ x[::0] }}", x), InputError);
+}
+
 TEST(Jinja, StatementsScopesAndWhitespace) {
   EXPECT_EQ(jr("{% for x in xs if x > 1 %}{{ loop.index }}/{{ loop.length }}{% if loop.last %}!{% endif %} {% endfor %}",
                {{"xs", {1, 2, 3}}}),

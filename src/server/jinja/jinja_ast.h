@@ -23,7 +23,7 @@ enum class ExprKind {
   kName,      // name
   kGetAttr,   // args[0].name
   kGetItem,   // args[0][args[1]]
-  kSlice,     // args[0][args[1]:args[2]] (null children = omitted)
+  kSlice,     // args[0][args[1]:args[2]:args[3]] (null children = omitted)
   kCall,      // args[0](args[1..], kwargs)
   kFilter,    // args[0] | name(args[1..], kwargs)
   kTest,      // args[0] is [not] name(args[1..])

@@ -134,22 +134,45 @@ class Renderer {
     return undefined_value();
   }
 
-  Value slice(const Value& obj, const Expr* lo_e, const Expr* hi_e) {
+  // Python's obj[lo:hi:step]: lists by element, strings by code point.
+  Value slice(const Value& obj, const Expr* lo_e, const Expr* hi_e, const Expr* step_e) {
     if (!obj.is_array() && !obj.is_string()) fail("slice of a value that is not a list or string");
-    const int64_t n = static_cast<int64_t>(obj.is_array() ? obj.size() : obj.get_ref<const std::string&>().size());
-    auto bound = [&](const Expr* e, int64_t dflt) {
-      if (!e) return dflt;
+    std::vector<size_t> starts;  // strings: byte offset of each code point, then the end
+    if (obj.is_string()) {
+      const std::string& str = obj.get_ref<const std::string&>();
+      for (size_t i = 0; i < str.size(); ++i) {
+        if ((static_cast<unsigned char>(str[i]) & 0xC0) != 0x80) starts.push_back(i);
+      }
+      starts.push_back(str.size());
+    }
+    const int64_t n = obj.is_array() ? static_cast<int64_t>(obj.size()) : static_cast<int64_t>(starts.size()) - 1;
+    auto integer = [&](const Expr* e) -> std::optional<int64_t> {
+      if (!e) return std::nullopt;
       Value v = eval(*e);
-      if (v.is_null()) return dflt;
+      if (v.is_null()) return std::nullopt;
       if (!v.is_number_integer()) fail("slice bounds must be integers");
-      int64_t x = v.get<int64_t>();
-      if (x < 0) x += n;
-      return std::clamp<int64_t>(x, 0, n);
+      return v.get<int64_t>();
     };
-    const int64_t lo = bound(lo_e, 0), hi = std::max(lo, bound(hi_e, n));
-    if (obj.is_string()) return obj.get_ref<const std::string&>().substr(static_cast<size_t>(lo), static_cast<size_t>(hi - lo));
+    const int64_t step = integer(step_e).value_or(1);
+    if (step == 0) fail("slice step cannot be zero");
+    // Bounds as Python clamps them: [0, n] going forward, [-1, n-1] backward.
+    const int64_t min = step > 0 ? 0 : -1, max = step > 0 ? n : n - 1;
+    auto bound = [&](const Expr* e, int64_t dflt) {
+      const auto x = integer(e);
+      if (!x) return dflt;
+      return std::clamp<int64_t>(*x < 0 ? *x + n : *x, min, max);
+    };
+    const int64_t lo = bound(lo_e, step > 0 ? 0 : n - 1), hi = bound(hi_e, step > 0 ? n : -1);
+    std::vector<int64_t> picked;
+    for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) picked.push_back(i);
+    if (obj.is_string()) {
+      const std::string& str = obj.get_ref<const std::string&>();
+      std::string out;
+      for (int64_t i : picked) out.append(str, starts[i], starts[i + 1] - starts[i]);
+      return out;
+    }
     Value out = Value::array();
-    for (int64_t i = lo; i < hi; ++i) out.push_back(obj[static_cast<size_t>(i)]);
+    for (int64_t i : picked) out.push_back(obj[static_cast<size_t>(i)]);
     return out;
   }
 
@@ -273,7 +296,8 @@ class Renderer {
       }
       case ExprKind::kGetAttr: return get_item(eval(*e.args[0]), Value(e.name));
       case ExprKind::kGetItem: return get_item(eval(*e.args[0]), eval(*e.args[1]));
-      case ExprKind::kSlice: return slice(eval(*e.args[0]), e.args[1].get(), e.args[2].get());
+      case ExprKind::kSlice:
+        return slice(eval(*e.args[0]), e.args[1].get(), e.args[2].get(), e.args[3].get());
       case ExprKind::kCall: return call(e);
       case ExprKind::kFilter: {
         const Value v = eval(*e.args[0]);

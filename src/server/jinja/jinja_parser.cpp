@@ -498,15 +498,20 @@ class Parser {
         e = std::move(a);
       } else if (is_op("[")) {
         ++pos_;
-        ExprPtr lo, hi;
+        ExprPtr lo, hi, step;
         if (!is_op(":")) lo = parse_expr();
         if (is_op(":")) {
           ++pos_;
-          if (!is_op("]")) hi = parse_expr();
+          if (!is_op("]") && !is_op(":")) hi = parse_expr();
+          if (is_op(":")) {
+            ++pos_;
+            if (!is_op("]")) step = parse_expr();
+          }
           auto s = node(ExprKind::kSlice);
           s->args.push_back(std::move(e));
           s->args.push_back(std::move(lo));
           s->args.push_back(std::move(hi));
+          s->args.push_back(std::move(step));
           e = std::move(s);
         } else {
           auto g = node(ExprKind::kGetItem);
