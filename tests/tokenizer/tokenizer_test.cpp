@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -156,6 +157,27 @@ TEST(TokenizerJson, SmallHandWrittenByteLevelBpe) {
   EXPECT_EQ(tok->encode("ab ab<eos>", true), (std::vector<int32_t>{3, 4, 5}));
   EXPECT_EQ(tok->decode({3, 4, 5}), "ab ab");
   EXPECT_TRUE(tok->is_stop_token(5));
+}
+
+TEST(TokenizerJson, ChatTemplateFileBesideTheConfig) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(testing::TempDir()) / "chat_template_beside";
+  fs::create_directories(dir);
+  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "BPE", "vocab": {"a": 0},
+      "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}})";
+  std::ofstream(dir / "tokenizer_config.json") << R"({"eos_token": "a"})";
+  std::ofstream(dir / "chat_template.jinja") << "{{ messages[0].content }}";
+  EXPECT_EQ(load_tokenizer(dir.string())->chat_template(), "{{ messages[0].content }}");
+  fs::remove(dir / "chat_template.jinja");
+  std::ofstream(dir / "chat_template.json") << R"({"chat_template": "from json"})";
+  EXPECT_EQ(load_tokenizer(dir.string())->chat_template(), "from json");
+  // A template inside tokenizer_config.json wins.
+  std::ofstream(dir / "tokenizer_config.json") << R"({"chat_template": "in config"})";
+  EXPECT_EQ(load_tokenizer(dir.string())->chat_template(), "in config");
+  std::ofstream(dir / "chat_template.json") << "{broken";
+  fs::remove(dir / "tokenizer_config.json");
+  EXPECT_THROW(load_tokenizer(dir.string()), InputError);
+  fs::remove_all(dir);
 }
 
 TEST(Pretokenizer, Gpt2PatternSplitsLikeTheReference) {
