@@ -154,19 +154,21 @@ void find_segments(pcre2_code* code, pcre2_match_data* match, std::string_view t
 
 // Joins or drops segments as the behaviour says (the same folds as Hugging
 // Face's NormalizedString::split), then appends the pieces of `text`.
-void apply_behavior(SplitBehavior behavior, std::vector<Segment>& segs, std::string_view text,
-                    std::vector<std::string_view>& out) {
-  std::vector<Segment> kept;
-  kept.reserve(segs.size());
+void apply_behavior(SplitBehavior behavior, const std::vector<Segment>& segs, std::string_view text,
+                    std::vector<Segment>& kept, std::vector<std::string_view>& out) {
+  if (behavior == SplitBehavior::kIsolated) {  // the common case: every segment as it is
+    for (const Segment& s : segs) out.push_back(text.substr(s.start, s.end - s.start));
+    return;
+  }
+  kept.clear();
   bool previous_match = false;
   switch (behavior) {
+    case SplitBehavior::kIsolated:
+      break;
     case SplitBehavior::kRemoved:
       for (const Segment& s : segs) {
         if (!s.match) kept.push_back(s);
       }
-      break;
-    case SplitBehavior::kIsolated:
-      kept = segs;
       break;
     case SplitBehavior::kContiguous:
       for (const Segment& s : segs) {
@@ -211,7 +213,7 @@ std::vector<std::string_view> Pretokenizer::split(std::string_view text) const {
   std::vector<std::string_view> pieces;
   if (text.empty()) return pieces;
   pieces.push_back(text);
-  std::vector<Segment> segs;
+  std::vector<Segment> segs, kept;
   for (const auto& rule : rules_) {
     pcre2_match_data* match = pcre2_match_data_create_from_pattern(rule->code, nullptr);
     PARALLM_CHECK(match != nullptr);
@@ -222,7 +224,7 @@ std::vector<std::string_view> Pretokenizer::split(std::string_view text) const {
       if (rule->invert) {
         for (Segment& s : segs) s.match = !s.match;
       }
-      apply_behavior(rule->behavior, segs, piece, next);
+      apply_behavior(rule->behavior, segs, piece, kept, next);
     }
     pcre2_match_data_free(match);
     pieces = std::move(next);
