@@ -148,6 +148,33 @@ std::string unicode_normalize(std::string_view text, UnicodeForm form) {
   return out;
 }
 
+std::string change_case(std::string_view text, LetterCase how) {
+  std::string out;
+  out.reserve(text.size());
+  bool first = true, word_start = true;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t start = pos;
+    const int32_t cp = utf8_next(text, pos);
+    if (cp < 0) {
+      out.append(text.substr(start, pos - start));
+      continue;
+    }
+    const auto category = utf8proc_category(cp);
+    const bool letter = category >= UTF8PROC_CATEGORY_LU && category <= UTF8PROC_CATEGORY_LO;
+    bool upper = false;
+    switch (how) {
+      case LetterCase::kUpper: upper = true; break;
+      case LetterCase::kLower: upper = false; break;
+      case LetterCase::kCapitalize: upper = first; break;
+      case LetterCase::kTitle: upper = word_start; break;
+    }
+    utf8_append(out, static_cast<uint32_t>(upper ? utf8proc_toupper(cp) : utf8proc_tolower(cp)));
+    first = false;
+    word_start = !letter;
+  }
+  return out;
+}
+
 namespace {
 
 struct ByteTables {

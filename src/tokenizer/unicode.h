@@ -32,6 +32,13 @@ enum class UnicodeForm { kNone, kNfc, kNfkc, kNfd, kNfkd };
 // they are and the valid stretches between them normalized one by one.
 std::string unicode_normalize(std::string_view text, UnicodeForm form);
 
+// Letter case as Python's str methods change it, by code point (utf8proc's
+// simple case mappings): upper(), lower(), capitalize() (first character
+// upper, the rest lower), title() (each run of letters starts upper). Invalid
+// bytes are kept.
+enum class LetterCase { kUpper, kLower, kCapitalize, kTitle };
+std::string change_case(std::string_view text, LetterCase how);
+
 // GPT-2 byte-level mapping: every byte to a printable code point and back
 // (-1 when the code point is not in the table).
 uint32_t byte_to_unicode(uint8_t byte);

@@ -3,8 +3,10 @@
 // shared/models/vocab/templates and the chat templates that ship in the npm
 // tokenizer packages' tokenizer_config.json (Llama 3, 3.1, Qwen3, DeepSeek
 // V3, Gemma), over several conversations, with and without the generation
-// prompt. Output text, or the raised error's message, must be identical.
-// Skips when python3's jinja2 is missing.
+// prompt; and one small template per language feature templates use (macros,
+// loop controls, filter blocks, the filters, operators, string handling by
+// character). The output must be identical, or both must fail. Skips when
+// python3's jinja2 is missing.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -68,11 +70,47 @@ const char* const kConversations = R"([
   [{"role": "system", "content": "Only a system message."}]
 ])";
 
-TEST(ChatTemplateReference, EqualsPythonJinja2) {
-  const std::string python = PARALLM_PYTHON;
-  if (command_output(python + " -c 'import jinja2' 2>/dev/null && echo yes").empty()) {
-    GTEST_SKIP() << "python3 jinja2 not installed (Debian: python3-jinja2)";
+bool have_jinja2() {
+  return !command_output(std::string(PARALLM_PYTHON) + " -c 'import jinja2' 2>/dev/null && echo yes").empty();
+}
+
+// Python's renderings of `cases` ({"template", "context"} each); "" when the
+// script failed.
+std::string python_reference(const json& cases) {
+  const std::string cases_path = testing::TempDir() + "chat_template_cases.json";
+  std::ofstream(cases_path) << cases.dump();
+  const std::string out = command_output(std::string(PARALLM_PYTHON) + " " + PARALLM_SERVER_TEST_DIR +
+                                         "/jinja_reference.py " + cases_path);
+  std::filesystem::remove(cases_path);
+  return out;
+}
+
+// Renders every case with our interpreter and compares: the same text, or an
+// error where jinja2 raised one. Returns the number of mismatches.
+int compare_with_reference(const json& cases, const json& reference, const std::vector<std::string>& labels) {
+  int mismatches = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::string got, error;
+    try {
+      jinja::CompiledTemplate t(cases[i]["template"].get<std::string>());
+      got = t.render(cases[i]["context"]);
+    } catch (const InputError& e) {
+      error = e.what();
+    }
+    if (reference[i].contains("ok")) {
+      const std::string want = reference[i]["ok"].get<std::string>();
+      mismatches += !error.empty() || got != want;
+      EXPECT_EQ(error, "") << labels[i];
+      EXPECT_EQ(got, want) << labels[i];
+    } else {
+      mismatches += error.empty();
+      EXPECT_FALSE(error.empty()) << labels[i] << ": jinja2 said " << reference[i]["error"];
+    }
   }
+  return mismatches;
+}
+
+TEST(ChatTemplateReference, EqualsPythonJinja2) {
   const auto sources = template_sources();
   ASSERT_GE(sources.size(), 5u);
   const json conversations = json::parse(kConversations);
@@ -90,37 +128,64 @@ TEST(ChatTemplateReference, EqualsPythonJinja2) {
       }
     }
   }
-  const std::string cases_path = testing::TempDir() + "chat_template_cases.json";
-  std::ofstream(cases_path) << cases.dump();
-  const std::string out =
-      command_output(python + " " + PARALLM_SERVER_TEST_DIR + "/jinja_reference.py " + cases_path);
-  std::filesystem::remove(cases_path);
+  if (!have_jinja2()) GTEST_SKIP() << "python3 jinja2 not installed (Debian: python3-jinja2)";
+  const std::string out = python_reference(cases);
   ASSERT_FALSE(out.empty()) << "jinja_reference.py gave no output";
   const json reference = json::parse(out);
   ASSERT_EQ(reference.size(), cases.size());
+  EXPECT_EQ(compare_with_reference(cases, reference, labels), 0);
+}
 
-  int mismatches = 0;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    std::string got, error;
-    try {
-      jinja::CompiledTemplate t(cases[i]["template"].get<std::string>());
-      got = t.render(cases[i]["context"]);
-    } catch (const InputError& e) {
-      error = e.what();
-    }
-    if (reference[i].contains("ok")) {
-      const std::string want = reference[i]["ok"].get<std::string>();
-      mismatches += !error.empty() || got != want;
-      EXPECT_EQ(error, "") << labels[i];
-      EXPECT_EQ(got, want) << labels[i];
-    } else {
-      // The template raised (or failed): so must we, with its message when it
-      // raised one itself.
-      mismatches += error.empty();
-      EXPECT_FALSE(error.empty()) << labels[i] << ": jinja2 said " << reference[i]["error"];
-    }
+// The language features templates reach for, one small template each.
+const char* const kFeatureTemplates[] = {
+    "{% macro m(x, y='d') %}[{{ x }}|{{ y }}]{% endmacro %}{{ m(1) }}{{ m(2, y='z') }}{{ m(y=3, x=4) }}",
+    "{% macro render(msg) %}{{ msg.role | upper }}: {{ msg.content }}\n{% endmacro %}"
+    "{% for m in messages %}{{ render(m) }}{% endfor %}",
+    "{% for m in messages %}{% if loop.index > 2 %}{% break %}{% endif %}{{ m.role }};{% endfor %}",
+    "{% for m in messages %}{% if m.role == 'user' %}{% continue %}{% endif %}{{ m.role }};{% endfor %}|"
+    "{% for i in range(3) %}{% for j in range(3) %}{% if j > i %}{% break %}{% endif %}{{ i }}{{ j }} {% endfor %}{% endfor %}",
+    "{% filter upper %}abc {{ messages[0].role }}{% endfilter %}",
+    "{{ messages | map(attribute='role') | join(',') }}|{{ messages | rejectattr('role', 'equalto', 'system') | list | length }}",
+    "{{ tools | tojson(indent=4) }}|{{ tools[0].function.parameters.properties | dictsort | tojson }}",
+    "{% for k, v in tools[0].function.parameters.properties.items() %}{{ k }}:{{ v.type }};{% endfor %}",
+    "{{ messages[-1].content | indent(4) }}|{{ 'a\n\nb\n' | indent(2, true) }}|{{ 'x\ny' | indent('> ', blank=true) }}",
+    "{{ (messages | length) is divisibleby(3) }} {{ 3.7 | round }} {{ 3.14159 | round(2) }} {{ -3 | abs }} "
+    "{{ 2.5 | round(0, 'floor') }}",
+    "{% set x = namespace(n=0) %}{% for m in messages %}{% set x.n = x.n + m.content|length %}{% endfor %}{{ x.n }}",
+    "{% for m in messages %}{{ loop.previtem.role if loop.previtem is defined else 'none' }}>{{ m.role }} {% endfor %}",
+    "{% if messages[0].content is string %}S{% endif %}{% if '' %}E{% endif %}{% if none is none %}N{% endif %}"
+    "{{ '' | length }}{{ 'h\\u00e9' | length }}",
+    "{{ [3,1,2] | sort | join }}{{ ['b','A','c'] | sort | join }}{{ ['b','a'] | sort(reverse=true) | join }}"
+    "{{ [1,2,3] | sum }}{{ [1,5,3] | max }}{{ [4,2] | min }}{{ messages | sort(attribute='role') | map(attribute='role') | join }}",
+    "{{ 'x' * 3 }}{{ [1] + [2] }}{{ 10 ** 2 }}{{ 2 ** -1 }}{{ -2 ** 2 }}{{ 7 // 2 }}{{ -7 // 2 }}{{ 7 % -3 }}",
+    "{{ 'abc' | wordcount }} {{ 'a b, c-d' | wordcount }} {{ dict(a=1, b=2) | tojson }} {{ {'a': 1}.get('b', 'dflt') }}",
+    "{{ messages[1].content | e }}|{{ messages[1].content | escape }}|{{ messages[1].content | safe }}",
+    "{{ '\\u00e9t\\u00e9' | upper }} {{ '\\xc9T\\xc9' | lower }} {{ '\\u00e9bc' | capitalize }} {{ 'hello w\\u00f6rld-x'.title() }}",
+    "{% for c in 'h\\u00e9y' %}{{ c }}.{% endfor %}{{ 'h\\u00e9llo'[1] }}{{ 'h\\u00e9llo' | reverse }}{{ 'h\\u00e9llo' | first }}",
+    "{{ messages[0].content.strip() ~ '|' ~ messages[2].content.split('\n')[-1] }}|{{ messages[::-1] | map(attribute='role') | join }}",
+    "{% for i in range(3) %}{{ i }}{% else %}empty{% endfor %}{% for i in [] %}x{% else %}E{% endfor %}",
+    "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}",
+    "{% break %}",
+};
+
+TEST(ChatTemplateReference, LanguageFeaturesEqualPythonJinja2) {
+  const json context = json::parse(R"({
+    "messages": [{"role": "system", "content": " Sys "}, {"role": "user", "content": "Hi <b> & 'q'"},
+                 {"role": "assistant", "content": "Yo\nthere"}],
+    "tools": [{"function": {"name": "f", "parameters": {"properties": {"a": {"type": "string"},
+               "B": {"type": "integer"}}, "type": "object"}}, "type": "function"}]})");
+  json cases = json::array();
+  std::vector<std::string> labels;
+  for (const char* t : kFeatureTemplates) {
+    cases.push_back({{"template", t}, {"context", context}});
+    labels.push_back(t);
   }
-  EXPECT_EQ(mismatches, 0);
+  if (!have_jinja2()) GTEST_SKIP() << "python3 jinja2 not installed (Debian: python3-jinja2)";
+  const std::string out = python_reference(cases);
+  ASSERT_FALSE(out.empty()) << "jinja_reference.py gave no output";
+  const json reference = json::parse(out);
+  ASSERT_EQ(reference.size(), cases.size());
+  EXPECT_EQ(compare_with_reference(cases, reference, labels), 0);
 }
 
 }  // namespace

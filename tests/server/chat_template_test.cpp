@@ -196,7 +196,10 @@ TEST(Jinja, StatementsScopesAndWhitespace) {
 
 TEST(Jinja, ErrorsAreInputErrors) {
   for (const char* bad : {"{{ ", "{% if x %}", "{% for %}", "{{ 1 + }}", "{% endfor %}", "{{ 'a' + 1 }}", "{{ x | nope }}",
-                          "{% macro m() %}{% endmacro %}", "{{ raise_exception('boom') }}", "{{ 1 // 0 }}"}) {
+                          "{% call m() %}{% endcall %}", "{{ raise_exception('boom') }}", "{{ 1 // 0 }}",
+                          "{% macro m() %}{% endmacro %}{{ m(1) }}", "{% macro m(a) %}{% endmacro %}{{ m(b=1) }}",
+                          "{% macro m(a=1, b) %}{% endmacro %}", "{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}",
+                          "{% break %}", "{{ x[::0] }}", "{{ '\\u12' }}"}) {
     EXPECT_THROW(jr(bad), InputError) << bad;
   }
   EXPECT_THROW(jr("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"), InputError);

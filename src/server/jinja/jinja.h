@@ -2,11 +2,13 @@
 // in their metadata (`tokenizer.chat_template`): text with {{ }}, {% %} and
 // {# #} tags, whitespace control (`-`), and Hugging Face's environment options
 // trim_blocks and lstrip_blocks; statements if/elif/else, for (with tuple
-// targets, an `if` filter, `else` and the `loop` object), set (names,
-// namespace attributes, blocks); expressions with literals, lists, dicts,
-// attribute/item access, slices, calls, filters, tests, arithmetic, `~`,
-// comparisons, `in`, and/or/not and inline if. Globals: raise_exception,
-// namespace, range. Templates come from model files and requests come from
+// targets, an `if` filter, `else`, the `loop` object, break and continue),
+// set (names, namespace attributes, blocks), macro, filter blocks;
+// expressions with literals, lists, dicts, attribute/item access, slices with
+// steps, calls, filters, tests, arithmetic (** included), `~`, comparisons,
+// `in`, and/or/not and inline if. Strings are indexed, sliced, iterated and
+// measured by character, as in Python. Globals: raise_exception, namespace,
+// range, dict. Templates come from model files and requests come from
 // clients, so every failure is an InputError (the server answers 400), never a
 // crash: recursion depth and output size are bounded.
 #pragma once

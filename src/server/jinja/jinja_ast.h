@@ -53,6 +53,10 @@ enum class StmtKind {
   kFor,     // for targets in expr [if cond] ... [else] ...
   kSet,     // set target[.attr] = expr
   kSetBlock,  // set target %} body {% endset
+  kBreak,     // break (inside a for body)
+  kContinue,  // continue (inside a for body)
+  kMacro,     // macro text(targets..., kwargs defaults) body endmacro
+  kFilterBlock,  // filter: body rendered, then expr (a kFilter over an empty name) applied
 };
 
 struct Stmt {
@@ -64,6 +68,7 @@ struct Stmt {
   std::vector<std::string> targets;  // for / set (set: target, optional attr in `attr`)
   std::string attr;
   ExprPtr filter;  // for ... if filter
+  std::vector<std::pair<std::string, ExprPtr>> defaults;  // macro: parameters with a default
 };
 
 struct Template {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "tokenizer/unicode.h"
 #include "util/check.h"
 
 namespace parallm::jinja {
@@ -107,19 +108,6 @@ Value items_of(const Value& v) {
   return out;
 }
 
-Value as_list(const Value& v) {
-  if (v.is_array()) return v;
-  Value out = Value::array();
-  if (v.is_string()) {
-    for (char c : v.get<std::string>()) out.push_back(std::string(1, c));
-  } else if (v.is_object()) {
-    for (auto it = v.begin(); it != v.end(); ++it) out.push_back(it.key());
-  } else if (!v.is_null() && !v.is_discarded()) {
-    fail("value is not iterable");
-  }
-  return out;
-}
-
 Value attr_of(const Value& v, const std::string& path) {
   Value cur = v;
   size_t b = 0;
@@ -148,12 +136,33 @@ const Value* kwarg(const Kwargs& kwargs, const std::string& name) {
 
 }  // namespace
 
+Value as_list(const Value& v) {
+  if (v.is_array()) return v;
+  Value out = Value::array();
+  if (v.is_string()) {
+    const std::string& str = v.get_ref<const std::string&>();
+    for (size_t i = 0; i < str.size();) {
+      size_t j = i + 1;
+      while (j < str.size() && (static_cast<unsigned char>(str[j]) & 0xC0) == 0x80) ++j;
+      out.push_back(str.substr(i, j - i));
+      i = j;
+    }
+  } else if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it) out.push_back(it.key());
+  } else if (!v.is_null() && !v.is_discarded()) {
+    fail("value is not iterable");
+  }
+  return out;
+}
+
 bool truthy(const Value& v) {
   if (v.is_discarded() || v.is_null()) return false;
   if (v.is_boolean()) return v.get<bool>();
   if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>() != 0;
   if (v.is_number_float()) return v.get<double>() != 0.0;
-  if (v.is_string() || v.is_array() || v.is_object()) return !v.empty();
+  // nlohmann's empty() is false for every string, "" included.
+  if (v.is_string()) return !v.get_ref<const std::string&>().empty();
+  if (v.is_array() || v.is_object()) return !v.empty();
   return true;
 }
 
@@ -194,7 +203,12 @@ bool contains(const Value& h, const Value& n) {
 }
 
 int64_t length_of(const Value& v) {
-  if (v.is_string() || v.is_array() || v.is_object()) return static_cast<int64_t>(v.size());
+  if (v.is_string()) {  // Python's len(): code points (nlohmann's size() of a string is 1)
+    int64_t n = 0;
+    for (unsigned char c : v.get_ref<const std::string&>()) n += (c & 0xC0) != 0x80;
+    return n;
+  }
+  if (v.is_array() || v.is_object()) return static_cast<int64_t>(v.size());
   if (v.is_discarded()) return 0;
   fail("object has no length");
 }
@@ -239,19 +253,24 @@ Value apply_filter(const std::string& name, const Value& v, const std::vector<Va
   if (name == "trim" || name == "strip") return trim_chars(to_str(v), true, true);
   if (name == "length" || name == "count") return length_of(v);
   if (name == "string") return to_str(v);
-  if (name == "safe" || name == "e" || name == "escape") return v.is_string() ? v : Value(to_str(v));
-  if (name == "upper" || name == "lower") {
-    std::string s = to_str(v);
-    for (char& c : s) c = static_cast<char>(name == "upper" ? std::toupper(static_cast<unsigned char>(c))
-                                                           : std::tolower(static_cast<unsigned char>(c)));
-    return s;
+  if (name == "safe") return v.is_string() ? v : Value(to_str(v));
+  if (name == "e" || name == "escape") {  // as markupsafe: & < > " '
+    std::string out;
+    for (char c : to_str(v)) {
+      switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&#34;"; break;
+        case '\'': out += "&#39;"; break;
+        default: out += c;
+      }
+    }
+    return out;
   }
-  if (name == "capitalize") {
-    std::string s = to_str(v);
-    for (size_t i = 0; i < s.size(); ++i)
-      s[i] = static_cast<char>(i == 0 ? std::toupper(static_cast<unsigned char>(s[i])) : std::tolower(static_cast<unsigned char>(s[i])));
-    return s;
-  }
+  if (name == "upper") return change_case(to_str(v), LetterCase::kUpper);
+  if (name == "lower") return change_case(to_str(v), LetterCase::kLower);
+  if (name == "capitalize") return change_case(to_str(v), LetterCase::kCapitalize);
   if (name == "tojson") {
     const Value* ind = kwarg(kwargs, "indent");
     if (!ind && !args.empty()) ind = &args[0];
@@ -331,6 +350,102 @@ Value apply_filter(const std::string& name, const Value& v, const std::vector<Va
       if (!contains(out, x)) out.push_back(x);
     return out;
   }
+  if (name == "reverse") {
+    if (v.is_string()) {
+      std::string out;
+      const Value chars = as_list(v);
+      for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += it->get_ref<const std::string&>();
+      return out;
+    }
+    Value l = as_list(v);
+    std::reverse(l.begin(), l.end());
+    return l;
+  }
+  if (name == "sort" || name == "dictsort" || name == "min" || name == "max") {
+    // Jinja compares strings case-insensitively unless told otherwise.
+    const Value* cs = kwarg(kwargs, "case_sensitive");
+    const bool case_sensitive = cs ? truthy(*cs) : (name == "sort" && args.size() > 1 && truthy(args[1]));
+    const Value* attr = kwarg(kwargs, "attribute");
+    const bool dict = name == "dictsort";
+    Value l = dict ? items_of(v) : as_list(v);
+    auto key = [&](const Value& x) {
+      Value k = dict ? x[0] : attr ? attr_of(x, to_str(*attr)) : x;
+      if (k.is_string() && !case_sensitive) {
+        std::string s = k.get<std::string>();
+        for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        k = s;
+      }
+      return k;
+    };
+    auto less = [&](const Value& a, const Value& b) {
+      const Value ka = key(a), kb = key(b);
+      if (ka.is_number() && kb.is_number()) return ka.get<double>() < kb.get<double>();
+      if (ka.is_string() && kb.is_string()) return ka.get_ref<const std::string&>() < kb.get_ref<const std::string&>();
+      fail("'" + name + "' cannot compare " + std::string(ka.type_name()) + " and " + kb.type_name());
+    };
+    if (name == "min" || name == "max") {
+      if (l.empty()) return undefined_value();
+      return name == "min" ? *std::min_element(l.begin(), l.end(), less) : *std::max_element(l.begin(), l.end(), less);
+    }
+    std::stable_sort(l.begin(), l.end(), less);
+    const Value* rev = kwarg(kwargs, "reverse");
+    if (rev ? truthy(*rev) : (name == "sort" && !args.empty() && truthy(args[0]))) std::reverse(l.begin(), l.end());
+    return l;
+  }
+  if (name == "sum") {
+    const Value* attr = kwarg(kwargs, "attribute");
+    const Value* start = kwarg(kwargs, "start");
+    bool all_int = !start || start->is_number_integer();
+    double total = start ? start->get<double>() : 0.0;
+    for (const Value& x : as_list(v)) {
+      const Value k = attr ? attr_of(x, to_str(*attr)) : x;
+      if (!k.is_number()) fail("sum of a value that is not a number");
+      all_int = all_int && k.is_number_integer();
+      total += k.get<double>();
+    }
+    return all_int ? Value(static_cast<int64_t>(total)) : Value(total);
+  }
+  if (name == "round") {
+    const int precision = args.empty() ? 0 : static_cast<int>(args[0].get<int64_t>());
+    const std::string method = args.size() > 1 ? to_str(args[1]) : "common";
+    if (!v.is_number()) fail("round of a value that is not a number");
+    const double scale = std::pow(10.0, precision), x = v.get<double>() * scale;
+    const double r = method == "floor" ? std::floor(x) : method == "ceil" ? std::ceil(x) : std::round(x);
+    return r / scale;
+  }
+  if (name == "indent") {  // Jinja 3: every line but the first, blank lines left alone
+    const Value* w = kwarg(kwargs, "width");
+    const Value width = w ? *w : args.empty() ? Value(4) : args[0];
+    const std::string pad = width.is_string() ? width.get<std::string>() : std::string(width.get<int64_t>(), ' ');
+    const Value* f = kwarg(kwargs, "first");
+    const Value* b = kwarg(kwargs, "blank");
+    const bool first = f ? truthy(*f) : args.size() > 1 && truthy(args[1]);
+    const bool blank = b ? truthy(*b) : args.size() > 2 && truthy(args[2]);
+    std::vector<std::string> lines;  // str.splitlines() of the text plus "\n"
+    const std::string text = to_str(v) + "\n";
+    for (size_t i = 0, start = 0; i < text.size(); ++i) {
+      if (text[i] != '\n' && text[i] != '\r') continue;
+      lines.push_back(text.substr(start, i - start));
+      if (text[i] == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+      start = i + 1;
+    }
+    std::string out = first ? pad : "";
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (i > 0) out += "\n";
+      out += (i > 0 && (blank || !lines[i].empty()) ? pad : "") + lines[i];
+    }
+    return out;
+  }
+  if (name == "wordcount") {  // runs of word characters (bytes >= 0x80 count as letters)
+    int64_t words = 0;
+    bool in_word = false;
+    for (unsigned char c : to_str(v)) {
+      const bool w = std::isalnum(c) || c == '_' || c >= 0x80;
+      words += w && !in_word;
+      in_word = w;
+    }
+    return words;
+  }
   fail("unknown filter '" + name + "'");
 }
 
@@ -356,16 +471,7 @@ Value call_method(const Value& obj, const std::string& name, const std::vector<V
       return trim_chars(s, name != "rstrip", name != "lstrip", chars);
     }
     if (name == "upper" || name == "lower" || name == "capitalize") return apply_filter(name, obj, {}, {});
-    if (name == "title") {
-      std::string t = s;
-      bool start = true;
-      for (char& c : t) {
-        const bool alpha = std::isalpha(static_cast<unsigned char>(c));
-        c = static_cast<char>(start ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
-        start = !alpha;
-      }
-      return t;
-    }
+    if (name == "title") return change_case(s, LetterCase::kTitle);
     if (name == "startswith") return s.rfind(to_str(arg(args, 0, name)), 0) == 0;
     if (name == "endswith") {
       const std::string suf = to_str(arg(args, 0, name));

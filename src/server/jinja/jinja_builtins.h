@@ -21,6 +21,9 @@ bool values_equal(const Value& a, const Value& b);
 // `needle in haystack` for strings, lists and dicts.
 bool contains(const Value& haystack, const Value& needle);
 int64_t length_of(const Value& v);
+// What a for loop walks: a list's items, an object's keys, a string's
+// characters (code points, as Python iterates them).
+Value as_list(const Value& v);
 
 // Each throws InputError for an unknown name or bad arguments.
 Value apply_filter(const std::string& name, const Value& v, const std::vector<Value>& args, const Kwargs& kwargs);

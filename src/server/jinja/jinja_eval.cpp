@@ -2,7 +2,9 @@
 // Jinja: a for loop opens a scope (so a `set` inside it does not leak out,
 // which is why templates use namespace()), if does not. Limits keep a hostile
 // template or request from exhausting the server: output size, loop iterations.
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "server/jinja/jinja.h"
 #include "server/jinja/jinja_ast.h"
@@ -14,6 +16,7 @@ namespace {
 
 constexpr size_t kMaxOutputBytes = 64u << 20;
 constexpr int64_t kMaxIterations = 10'000'000;
+constexpr int kMaxMacroDepth = 64;  // a macro calling itself must end, not overflow the stack
 
 [[noreturn]] void fail(const std::string& m) { throw InputError("chat template: " + m); }
 
@@ -27,7 +30,10 @@ class Renderer {
   }
 
   void exec(const Body& body, std::string* out) {
-    for (const auto& s : body) exec(*s, out);
+    for (const auto& s : body) {
+      exec(*s, out);
+      if (flow_ != Flow::kNormal) return;  // a break / continue leaves the enclosing bodies
+    }
   }
 
  private:
@@ -64,7 +70,57 @@ class Renderer {
         assign(s, text);
         break;
       }
+      case StmtKind::kBreak: flow_ = Flow::kBreak; break;
+      case StmtKind::kContinue: flow_ = Flow::kContinue; break;
+      case StmtKind::kMacro: macros_[s.text] = &s; break;
+      case StmtKind::kFilterBlock: {
+        std::string text;
+        exec(s.body, &text);
+        append(out, to_str(filter_chain(*s.expr, text)));
+        break;
+      }
     }
+  }
+
+  // A `{% filter %}` chain: the innermost filter (no subject) takes `input`.
+  Value filter_chain(const Expr& e, const Value& input) {
+    const Value v = e.args[0] ? filter_chain(*e.args[0], input) : input;
+    return apply_filter_call(e, v);
+  }
+
+  Value apply_filter_call(const Expr& e, const Value& v) {
+    std::vector<Value> args;
+    for (size_t i = 1; i < e.args.size(); ++i) args.push_back(eval(*e.args[i]));
+    Kwargs kwargs;
+    for (const auto& [k, x] : e.kwargs) kwargs.emplace_back(k, eval(*x));
+    return apply_filter(e.name, v, args, kwargs);
+  }
+
+  // Renders macro `m` with its parameters bound: positional arguments first,
+  // then keywords, then defaults; the rest are undefined.
+  Value call_macro(const Stmt& m, const std::vector<Value>& args, const Kwargs& kwargs) {
+    if (args.size() > m.targets.size()) fail("macro '" + m.text + "' takes " + std::to_string(m.targets.size()) + " arguments");
+    if (macro_depth_ >= kMaxMacroDepth) fail("macros nested too deep");
+    Scope scope;
+    for (size_t i = 0; i < m.targets.size(); ++i) {
+      scope[m.targets[i]] = i < args.size() ? args[i] : undefined_value();
+    }
+    for (const auto& [k, v] : kwargs) {
+      if (std::find(m.targets.begin(), m.targets.end(), k) == m.targets.end()) {
+        fail("macro '" + m.text + "' has no parameter '" + k + "'");
+      }
+      scope[k] = v;
+    }
+    for (const auto& [k, def] : m.defaults) {
+      if (scope[k].is_discarded()) scope[k] = eval(*def);
+    }
+    scopes_.push_back(std::move(scope));
+    ++macro_depth_;
+    std::string text;
+    exec(m.body, &text);
+    --macro_depth_;
+    scopes_.pop_back();
+    return text;
   }
 
   void assign(const Stmt& s, Value v) {
@@ -78,12 +134,7 @@ class Renderer {
   }
 
   void exec_for(const Stmt& s, std::string* out) {
-    const Value it = eval(*s.expr);
-    Value items = Value::array();
-    if (it.is_array()) items = it;
-    else if (it.is_object()) for (auto i = it.begin(); i != it.end(); ++i) items.push_back(i.key());
-    else if (it.is_string()) for (char c : it.get<std::string>()) items.push_back(std::string(1, c));
-    else if (!it.is_null() && !it.is_discarded()) fail("for: value is not iterable");
+    Value items = as_list(eval(*s.expr));
 
     scopes_.emplace_back();
     auto bind = [&](const Value& item) {
@@ -113,6 +164,9 @@ class Renderer {
       loop["nextitem"] = i + 1 < n ? items[static_cast<size_t>(i + 1)] : undefined_value();
       scopes_.back()["loop"] = std::move(loop);
       exec(s.body, out);
+      const Flow flow = flow_;
+      flow_ = Flow::kNormal;
+      if (flow == Flow::kBreak) break;
     }
     scopes_.pop_back();
     if (n == 0) exec(s.else_body, out);
@@ -124,12 +178,13 @@ class Renderer {
       return f == obj.end() ? undefined_value() : *f;
     }
     if ((obj.is_array() || obj.is_string()) && key.is_number_integer()) {
+      const Value list = obj.is_array() ? Value() : as_list(obj);  // a string's characters
+      const Value& items = obj.is_array() ? obj : list;
       int64_t i = key.get<int64_t>();
-      const int64_t n = static_cast<int64_t>(obj.is_array() ? obj.size() : obj.get_ref<const std::string&>().size());
+      const int64_t n = static_cast<int64_t>(items.size());
       if (i < 0) i += n;
       if (i < 0 || i >= n) return undefined_value();
-      if (obj.is_array()) return obj[static_cast<size_t>(i)];
-      return std::string(1, obj.get_ref<const std::string&>()[static_cast<size_t>(i)]);
+      return items[static_cast<size_t>(i)];
     }
     return undefined_value();
   }
@@ -232,6 +287,14 @@ class Renderer {
     }
     if (op == "-") return both_int(a, b) ? Value(as_int(a) - as_int(b)) : Value(num(a, op) - num(b, op));
     if (op == "*") return both_int(a, b) ? Value(as_int(a) * as_int(b)) : Value(num(a, op) * num(b, op));
+    if (op == "**") {
+      if (both_int(a, b) && as_int(b) >= 0) {  // exact while it fits, as Python's ints
+        const double p = std::pow(static_cast<double>(as_int(a)), static_cast<double>(as_int(b)));
+        if (std::fabs(p) < 9.0e15) return static_cast<int64_t>(std::llround(p));
+        return p;
+      }
+      return std::pow(num(a, op), num(b, op));
+    }
     const double y = num(b, op);
     if (y == 0) fail("division by zero");
     if (op == "/") return num(a, op) / y;
@@ -261,7 +324,13 @@ class Renderer {
     }
     if (callee.kind == ExprKind::kName) {
       const std::string& f = callee.name;
+      if (auto m = macros_.find(f); m != macros_.end()) return call_macro(*m->second, args, kwargs);
       if (f == "raise_exception") throw InputError(args.empty() ? "chat template raised an exception" : to_str(args[0]));
+      if (f == "dict") {
+        Value d = Value::object();
+        for (auto& [k, v] : kwargs) d[k] = v;
+        return d;
+      }
       if (f == "namespace") {
         Value ns = Value::object();
         for (auto& [k, v] : kwargs) ns[k] = v;
@@ -299,14 +368,7 @@ class Renderer {
       case ExprKind::kSlice:
         return slice(eval(*e.args[0]), e.args[1].get(), e.args[2].get(), e.args[3].get());
       case ExprKind::kCall: return call(e);
-      case ExprKind::kFilter: {
-        const Value v = eval(*e.args[0]);
-        std::vector<Value> args;
-        for (size_t i = 1; i < e.args.size(); ++i) args.push_back(eval(*e.args[i]));
-        Kwargs kwargs;
-        for (const auto& [k, x] : e.kwargs) kwargs.emplace_back(k, eval(*x));
-        return apply_filter(e.name, v, args, kwargs);
-      }
+      case ExprKind::kFilter: return apply_filter_call(e, eval(*e.args[0]));
       case ExprKind::kTest: {
         const Value v = eval(*e.args[0]);
         std::vector<Value> args;
@@ -338,8 +400,13 @@ class Renderer {
     fail("bad expression");
   }
 
+  enum class Flow { kNormal, kBreak, kContinue };
+
   std::vector<Scope> scopes_;
   int64_t iterations_ = 0;
+  Flow flow_ = Flow::kNormal;                       // set by break / continue
+  std::map<std::string, const Stmt*> macros_;       // defined so far, by name
+  int macro_depth_ = 0;
 };
 
 }  // namespace

@@ -4,7 +4,10 @@
 // the first newline after a block or comment tag and lstrip_blocks drops the
 // spaces and tabs before one at the start of a line. Operator precedence follows
 // Jinja2: inline if < or < and < not < comparisons/in < ~ < +,- < *,/,//,% <
-// unary minus < filters and tests < postfix (attribute, item, call).
+// ** < filters and tests < unary sign < postfix (attribute, item, call); so
+// -3 | abs is abs(-3) and -2 ** 2 is 4.
+#include <cctype>
+#include <cstdint>
 #include <cstdlib>
 
 #include "server/jinja/jinja.h"
@@ -13,6 +16,25 @@
 
 namespace parallm::jinja {
 namespace {
+
+// Appends code point `cp` as UTF-8.
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
 
 enum class Tok { kText, kVarBegin, kVarEnd, kBlockBegin, kBlockEnd, kName, kString, kInt, kFloat, kOp, kEof };
 
@@ -169,6 +191,19 @@ class Lexer {
           case '\\': out += '\\'; break;
           case '\'': out += '\''; break;
           case '"': out += '"'; break;
+          case 'x': case 'u': case 'U': {  // \xHH, \uHHHH, \UHHHHHHHH as Python reads them
+            const size_t digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+            uint32_t cp = 0;
+            size_t k = 0;
+            for (; k < digits && p + k < src_.size() && std::isxdigit(static_cast<unsigned char>(src_[p + k])); ++k) {
+              const char h = static_cast<char>(std::tolower(static_cast<unsigned char>(src_[p + k])));
+              cp = cp * 16 + static_cast<uint32_t>(h <= '9' ? h - '0' : h - 'a' + 10);
+            }
+            if (k != digits || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) fail("bad escape in a string");
+            p += digits;
+            append_utf8(out, cp);
+            break;
+          }
           default: out += '\\'; out += e; break;
         }
         continue;
@@ -232,7 +267,9 @@ class Parser {
         return body;
       }
       if (tk.kind == Tok::kText) {
-        auto s = std::make_unique<Stmt>(Stmt{StmtKind::kText, tk.s, {}, {}, {}, {}, {}, {}, {}});
+        auto s = std::make_unique<Stmt>();
+        s->kind = StmtKind::kText;
+        s->text = tk.s;
         body.push_back(std::move(s));
         ++pos_;
       } else if (tk.kind == Tok::kVarBegin) {
@@ -295,7 +332,9 @@ class Parser {
       }
       expect(Tok::kBlockEnd, "'%}'");
       std::string stop;
+      ++loop_depth_;
       s->body = parse_body({"else", "endfor"}, &stop);
+      --loop_depth_;
       expect(Tok::kBlockEnd, "'%}'");
       if (stop == "else") {
         s->else_body = parse_body({"endfor"}, &stop);
@@ -319,6 +358,44 @@ class Parser {
         s->body = parse_body({"endset"}, &stop);
         expect(Tok::kBlockEnd, "'%}'");
       }
+    } else if (kw == "break" || kw == "continue") {
+      if (loop_depth_ == 0) fail("'" + kw + "' outside a for loop");
+      s->kind = kw == "break" ? StmtKind::kBreak : StmtKind::kContinue;
+      expect(Tok::kBlockEnd, "'%}'");
+    } else if (kw == "macro") {
+      s->kind = StmtKind::kMacro;
+      s->text = take_name();
+      expect_op("(");
+      while (!is_op(")")) {
+        std::string param = take_name();
+        if (is_op("=")) {
+          ++pos_;
+          s->defaults.emplace_back(param, parse_expr());
+        } else if (!s->defaults.empty()) {
+          fail("macro parameter '" + param + "' without a default after one with a default");
+        }
+        s->targets.push_back(std::move(param));
+        if (!is_op(",")) break;
+        ++pos_;
+      }
+      expect_op(")");
+      expect(Tok::kBlockEnd, "'%}'");
+      std::string stop;
+      const int outer_loops = loop_depth_;
+      loop_depth_ = 0;  // a loop around the definition is not around the body
+      s->body = parse_body({"endmacro"}, &stop);
+      loop_depth_ = outer_loops;
+      expect(Tok::kBlockEnd, "'%}'");
+    } else if (kw == "filter") {
+      s->kind = StmtKind::kFilterBlock;
+      auto f = node(ExprKind::kFilter, take_name());
+      f->args.push_back(nullptr);  // the body's text goes here
+      if (is_op("(")) parse_args(f.get());
+      s->expr = parse_filters(std::move(f));
+      expect(Tok::kBlockEnd, "'%}'");
+      std::string stop;
+      s->body = parse_body({"endfilter"}, &stop);
+      expect(Tok::kBlockEnd, "'%}'");
     } else if (kw == "generation" || kw == "endgeneration") {
       expect(Tok::kBlockEnd, "'%}'");  // HF assistant-mask markers: no output of their own
       return nullptr;
@@ -430,21 +507,33 @@ class Parser {
     return e;
   }
   ExprPtr parse_mul() {
-    ExprPtr e = parse_unary();
+    ExprPtr e = parse_pow();
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
       std::string op = t_[pos_++].s;
-      e = binary(op, std::move(e), parse_unary());
+      e = binary(op, std::move(e), parse_pow());
     }
     return e;
   }
-  ExprPtr parse_unary() {
+  // As Jinja2 (not Python): ** binds looser than a unary minus, -2 ** 2 == 4.
+  ExprPtr parse_pow() {
+    ExprPtr e = parse_unary();
+    while (is_op("**")) {
+      ++pos_;
+      e = binary("**", std::move(e), parse_unary());
+    }
+    return e;
+  }
+  // As Jinja2: a sign applies before the filters, so -3 | abs is abs(-3).
+  ExprPtr parse_unary(bool with_filters = true) {
+    ExprPtr e;
     if (is_op("-") || is_op("+")) {
       DepthGuard g(this);
-      auto e = node(ExprKind::kUnary, t_[pos_++].s);
-      e->args.push_back(parse_unary());
-      return e;
+      e = node(ExprKind::kUnary, t_[pos_++].s);
+      e->args.push_back(parse_unary(/*with_filters=*/false));
+    } else {
+      e = parse_postfix(parse_primary());
     }
-    return parse_filters(parse_postfix(parse_primary()));
+    return with_filters ? parse_filters(std::move(e)) : std::move(e);
   }
   ExprPtr parse_filters(ExprPtr e) {
     while (true) {
@@ -604,6 +693,7 @@ class Parser {
   std::vector<Token> t_;
   size_t pos_ = 0;
   int depth_ = 0;
+  int loop_depth_ = 0;  // for bodies being parsed: break / continue need one
 };
 
 }  // namespace
