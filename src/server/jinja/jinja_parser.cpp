@@ -12,29 +12,11 @@
 
 #include "server/jinja/jinja.h"
 #include "server/jinja/jinja_ast.h"
+#include "tokenizer/unicode.h"
 #include "util/check.h"
 
 namespace parallm::jinja {
 namespace {
-
-// Appends code point `cp` as UTF-8.
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 enum class Tok { kText, kVarBegin, kVarEnd, kBlockBegin, kBlockEnd, kName, kString, kInt, kFloat, kOp, kEof };
 
@@ -201,7 +183,7 @@ class Lexer {
             }
             if (k != digits || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) fail("bad escape in a string");
             p += digits;
-            append_utf8(out, cp);
+            utf8_append(out, cp);
             break;
           }
           default: out += '\\'; out += e; break;
