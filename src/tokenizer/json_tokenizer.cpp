@@ -167,13 +167,13 @@ std::optional<Template> read_template(const json& node, const TokenizerData& d) 
   if (type != "TemplateProcessing") return std::nullopt;
   Template t;
   bool seen_sequence = false;
+  const json specials = node.value("special_tokens", json::object());
   for (const auto& item : node.at("single")) {
     if (item.contains("Sequence")) {
       seen_sequence = true;
       continue;
     }
     const std::string name = item.at("SpecialToken").at("id").get<std::string>();
-    const json& specials = node.value("special_tokens", json::object());
     std::vector<int32_t> ids;
     if (specials.contains(name)) {
       ids = specials.at(name).at("ids").get<std::vector<int32_t>>();
