@@ -50,6 +50,10 @@ struct ServingEngine::Impl {
     std::function<void(const TokenEvent&)> on_event;
     Sampler sampler;
     int64_t n_prompt = 0;
+    int32_t logprobs = -1;  // ServingRequest::logprobs
+    // This step's logprobs of the sampled token, filled in the sampling region.
+    float logprob = 0.0f;
+    std::vector<TokenLogprob> top;
   };
 
   Impl(Engine& e, const ServingOptions& o)
@@ -90,7 +94,7 @@ struct ServingEngine::Impl {
   std::vector<int32_t> sampled;
   std::vector<SeqEvent> events;
   std::vector<size_t> sample_rows;   // plan.seqs indices that sample this step
-  std::vector<Sampler*> samplers;    // their samplers, in the same order
+  std::vector<Live*> sample_lives;   // their requests, in the same order
   std::deque<Incoming> taken;
   std::vector<uint64_t> aborts_taken;
   std::thread thread;
@@ -144,7 +148,7 @@ void ServingEngine::Impl::loop() {
       r.priority = in.request.priority;
       r.ignore_eos = in.request.ignore_eos;
       const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
-      Live l{std::move(in.on_event), Sampler(in.request.sampling), n_prompt};
+      Live l{std::move(in.on_event), Sampler(in.request.sampling), n_prompt, in.request.logprobs, 0.0f, {}};
       for (int32_t t : r.prompt) l.sampler.add_prompt_token(t);
       const AdmissionResult a = sched.add(std::move(r));
       live.emplace(in.id, std::move(l));
@@ -177,11 +181,11 @@ void ServingEngine::Impl::step() {
   try {
     const float* logits = engine.forward(batch);  // [n_logit_rows, n_vocab]
     sample_rows.clear();
-    samplers.clear();
+    sample_lives.clear();
     for (size_t i = 0; i < plan.seqs.size(); ++i) {
       if (!plan.seqs[i].wants_logits) continue;
       sample_rows.push_back(i);
-      samplers.push_back(&live.at(plan.seqs[i].id).sampler);
+      sample_lives.push_back(&live.at(plan.seqs[i].id));
     }
     // Sequences sample independently (each has its own generator), so the
     // driver's threads share them: at 32 streams a softmax over the vocabulary
@@ -193,8 +197,15 @@ void ServingEngine::Impl::step() {
       row.resize(static_cast<size_t>(n_vocab));
       for (int64_t k = b; k < e; ++k) {
         const float* lg = logits + static_cast<size_t>(k) * static_cast<size_t>(n_vocab);
+        Live& l = *sample_lives[static_cast<size_t>(k)];
         std::copy(lg, lg + n_vocab, row.begin());
-        sampled[sample_rows[static_cast<size_t>(k)]] = samplers[static_cast<size_t>(k)]->sample(row.data(), n_vocab);
+        const int32_t tok = l.sampler.sample(row.data(), n_vocab);
+        sampled[sample_rows[static_cast<size_t>(k)]] = tok;
+        if (l.logprobs >= 0) {
+          const float lse = log_sum_exp(lg, n_vocab, &row);
+          l.logprob = lg[tok] - lse;
+          top_logprobs(lg, n_vocab, l.logprobs, lse, &l.top);
+        }
       }
     });
   } catch (const std::exception& ex) {
@@ -220,6 +231,10 @@ void ServingEngine::Impl::step() {
     if (se.token >= 0) {
       it->second.sampler.add_output_token(se.token);
       ++generation_tokens_total;
+      if (it->second.logprobs >= 0) {
+        ev.logprob = it->second.logprob;
+        ev.top_logprobs = it->second.top;
+      }
     }
     if (se.finish != FinishReason::kNone) {
       ev.finished = true;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 
 namespace parallm {
@@ -35,6 +36,7 @@ struct ServingRequest {
   SamplingParams sampling;
   bool ignore_eos = false;
   int priority = 0;              // lower runs first among waiting requests; FCFS within a priority
+  int32_t logprobs = -1;         // -1: none; k >= 0: each token's logprob and the k most likely
 };
 
 // One event per generated token, and a final one.
@@ -46,6 +48,10 @@ struct TokenEvent {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // so far, including this token
   int64_t step_tokens = 0;        // tokens the step that made this event gave all its sequences
+  // With ServingRequest::logprobs >= 0, on events with a token: its logprob
+  // under the model's raw distribution and the `logprobs` most likely tokens.
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;
 };
 
 struct ServingMetrics {

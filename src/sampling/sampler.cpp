@@ -19,6 +19,10 @@ void SamplingParams::validate() const {
   if (!(repetition_penalty > 0.0f) || repetition_penalty > 10.0f) bad("repetition_penalty", "in (0, 10]");
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) bad("presence_penalty", "in [-2, 2]");
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) bad("frequency_penalty", "in [-2, 2]");
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0) bad("logit_bias token ids", ">= 0");
+    if (!(bias >= -100.0f && bias <= 100.0f)) bad("logit_bias values", "in [-100, 100]");
+  }
 }
 
 // NOTE: the one-pass loop (`if (x[i] > x[best]) best = i`) re-reads x[best]
@@ -66,6 +70,9 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab) {
       if (id < 0 || id >= n_vocab) continue;
       logits[id] -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(n);
     }
+  }
+  for (const auto& [id, bias] : p_.logit_bias) {
+    if (id >= 0 && id < n_vocab) logits[id] += bias;
   }
   if (p_.greedy()) return argmax(logits, n_vocab);
 

@@ -1,6 +1,6 @@
 // Turning logits into the next token. Order (as vLLM applies them):
 //   1. penalties: repetition (CTRL-style, over prompt + output), presence and
-//      frequency (over output only, OpenAI semantics)
+//      frequency (over output only, OpenAI semantics), then logit_bias
 //   2. temperature 0 -> greedy argmax (lowest id wins ties)
 //   3. logits / temperature, softmax
 //   4. top-k, top-p (nucleus), min-p (relative to the top probability)
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <random>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace parallm {
@@ -23,6 +24,10 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   uint64_t seed = 0;
+  // OpenAI's logit_bias: added to a token's logit (-100 bans it in practice,
+  // +100 all but forces it). Ids are checked against the vocabulary by whoever
+  // knows it (the server); the sampler skips ids outside it.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   // Throws InputError naming the field when a value is out of range.
   void validate() const;

@@ -9,10 +9,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <random>
 
 #include "server/api_error.h"
+#include "server/logprobs_json.h"
 #include "server/openai_request.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/tokenizer.h"
@@ -40,13 +42,20 @@ using Clock = std::chrono::steady_clock;
 // thread also takes what is there every 100 ms, which bounds the delay.
 constexpr int64_t kWakesPerStep = 4;
 
+// Events of one request's choices (several with `n` > 1 or a batch of
+// prompts), in the order the backend made them.
+struct ChoiceEvent {
+  size_t choice;
+  TokenEvent event;
+};
+
 struct RequestChannel {
   RequestChannel(bool ends_only, int64_t interval) : ends_only(ends_only), interval(interval) {}
 
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<TokenEvent> events;
-  const bool ends_only;    // wake only for the first and the final event
+  std::deque<ChoiceEvent> events;
+  const bool ends_only;    // wake only for the first and the final events
   const int64_t interval;  // tokens per wake-up, or kStreamIntervalAuto
   int64_t tokens = 0, unwoken = 0;
 
@@ -54,11 +63,11 @@ struct RequestChannel {
     if (interval != kStreamIntervalAuto) return interval;
     return std::max<int64_t>(1, (e.step_tokens + kWakesPerStep - 1) / kWakesPerStep);
   }
-  void push(const TokenEvent& e) {
+  void push(size_t choice, const TokenEvent& e) {
     bool wake;
     {
       std::lock_guard<std::mutex> lock(mu);
-      events.push_back(e);
+      events.push_back({choice, e});
       if (e.token >= 0) ++tokens, ++unwoken;
       wake = e.finished || tokens == 1 || (!ends_only && unwoken >= tokens_per_wake(e));
       if (wake) unwoken = 0;
@@ -66,10 +75,10 @@ struct RequestChannel {
     if (wake) cv.notify_one();
   }
   // Waits up to timeout for events; returns those available.
-  std::deque<TokenEvent> take(std::chrono::milliseconds timeout) {
+  std::deque<ChoiceEvent> take(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait_for(lock, timeout, [&] { return !events.empty() && unwoken == 0; });
-    std::deque<TokenEvent> out;
+    std::deque<ChoiceEvent> out;
     out.swap(events);
     unwoken = 0;
     return out;
@@ -86,20 +95,32 @@ std::string random_id(const char* prefix) {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-// Text and bookkeeping of one generation, shared by both answer modes.
+// Text and bookkeeping of one choice, shared by both answer modes.
 struct Generation {
-  Generation(const CompletionContext& c, const CompletionParams& p, uint64_t backend_id, int64_t n_prompt)
-      : backend(&c.backend), metrics(&c.metrics), id(backend_id), decoder(c.backend.tokenizer()), stop(p.stop),
-        prompt_tokens(n_prompt) {}
+  Generation(const CompletionContext& c, const CompletionParams& p, size_t index, uint64_t backend_id,
+             std::string echo)
+      : backend(&c.backend),
+        metrics(&c.metrics),
+        index(index),
+        id(backend_id),
+        decoder(c.backend.tokenizer()),
+        stop(p.stop),
+        want_logprobs(p.logprobs >= 0),
+        text_offset(count_characters(echo)),
+        echo_text(std::move(echo)) {}
 
   CompletionBackend* backend;  // outlives the server (streams run after the handler returns)
   ServerMetrics* metrics;
-  uint64_t id;
+  size_t index;  // the choice's index in the response
+  uint64_t id;   // the backend's request id
   StreamDecoder decoder;
   StopMatcher stop;
-  int64_t prompt_tokens;
+  bool want_logprobs;
+  int64_t text_offset;     // completions logprobs: characters of the text so far
+  std::string echo_text;   // completions with echo: the prompt, sent first
+  std::vector<LoggedToken> logprobs;  // tokens whose logprobs are not yet sent
   int64_t completion_tokens = 0;
-  bool finished = false;
+  bool finished = false, final_sent = false;
   std::string finish_reason;
   std::string error;
   Clock::time_point t0 = Clock::now();
@@ -112,6 +133,7 @@ struct Generation {
     if (e.token >= 0) {
       if (completion_tokens == 0) ttft_s = std::chrono::duration<double>(Clock::now() - t0).count();
       completion_tokens = std::max(completion_tokens + 1, e.completion_tokens);
+      if (want_logprobs) logprobs.push_back({e.token, e.logprob, e.top_logprobs});
       text = stop.push(decoder.push(e.token));
       if (stop.stopped()) {
         backend->abort(id);  // a stop string ends generation here
@@ -137,45 +159,40 @@ struct Generation {
     const double e2e = std::chrono::duration<double>(Clock::now() - t0).count();
     if (error.empty() && reason != "abort") metrics->observe_request(ttft_s, e2e, completion_tokens);
   }
-  json usage() const {
-    return {{"prompt_tokens", prompt_tokens},
-            {"completion_tokens", completion_tokens},
-            {"total_tokens", prompt_tokens + completion_tokens}};
-  }
 };
 
-struct Prepared {
-  CompletionParams params;
-  std::vector<int32_t> prompt;
+// One prompt, tokenized and checked against the limits.
+struct PreparedPrompt {
+  std::vector<int32_t> tokens;
   std::string echo_text;
   int64_t max_tokens = 0;
 };
 
-Prepared prepare(const CompletionContext& ctx, const std::string& body, bool chat) {
-  Prepared p;
-  p.params = parse_completion_request(body, chat);
-  const CompletionParams& cp = p.params;
-  if (!cp.model.empty() && cp.model != ctx.options.served_model_name) {
-    throw ApiError(404, "model '" + cp.model + "' does not exist; this server serves '" + ctx.options.served_model_name + "'",
-                   "invalid_request_error", "model", "model_not_found");
-  }
+struct Prepared {
+  CompletionParams params;
+  std::vector<PreparedPrompt> prompts;  // chat: one
+};
+
+PreparedPrompt prepare_prompt(const CompletionContext& ctx, const CompletionParams& cp, const PromptInput* in) {
+  const bool chat = cp.chat;
   const Tokenizer& tok = ctx.backend.tokenizer();
+  PreparedPrompt p;
   if (chat) {
     const std::string text = ctx.chat.render(cp.messages, /*add_generation_prompt=*/true);
-    p.prompt = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
-  } else if (cp.prompt_is_tokens) {
-    for (int32_t t : cp.prompt_tokens) {
+    p.tokens = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
+  } else if (in->is_tokens) {
+    for (int32_t t : in->tokens) {
       if (t >= tok.n_vocab()) throw bad_request("token id " + std::to_string(t) + " is outside the vocabulary", "prompt");
     }
-    p.prompt = cp.prompt_tokens;
-    if (cp.echo) p.echo_text = tok.decode(p.prompt);
+    p.tokens = in->tokens;
+    if (cp.echo) p.echo_text = tok.decode(p.tokens);
   } else {
-    p.prompt = tok.encode(cp.prompt_text, /*add_special=*/true, /*parse_special=*/true);
-    if (cp.echo) p.echo_text = cp.prompt_text;
+    p.tokens = tok.encode(in->text, /*add_special=*/true, /*parse_special=*/true);
+    if (cp.echo) p.echo_text = in->text;
   }
-  if (p.prompt.empty()) throw bad_request("the prompt is empty", chat ? "messages" : "prompt");
+  if (p.tokens.empty()) throw bad_request("the prompt is empty", chat ? "messages" : "prompt");
   const int64_t max_len = ctx.backend.max_model_len();
-  const int64_t n_prompt = static_cast<int64_t>(p.prompt.size());
+  const int64_t n_prompt = static_cast<int64_t>(p.tokens.size());
   const int64_t max_in = ctx.options.max_input_tokens > 0 ? std::min(ctx.options.max_input_tokens, max_len) : max_len;
   if (n_prompt > max_in || n_prompt >= max_len) {
     throw ApiError(400, "the prompt has " + std::to_string(n_prompt) + " tokens; this server accepts at most " +
@@ -203,18 +220,78 @@ Prepared prepare(const CompletionContext& ctx, const std::string& body, bool cha
   return p;
 }
 
+Prepared prepare(const CompletionContext& ctx, const std::string& body, bool chat) {
+  Prepared p;
+  p.params = parse_completion_request(body, chat);
+  const CompletionParams& cp = p.params;
+  if (!cp.model.empty() && cp.model != ctx.options.served_model_name) {
+    throw ApiError(404, "model '" + cp.model + "' does not exist; this server serves '" + ctx.options.served_model_name + "'",
+                   "invalid_request_error", "model", "model_not_found");
+  }
+  const int32_t n_vocab = ctx.backend.tokenizer().n_vocab();
+  for (const auto& [id, bias] : cp.sampling.logit_bias) {
+    if (id >= n_vocab) {
+      throw bad_request("'logit_bias' token id " + std::to_string(id) + " is outside the vocabulary (" +
+                            std::to_string(n_vocab) + " tokens)",
+                        "logit_bias");
+    }
+  }
+  if (chat) {
+    p.prompts.push_back(prepare_prompt(ctx, cp, nullptr));
+  } else {
+    for (const PromptInput& in : cp.prompts) p.prompts.push_back(prepare_prompt(ctx, cp, &in));
+  }
+  return p;
+}
+
+// All choices of one request: prompts x n generations over one channel.
+struct Choices {
+  std::vector<std::unique_ptr<Generation>> gens;  // by choice index
+  int64_t prompt_tokens = 0;                      // each prompt counted once, as OpenAI's usage does
+
+  bool all_finished() const {
+    return std::all_of(gens.begin(), gens.end(), [](const auto& g) { return g->finished; });
+  }
+  const Generation* failed() const {
+    for (const auto& g : gens) {
+      if (!g->error.empty()) return g.get();
+    }
+    return nullptr;
+  }
+  void abort_unfinished() {
+    for (const auto& g : gens) {
+      if (!g->finished) g->backend->abort(g->id);
+    }
+  }
+  json usage() const {
+    int64_t completion = 0;
+    for (const auto& g : gens) completion += g->completion_tokens;
+    return {{"prompt_tokens", prompt_tokens},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt_tokens + completion}};
+  }
+};
+
 json chunk_base(const std::string& id, int64_t created, const std::string& model, bool chat) {
   return {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created}, {"model", model}};
 }
 
-json stream_choice(bool chat, const std::string& text, const json& finish, bool first) {
+// The logprobs of the tokens a choice has not reported yet (null without logprobs).
+json take_logprobs(const Tokenizer& tok, Generation& g, bool chat) {
+  if (!g.want_logprobs) return nullptr;
+  json out = chat ? chat_logprobs_json(tok, g.logprobs) : completion_logprobs_json(tok, g.logprobs, &g.text_offset);
+  g.logprobs.clear();
+  return out;
+}
+
+json stream_choice(bool chat, size_t index, const std::string& text, json logprobs, const json& finish, bool first) {
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
     if (!text.empty() || first) delta["content"] = text;
-    return {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}};
+    return {{"index", index}, {"delta", delta}, {"logprobs", std::move(logprobs)}, {"finish_reason", finish}};
   }
-  return {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}};
+  return {{"index", index}, {"text", text}, {"logprobs", std::move(logprobs)}, {"finish_reason", finish}};
 }
 
 }  // namespace
@@ -222,50 +299,81 @@ json stream_choice(bool chat, const std::string& text, const json& finish, bool 
 void handle_completion(const CompletionContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat) {
   auto prepared = std::make_shared<Prepared>(prepare(ctx, req.body, chat));
   const CompletionParams& cp = prepared->params;
-
-  ServingRequest sreq;
-  sreq.prompt = prepared->prompt;
-  sreq.max_tokens = prepared->max_tokens;
-  sreq.sampling = cp.sampling;
-  sreq.ignore_eos = cp.ignore_eos;
-  sreq.priority = cp.priority;
+  const size_t n = static_cast<size_t>(cp.n);
 
   auto channel = std::make_shared<RequestChannel>(!cp.stream && cp.stop.empty(), ctx.options.stream_interval);
-  uint64_t backend_id = 0;
-  const SubmitStatus st = ctx.backend.submit(std::move(sreq), [channel](const TokenEvent& e) { channel->push(e); }, &backend_id);
-  if (st == SubmitStatus::kQueueFull) {
-    res.set_header("Retry-After", "1");
-    throw ApiError(429, "the server is at its queue limit (--max-queue); retry later", "rate_limit_error", "",
-                   "queue_full");
-  }
-  if (st == SubmitStatus::kTooLong) {
-    throw ApiError(400, "the prompt plus 'max_tokens' can never fit in the KV cache of this server", "invalid_request_error",
-                   "max_tokens", "context_length_exceeded");
+  auto choices = std::make_shared<Choices>();
+  // Choice p * n + j is prompt p's j-th generation; with a seed, generation j
+  // draws with seed + j (as vLLM seeds parallel samples), so choices differ
+  // and the same request still gives the same choices.
+  for (size_t p = 0; p < prepared->prompts.size(); ++p) {
+    const PreparedPrompt& pp = prepared->prompts[p];
+    choices->prompt_tokens += static_cast<int64_t>(pp.tokens.size());
+    for (size_t j = 0; j < n; ++j) {
+      const size_t index = p * n + j;
+      ServingRequest sreq;
+      sreq.prompt = pp.tokens;
+      sreq.max_tokens = pp.max_tokens;
+      sreq.sampling = cp.sampling;
+      sreq.sampling.seed = cp.sampling.seed + j;
+      sreq.ignore_eos = cp.ignore_eos;
+      sreq.priority = cp.priority;
+      sreq.logprobs = cp.logprobs;
+      uint64_t backend_id = 0;
+      const SubmitStatus st = ctx.backend.submit(
+          std::move(sreq), [channel, index](const TokenEvent& e) { channel->push(index, e); }, &backend_id);
+      if (st != SubmitStatus::kOk) {
+        choices->abort_unfinished();  // the choices already queued
+        if (st == SubmitStatus::kQueueFull) {
+          res.set_header("Retry-After", "1");
+          throw ApiError(429, "the server is at its queue limit (--max-queue); retry later", "rate_limit_error", "",
+                         "queue_full");
+        }
+        throw ApiError(400, "the prompt plus 'max_tokens' can never fit in the KV cache of this server",
+                       "invalid_request_error", "max_tokens", "context_length_exceeded");
+      }
+      choices->gens.push_back(std::make_unique<Generation>(ctx, cp, index, backend_id, pp.echo_text));
+    }
   }
 
   const std::string id = random_id(chat ? "chatcmpl-" : "cmpl-");
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const std::string model = ctx.options.served_model_name;
-  auto gen = std::make_shared<Generation>(ctx, prepared->params, backend_id, static_cast<int64_t>(prepared->prompt.size()));
+  const Tokenizer& tok = ctx.backend.tokenizer();
 
   if (!cp.stream) {
-    std::string text = prepared->echo_text;
-    while (!gen->finished) {
-      for (const TokenEvent& e : channel->take(std::chrono::milliseconds(1000))) text += gen->consume(e);
+    std::vector<std::string> texts;
+    for (const auto& g : choices->gens) texts.push_back(g->echo_text);
+    std::vector<std::vector<LoggedToken>> logged(choices->gens.size());
+    while (!choices->all_finished()) {
+      for (const ChoiceEvent& ce : channel->take(std::chrono::milliseconds(1000))) {
+        Generation& g = *choices->gens[ce.choice];
+        texts[ce.choice] += g.consume(ce.event);
+        for (LoggedToken& t : g.logprobs) logged[ce.choice].push_back(std::move(t));
+        g.logprobs.clear();
+      }
+      if (choices->failed() != nullptr) choices->abort_unfinished();
     }
-    if (!gen->error.empty()) throw ApiError(500, "generation failed: " + gen->error, "server_error");
-    json choice;
-    if (chat) {
-      choice = {{"index", 0},
-                {"message", {{"role", "assistant"}, {"content", text}}},
-                {"logprobs", nullptr},
-                {"finish_reason", gen->finish_reason}};
-    } else {
-      choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", gen->finish_reason}};
+    if (const Generation* f = choices->failed()) throw ApiError(500, "generation failed: " + f->error, "server_error");
+    json out_choices = json::array();
+    for (size_t i = 0; i < choices->gens.size(); ++i) {
+      Generation& g = *choices->gens[i];
+      json lp = nullptr;
+      if (g.want_logprobs) {
+        lp = chat ? chat_logprobs_json(tok, logged[i]) : completion_logprobs_json(tok, logged[i], &g.text_offset);
+      }
+      if (chat) {
+        out_choices.push_back({{"index", i},
+                               {"message", {{"role", "assistant"}, {"content", texts[i]}}},
+                               {"logprobs", lp},
+                               {"finish_reason", g.finish_reason}});
+      } else {
+        out_choices.push_back({{"index", i}, {"text", texts[i]}, {"logprobs", lp}, {"finish_reason", g.finish_reason}});
+      }
     }
     json out = {{"id", id},           {"object", chat ? "chat.completion" : "text_completion"},
                 {"created", created}, {"model", model},
-                {"choices", {choice}}, {"usage", gen->usage()}};
+                {"choices", out_choices}, {"usage", choices->usage()}};
     res.set_content(dump(out), "application/json");
     return;
   }
@@ -273,12 +381,11 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
   const bool include_usage = cp.include_usage;
   const double heartbeat_s = ctx.options.heartbeat_s;
   auto sent_first = std::make_shared<bool>(false);
-  CompletionBackend* backend = &ctx.backend;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [prepared, channel, gen, backend, id, created, model, chat, include_usage, heartbeat_s, sent_first](
+      [prepared, channel, choices, &tok, id, created, model, chat, include_usage, heartbeat_s, sent_first](
           size_t, httplib::DataSink& sink) -> bool {
         auto event = [&](const json& choice_or_null, const json& usage_field) {
           json c = chunk_base(id, created, model, chat);
@@ -289,36 +396,47 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
         std::string out;
         if (!*sent_first) {
           *sent_first = true;
-          const std::string echo = prepared->echo_text;
-          if (chat || !echo.empty()) out += event(stream_choice(chat, echo, nullptr, true), nullptr);
-        }
-        auto deadline = Clock::now() + std::chrono::duration<double>(heartbeat_s);
-        while (out.empty() && !gen->finished && Clock::now() < deadline) {
-          for (const TokenEvent& e : channel->take(std::chrono::milliseconds(100))) {
-            const std::string text = gen->consume(e);
-            if (!text.empty()) out += event(stream_choice(chat, text, nullptr, false), nullptr);
+          for (const auto& g : choices->gens) {
+            if (chat || !g->echo_text.empty()) {
+              out += event(stream_choice(chat, g->index, g->echo_text, nullptr, nullptr, true), nullptr);
+            }
           }
         }
-        if (gen->finished) {
-          if (!gen->error.empty()) {
-            out += "data: " + dump(ApiError(500, "generation failed: " + gen->error, "server_error").body()) + "\n\n";
-          } else {
-            out += event(stream_choice(chat, "", gen->finish_reason, false), nullptr);
-            if (include_usage) out += event(nullptr, gen->usage());
+        auto deadline = Clock::now() + std::chrono::duration<double>(heartbeat_s);
+        while (out.empty() && !choices->all_finished() && Clock::now() < deadline) {
+          for (const ChoiceEvent& ce : channel->take(std::chrono::milliseconds(100))) {
+            Generation& g = *choices->gens[ce.choice];
+            if (g.final_sent) continue;
+            const std::string text = g.consume(ce.event);
+            if (!text.empty()) {
+              out += event(stream_choice(chat, g.index, text, take_logprobs(tok, g, chat), nullptr, false), nullptr);
+            }
+            if (g.finished && g.error.empty()) {
+              json lp = g.logprobs.empty() ? json(nullptr) : take_logprobs(tok, g, chat);
+              out += event(stream_choice(chat, g.index, "", std::move(lp), g.finish_reason, false), nullptr);
+              g.final_sent = true;
+            }
+          }
+          if (choices->failed() != nullptr) choices->abort_unfinished();
+        }
+        const bool done = choices->all_finished();
+        if (done) {
+          if (const Generation* f = choices->failed()) {
+            out += "data: " + dump(ApiError(500, "generation failed: " + f->error, "server_error").body()) + "\n\n";
+          } else if (include_usage) {
+            out += event(nullptr, choices->usage());
           }
           out += "data: [DONE]\n\n";
         }
         if (out.empty()) out = ": keep-alive\n\n";  // a write that fails tells us the client left
         if (!sink.write(out.data(), out.size())) {
-          backend->abort(gen->id);
+          choices->abort_unfinished();
           return false;
         }
-        if (gen->finished) sink.done();
+        if (done) sink.done();
         return true;
       },
-      [gen, backend](bool success) {
-        if (!gen->finished) backend->abort(gen->id);  // the client went away mid-stream
-      });
+      [choices](bool) { choices->abort_unfinished(); });  // the client went away mid-stream
 }
 
 }  // namespace parallm

@@ -51,6 +51,65 @@ std::string get_string(const json& j, const char* key) {
   return j[key].get<std::string>();
 }
 
+std::vector<int32_t> parse_token_ids(const json& a) {
+  std::vector<int32_t> ids;
+  for (const auto& t : a) {
+    if (!t.is_number_integer() || (t.is_number_integer() && !t.is_number_unsigned() && t.get<int64_t>() < 0) ||
+        (t.is_number_unsigned() && t.get<uint64_t>() > INT32_MAX)) {
+      throw bad_request("'prompt' token ids must be non-negative integers", "prompt");
+    }
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return ids;
+}
+
+// OpenAI's four prompt shapes: "text", ["text", ...], [ids], [[ids], ...].
+std::vector<PromptInput> parse_prompts(const json& pr) {
+  const char* shape = "'prompt' must be a non-empty string, array of strings, array of token ids or array of such arrays";
+  std::vector<PromptInput> out;
+  if (pr.is_string()) {
+    out.push_back({false, pr.get<std::string>(), {}});
+    return out;
+  }
+  if (!pr.is_array() || pr.empty()) throw bad_request(shape, "prompt");
+  if (pr[0].is_number()) {
+    out.push_back({true, "", parse_token_ids(pr)});
+    return out;
+  }
+  if (static_cast<int64_t>(pr.size()) > kMaxChoicesPerRequest) {
+    throw bad_request("'prompt' holds " + std::to_string(pr.size()) + " prompts; at most " +
+                          std::to_string(kMaxChoicesPerRequest) + " per request",
+                      "prompt");
+  }
+  for (const auto& x : pr) {
+    if (x.is_string()) {
+      out.push_back({false, x.get<std::string>(), {}});
+    } else if (x.is_array() && !x.empty()) {
+      out.push_back({true, "", parse_token_ids(x)});
+    } else {
+      throw bad_request(shape, "prompt");
+    }
+  }
+  return out;
+}
+
+// {"50256": -100, ...}: token id (as a string key) to a bias in [-100, 100].
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& lb) {
+  if (!lb.is_object()) throw bad_request("'logit_bias' must be an object mapping token ids to numbers", "logit_bias");
+  if (lb.size() > 1024) throw bad_request("'logit_bias' may hold at most 1024 entries", "logit_bias");
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, v] : lb.items()) {
+    int64_t id = -1;
+    if (!key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos) id = std::stoll(key);
+    if (id < 0 || id > INT32_MAX) throw bad_request("'logit_bias' key '" + key + "' is not a token id", "logit_bias");
+    if (!v.is_number()) throw bad_request("'logit_bias' values must be numbers", "logit_bias");
+    const double b = v.get<double>();
+    if (!(b >= -100.0 && b <= 100.0)) throw bad_request("'logit_bias' values must be between -100 and 100", "logit_bias");
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  }
+  return out;
+}
+
 }  // namespace
 
 CompletionParams parse_completion_request(const std::string& body, bool chat) {
@@ -70,34 +129,49 @@ CompletionParams parse_completion_request(const std::string& body, bool chat) {
     p.messages = j["messages"];
   } else {
     if (!present(j, "prompt")) throw bad_request("'prompt' is required", "prompt");
-    const json& pr = j["prompt"];
-    if (pr.is_string()) {
-      p.prompt_text = pr.get<std::string>();
-    } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
-      p.prompt_text = pr[0].get<std::string>();  // a batch of one string
-    } else if (pr.is_array() && !pr.empty() && pr[0].is_number_integer()) {
-      p.prompt_is_tokens = true;
-      for (const auto& t : pr) {
-        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
-          throw bad_request("'prompt' token ids must be non-negative integers", "prompt");
-        }
-        p.prompt_tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
-      }
-    } else if (pr.is_array() && !pr.empty()) {
-      throw bad_request("'prompt' must be a string or an array of token ids (batches of several prompts are not supported)",
-                        "prompt");
-    } else {
-      throw bad_request("'prompt' must be a non-empty string or array of token ids", "prompt");
-    }
+    p.prompts = parse_prompts(j["prompt"]);
     p.echo = get_bool(j, "echo", false);
   }
   const auto mt = get_int(j, "max_tokens", 1, INT32_MAX);
   const auto mct = get_int(j, "max_completion_tokens", 1, INT32_MAX);
   p.max_tokens = mct ? mct : mt;
-  const auto n = get_int(j, "n", 1, INT32_MAX);
-  if (n && *n != 1) throw bad_request("only 'n': 1 is supported", "n");
+  p.n = get_int(j, "n", 1, kMaxChoicesPerRequest).value_or(1);
+  const int64_t n_prompts = chat ? 1 : static_cast<int64_t>(p.prompts.size());
+  if (n_prompts * p.n > kMaxChoicesPerRequest) {
+    throw bad_request("prompts x 'n' is " + std::to_string(n_prompts * p.n) + "; at most " +
+                          std::to_string(kMaxChoicesPerRequest) + " choices per request",
+                      "n");
+  }
   const auto best_of = get_int(j, "best_of", 1, INT32_MAX);
-  if (best_of && *best_of != 1) throw bad_request("only 'best_of': 1 is supported", "best_of");
+  if (best_of && *best_of != p.n) {
+    throw bad_request("'best_of' other than 'n' is not supported (no choices are generated to be discarded)", "best_of");
+  }
+  if (chat) {
+    const bool want = get_bool(j, "logprobs", false);
+    const auto top = get_int(j, "top_logprobs", 0, kMaxLogprobs);
+    if (top && !want) throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    if (want) p.logprobs = static_cast<int32_t>(top.value_or(0));
+  } else {
+    const auto lp = get_int(j, "logprobs", 0, kMaxLogprobs);
+    if (lp) p.logprobs = static_cast<int32_t>(*lp);
+    if (lp && p.echo) {
+      throw bad_request("'echo' with 'logprobs' (log-probabilities of the prompt) is not supported", "logprobs");
+    }
+    if (present(j, "suffix") && !(j["suffix"].is_string() && j["suffix"].get<std::string>().empty())) {
+      throw bad_request("'suffix' is not supported", "suffix");
+    }
+  }
+  if (present(j, "response_format")) {
+    const json& rf = j["response_format"];
+    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
+      throw bad_request("'response_format' must be an object with a string 'type'", "response_format");
+    }
+    if (rf["type"].get<std::string>() != "text") {
+      throw bad_request("'response_format' type '" + rf["type"].get<std::string>() +
+                            "' is not supported (structured output is not implemented); use 'text'",
+                        "response_format");
+    }
+  }
 
   SamplingParams& s = p.sampling;
   s.temperature = static_cast<float>(get_number(j, "temperature", 0.0, 2.0, 1.0));
@@ -141,6 +215,7 @@ CompletionParams parse_completion_request(const std::string& body, bool chat) {
     if (!p.stream) throw bad_request("'stream_options' is only allowed with 'stream': true", "stream_options");
     p.include_usage = get_bool(so, "include_usage", false);
   }
+  if (present(j, "logit_bias")) s.logit_bias = parse_logit_bias(j["logit_bias"]);
   p.ignore_eos = get_bool(j, "ignore_eos", false);
   const auto prio = get_int(j, "priority", -1000000, 1000000);
   p.priority = prio ? static_cast<int>(*prio) : 0;

@@ -14,13 +14,30 @@
 
 namespace parallm {
 
+// One prompt of /v1/completions: text, or token ids.
+struct PromptInput {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+// Most choices one request may ask for (prompts x n): each is a sequence in
+// the scheduler, and one request should not fill it alone.
+constexpr int64_t kMaxChoicesPerRequest = 128;
+// Most alternatives per token in `logprobs` / `top_logprobs` (vLLM's default cap).
+constexpr int64_t kMaxLogprobs = 20;
+
 struct CompletionParams {
   bool chat = false;
   std::string model;
-  std::string prompt_text;           // completions: a string prompt
-  std::vector<int32_t> prompt_tokens;  // completions: an array of token ids
-  bool prompt_is_tokens = false;
+  // completions: a string, an array of strings, an array of token ids, or an
+  // array of such arrays (a batch: one choice per prompt and n).
+  std::vector<PromptInput> prompts;
   nlohmann::json messages;           // chat
+  int64_t n = 1;                     // choices per prompt
+  // -1: no logprobs. Completions: `logprobs` (alternatives per token, 0-20).
+  // Chat: `top_logprobs` (0-20) when `logprobs` is true.
+  int32_t logprobs = -1;
   std::optional<int64_t> max_tokens;  // max_tokens / max_completion_tokens
   SamplingParams sampling;           // seed is random when the request has none
   std::vector<std::string> stop;

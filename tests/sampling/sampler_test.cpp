@@ -386,6 +386,25 @@ TEST(SamplerPenalties, SampledDistributionShift) {
                      kDraws, "penalized T=0.7 k=3");
 }
 
+// ---- logit_bias ------------------------------------------------------------
+
+TEST(SamplerLogitBias, AddedAfterPenaltiesBeforeGreedyAndTemperature) {
+  const std::vector<float> logits = {2.0f, 0.5f, 1.0f, -1.0f};
+  SamplingParams g;
+  g.temperature = 0.0f;
+  g.logit_bias = {{3, 3.5f}, {0, -0.25f}, {99, 50.0f}};  // 99: outside the vocabulary, skipped
+  Sampler greedy(g);
+  std::vector<float> row = logits;
+  EXPECT_EQ(greedy.sample(row.data(), 4), 3);  // -1 + 3.5 = 2.5 beats 2 - 0.25
+  // A banned token is never drawn; the rest follow the biased softmax.
+  SamplingParams t = with_temperature(0.7f, 77);
+  t.logit_bias = {{0, -100.0f}, {1, 1.0f}};
+  std::vector<double> biased = to_double(logits);
+  biased[0] -= 100.0;
+  biased[1] += 1.0;
+  expect_frequencies(draw_counts(t, logits, kDraws), softmax_ref(biased, 0.7), kDraws, "biased");
+}
+
 // ---- seeds --------------------------------------------------------------------
 
 // A generation loop: logits change every step and sampled tokens feed back as
@@ -481,6 +500,9 @@ TEST(SamplingParamsValidate, OutOfRangeFieldsThrowNamingTheField) {
       {"frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = -2.01f; }},
       {"frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = 2.01f; }},
       {"frequency_penalty", [=](SamplingParams& p) { p.frequency_penalty = nan; }},
+      {"logit_bias", [](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }},
+      {"logit_bias", [](SamplingParams& p) { p.logit_bias = {{3, 100.5f}}; }},
+      {"logit_bias", [=](SamplingParams& p) { p.logit_bias = {{3, nan}}; }},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     SamplingParams p;

@@ -10,7 +10,10 @@ single-device answer alone. Then preemption: a KV pool of 8 blocks (two
 sequences of --max-model-len 64) under 12 concurrent requests must preempt
 (metric > 0) and still give every request exactly its greedy answer alone.
 Last, 64 connections opened at once are all answered without waiting for a
-SYN retransmit (a listen backlog too small for bursts).
+SYN retransmit (a listen backlog too small for bursts). Apart from layouts,
+the `logprobs` a server returns (one device and --tp 2) must equal log
+softmax of the NumPy reference forward (tools/reference_forward.py), and a
+logit_bias must force the token it names.
 
 Every server is started with --port 0 (the port is read from its log),
 --threads 1, and is killed in teardown; every wait is bounded.
@@ -100,15 +103,18 @@ class Server:
                 self.proc.wait(timeout=15)
         self.log.close()
 
-    def completion(self, prompt, max_tokens=N_TOKENS):
-        body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/completions", data=json.dumps(body).encode(),
+    def post(self, path, body):
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
         try:
             with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as r:
-                j = json.loads(r.read())
+                return json.loads(r.read())
         except urllib.error.HTTPError as e:
             raise AssertionError(f"HTTP {e.code}: {e.read()[:500]!r}") from None
+
+    def completion(self, prompt, max_tokens=N_TOKENS):
+        j = self.post("/v1/completions", {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+                                          "ignore_eos": True})
         c = j["choices"][0]
         return {"text": c["text"], "finish_reason": c["finish_reason"], "prompt_tokens": j["usage"]["prompt_tokens"],
                 "completion_tokens": j["usage"]["completion_tokens"]}
@@ -292,11 +298,63 @@ class ConnectionBurst(unittest.TestCase):
             s.close()
 
 
+class LogprobsAgainstReference(unittest.TestCase):
+    """Greedy logprobs of a generated f32 model with an f32 KV cache against
+    log softmax of the NumPy forward (float64), one device and --tp 2."""
+
+    def test_logprobs_equal_reference_log_softmax(self):
+        import numpy as np
+        sys.path.insert(0, ARGS.tools)
+        import reference_forward as ref
+
+        model_args = tiny_model()
+        g = ref.Gguf(model_args[1])
+        ids = [int(t) for t in subprocess.run([ARGS.binary, "tokenize", "--tokenizer", model_args[1], "--text", PROMPTS[4]],
+                                              capture_output=True, text=True, check=True, timeout=60).stdout.split()]
+        n_steps, k, tol = 4, 5, 1e-4
+
+        def log_softmax(context):
+            row = ref.forward(g, context)[-1].astype(np.float64)
+            m = row.max()
+            return row - (m + np.log(np.exp(row - m).sum()))
+
+        want, context = [], list(ids)
+        for _ in range(n_steps):  # the reference's own greedy continuation
+            lp = log_softmax(context)
+            want.append(lp)
+            context.append(int(np.argmax(lp)))
+        for layout in ([], ["--tp", "2"]):
+            s = Server(model_args, ["--kv-dtype", "f32", *layout])
+            try:
+                got = s.post("/v1/completions", {"prompt": ids, "max_tokens": n_steps, "temperature": 0,
+                                                 "ignore_eos": True, "logprobs": k})["choices"][0]["logprobs"]
+                # Ask for the 8th most likely first token by a bias: its raw logprob comes back.
+                eighth = int(np.argsort(-want[0], kind="stable")[7])
+                forced = s.post("/v1/completions", {"prompt": ids, "max_tokens": 1, "temperature": 0,
+                                                    "logit_bias": {str(eighth): 100}, "logprobs": 0})
+            finally:
+                s.close()
+            with self.subTest(layout=layout):
+                self.assertEqual(len(got["token_logprobs"]), n_steps)
+                for i in range(n_steps):
+                    best = np.sort(want[i])[::-1][:k]
+                    self.assertAlmostEqual(got["token_logprobs"][i], best[0], delta=tol)
+                    values = sorted(got["top_logprobs"][i].values(), reverse=True)
+                    # Pieces that decode alike share a key, so fewer may come back; each is one of the best.
+                    self.assertLessEqual(len(values), k)
+                    for v in values:
+                        self.assertLess(np.abs(best - v).min(), tol, f"step {i}: {v} not among {best}")
+                    if len(values) == k:
+                        np.testing.assert_allclose(values, best, atol=tol)
+                self.assertAlmostEqual(forced["choices"][0]["logprobs"]["token_logprobs"][0], want[0][eighth], delta=tol)
+
+
 def main():
     global ARGS, TMP
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
     ap.add_argument("--shared", required=True)
+    ap.add_argument("--tools", required=True)
     ARGS, rest = ap.parse_known_args()
     if not os.access(ARGS.binary, os.X_OK):
         print(f"{ARGS.binary} is not built", file=sys.stderr)

@@ -1,6 +1,7 @@
 // Drives a running `parallm serve` with the official OpenAI Node SDK:
 // completions and chat completions, streamed and not. Greedy (temperature 0)
-// streamed text must equal the non-streamed text. Usage: node this.mjs PORT
+// streamed text must equal the non-streamed text; n choices repeat with the
+// same seed; greedy logprobs put the chosen token first. Usage: node this.mjs PORT
 import OpenAI from "openai";
 import assert from "node:assert/strict";
 
@@ -31,5 +32,23 @@ for await (const chunk of await client.chat.completions.create({
 assert.equal(chatStreamed, chat.choices[0].message.content);
 assert.deepEqual(usage, chat.usage);
 
-await assert.rejects(client.completions.create({ model, prompt: "x", n: 2 }), (e) => e.status === 400);
+const several = { model, prompt: "Once upon a time", max_tokens: 8, n: 3, seed: 42, temperature: 1 };
+const multi = await client.completions.create(several);
+assert.deepEqual(multi.choices.map((x) => x.index), [0, 1, 2]);
+const again = await client.completions.create(several);
+assert.deepEqual(again.choices.map((x) => x.text), multi.choices.map((x) => x.text));
+
+const withLogprobs = await client.chat.completions.create({
+  model, messages, max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 3 });
+const content = withLogprobs.choices[0].logprobs.content;
+assert.equal(content.length, withLogprobs.usage.completion_tokens);
+for (const t of content) {
+  assert.equal(t.top_logprobs.length, 3);
+  assert.equal(t.top_logprobs[0].token, t.token);  // greedy: the most likely token
+  assert.ok(Math.abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6);
+  assert.ok(t.logprob <= 0 && t.top_logprobs[2].logprob <= t.top_logprobs[1].logprob);
+}
+assert.equal(Buffer.from(content.flatMap((t) => t.bytes)).toString("utf8"), withLogprobs.choices[0].message.content);
+
+await assert.rejects(client.completions.create({ model, prompt: "x", logprobs: 2, echo: true }), (e) => e.status === 400);
 console.log("openai sdk: ok");

@@ -22,6 +22,17 @@ inline int32_t script_token(uint64_t seed, int64_t i) {
   return static_cast<int32_t>(259 + (seed * 7 + static_cast<uint64_t>(i) * 13) % 250);  // no byte tokens
 }
 
+// With logprobs requested: token i's logprob, and k alternatives, the script's
+// own token first, then the ids after it with lower logprobs.
+inline float script_logprob(uint64_t seed, int64_t i) {
+  return -0.25f * static_cast<float>((seed + static_cast<uint64_t>(i)) % 7);
+}
+inline std::vector<TokenLogprob> script_top(uint64_t seed, int64_t i, int32_t k) {
+  std::vector<TokenLogprob> top;
+  for (int32_t a = 0; a < k; ++a) top.push_back({script_token(seed, i) + a, script_logprob(seed, i) - static_cast<float>(a)});
+  return top;
+}
+
 class ScriptedBackend : public CompletionBackend {
  public:
   explicit ScriptedBackend(std::chrono::milliseconds token_interval = std::chrono::milliseconds(1))
@@ -97,6 +108,10 @@ class ScriptedBackend : public CompletionBackend {
           ++aborted;
         } else {
           e.token = script_token(q.r.sampling.seed, q.n);
+          if (q.r.logprobs >= 0) {
+            e.logprob = script_logprob(q.r.sampling.seed, q.n);
+            e.top_logprobs = script_top(q.r.sampling.seed, q.n, q.r.logprobs);
+          }
           e.completion_tokens = ++q.n;
           ++generated_;
           if (q.n >= q.r.max_tokens) {

@@ -182,7 +182,7 @@ TEST_F(ServeE2E, DisconnectFreesTheSequence) {
 
 TEST_F(ServeE2E, BadRequestsThenHealthy) {
   const std::vector<std::pair<std::string, int>> cases = {
-      {R"({"prompt": )", 400}, {R"({"prompt":1})", 400}, {R"({})", 400}, {R"({"prompt":"a","n":3})", 400},
+      {R"({"prompt": )", 400}, {R"({"prompt":1})", 400}, {R"({})", 400}, {R"({"prompt":"a","n":0})", 400},
       {R"({"prompt":")" + std::string(4000, 'b') + R"("})", 400}, {R"({"prompt":"a","max_tokens":600})", 400},
       {R"({"prompt":")" + std::string(9 << 20, 'c') + R"("})", 413}};
   for (const auto& [body, status] : cases) {

@@ -1,0 +1,22 @@
+// Log-probabilities of tokens for the API's `logprobs` (OpenAI, vLLM): the
+// model's own distribution, log softmax of the raw logits, before penalties,
+// logit_bias or temperature change them (vLLM's default "raw" logprobs).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace parallm {
+
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0.0f;
+};
+
+// log(sum_i exp(logits_i)), computed stably; scratch is resized to n and clobbered.
+float log_sum_exp(const float* logits, int32_t n, std::vector<float>* scratch);
+
+// The k most likely tokens (k <= n), most likely first, lowest id first on
+// ties, with logprob = logit - lse. One pass over the vocabulary: k is small.
+void top_logprobs(const float* logits, int32_t n, int32_t k, float lse, std::vector<TokenLogprob>* out);
+
+}  // namespace parallm
