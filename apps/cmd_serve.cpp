@@ -7,6 +7,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "command_registry.h"
@@ -17,6 +20,7 @@
 #include "model/kv_pool.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
+#include "server/jinja/jinja.h"
 #include "server/replica_set_backend.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -29,7 +33,7 @@ void on_signal(int) { g_stop = true; }
 
 struct ServeCli {
   EngineCli engine;
-  std::string host = "127.0.0.1", api_key, served_model_name, max_body = "8M", routing = "least-outstanding-tokens";
+  std::string host = "127.0.0.1", api_key, served_model_name, chat_template, max_body = "8M", routing = "least-outstanding-tokens";
   std::string stream_interval = "auto";
   int port = 8000, dp = 1, http_threads = 1024;
   int64_t max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, max_queue = 1024, kv_blocks = 0;
@@ -86,6 +90,28 @@ int64_t parse_stream_interval(const std::string& v) {
   return n;
 }
 
+// --chat-template: a file holding the template, or (as vLLM accepts) the
+// template itself. Checked here, before the model loads.
+std::string read_chat_template(const std::string& v) {
+  if (v.empty()) return "";
+  std::string source;
+  std::ifstream f(v, std::ios::binary);
+  if (f && !std::filesystem::is_directory(v)) {
+    source.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  } else if (v.find("{{") != std::string::npos || v.find("{%") != std::string::npos) {
+    source = v;
+  } else {
+    throw InputError("--chat-template: '" + v + "' is neither a readable file nor a Jinja template");
+  }
+  if (source.empty()) throw InputError("--chat-template: '" + v + "' is empty");
+  try {
+    jinja::CompiledTemplate check(source);
+  } catch (const InputError& e) {
+    throw InputError(std::string("--chat-template does not parse: ") + e.what());
+  }
+  return source;
+}
+
 int run_serve(const ServeCli& s) {
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGINT, on_signal);
@@ -115,6 +141,7 @@ int run_serve(const ServeCli& s) {
   so.rate_limit_per_minute = s.rate_limit;
   so.http_threads = s.http_threads;
   so.stream_interval = parse_stream_interval(s.stream_interval);
+  so.chat_template = read_chat_template(s.chat_template);
   {
     std::string name = s.served_model_name;
     if (name.empty()) {
@@ -188,6 +215,8 @@ const bool registered = register_command(
        sub.add_option("--dp", s->dp, "Data-parallel replicas behind the built-in router")->capture_default_str();
        sub.add_option("--api-key", s->api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
        sub.add_option("--served-model-name", s->served_model_name, "Model name in the API (default: the file name)");
+       sub.add_option("--chat-template", s->chat_template,
+                      "Jinja chat template to use instead of the model's: a file, or the template itself");
        sub.add_option("--max-model-len", s->max_model_len, "Prompt + output tokens per request (default: --ctx-size)");
        sub.add_option("--max-num-seqs", s->max_num_seqs, "Sequences batched at once")->capture_default_str();
        sub.add_option("--max-num-batched-tokens", s->max_num_batched_tokens, "Tokens per step (chunked prefill)")->capture_default_str();

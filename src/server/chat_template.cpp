@@ -5,6 +5,7 @@
 #include "server/api_error.h"
 #include "tokenizer/tokenizer.h"
 #include "util/check.h"
+#include "util/log.h"
 
 namespace parallm {
 
@@ -20,24 +21,38 @@ ChatFormatter::ChatFormatter(const std::optional<std::string>& template_source, 
     : tpl_(template_source && !template_source->empty() ? *template_source : std::string(kDefaultChatTemplate)),
       bos_(std::move(bos_token)),
       eos_(std::move(eos_token)),
-      uses_default_(!template_source || template_source->empty()) {}
+      uses_default_(!template_source || template_source->empty()),
+      hermes_tool_calls_(!uses_default_ && template_source->find("<tool_call>") != std::string::npos) {}
 
-ChatFormatter ChatFormatter::for_tokenizer(const Tokenizer& tokenizer) {
+ChatFormatter ChatFormatter::for_tokenizer(const Tokenizer& tokenizer, const std::string& override_source) {
   const std::string bos = tokenizer.bos_id() >= 0 ? tokenizer.token_to_piece(tokenizer.bos_id()) : "";
   const std::string eos = tokenizer.eos_id() >= 0 ? tokenizer.token_to_piece(tokenizer.eos_id()) : "";
-  return ChatFormatter(tokenizer.chat_template(), bos, eos);
+  if (!override_source.empty()) {
+    try {
+      return ChatFormatter(override_source, bos, eos);
+    } catch (const InputError& e) {
+      throw InputError(std::string("--chat-template does not parse: ") + e.what());
+    }
+  }
+  try {
+    return ChatFormatter(tokenizer.chat_template(), bos, eos);
+  } catch (const InputError& e) {
+    log_warn(std::string("chat template of the model is not supported (") + e.what() + "); using the default template");
+    return ChatFormatter(std::nullopt, bos, eos);
+  }
 }
 
-std::string ChatFormatter::render(const nlohmann::json& messages, bool add_generation_prompt) const {
+std::string ChatFormatter::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                  const nlohmann::ordered_json& tools, const nlohmann::ordered_json& kwargs) const {
   if (!messages.is_array()) throw bad_request("'messages' must be an array", "messages");
   if (messages.empty()) throw bad_request("'messages' must not be empty", "messages");
-  nlohmann::json clean = nlohmann::json::array();
+  nlohmann::ordered_json clean = nlohmann::ordered_json::array();
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) throw bad_request(where + " must be an object", "messages");
     if (!m.contains("role") || !m["role"].is_string()) throw bad_request(where + ".role must be a string", "messages");
-    nlohmann::json out = m;  // keeps tool_calls, name, ... for templates that use them
+    nlohmann::ordered_json out = m;  // keeps tool_calls, name, ... for templates that use them
     const std::string role = m["role"].get<std::string>();
     if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer") {
       throw bad_request(where + ".role must be system, user, assistant, tool or developer", "messages");
@@ -57,12 +72,30 @@ std::string ChatFormatter::render(const nlohmann::json& messages, bool add_gener
     } else if (!m["content"].is_string()) {
       throw bad_request(where + ".content must be a string or an array of text parts", "messages");
     }
+    // Assistant tool calls carry their arguments as a JSON string (OpenAI);
+    // templates print them with `tojson`, so they get the object, as
+    // vLLM hands them over. A string that is not JSON stays a string.
+    if (out.contains("tool_calls") && out["tool_calls"].is_array()) {
+      for (auto& call : out["tool_calls"]) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+        auto& fn = call["function"];
+        if (fn.contains("arguments") && fn["arguments"].is_string()) {
+          auto parsed = nlohmann::ordered_json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+          if (!parsed.is_discarded() && parsed.is_object()) fn["arguments"] = std::move(parsed);
+        }
+      }
+    }
     clean.push_back(std::move(out));
   }
-  nlohmann::json ctx = {{"messages", clean},
-                        {"add_generation_prompt", add_generation_prompt},
-                        {"bos_token", bos_},
-                        {"eos_token", eos_}};
+  nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
+  if (kwargs.is_object()) {
+    for (const auto& [k, v] : kwargs.items()) ctx[k] = v;
+  }
+  ctx["messages"] = std::move(clean);
+  if (tools.is_array() && !tools.empty()) ctx["tools"] = tools;
+  ctx["add_generation_prompt"] = add_generation_prompt;
+  ctx["bos_token"] = bos_;
+  ctx["eos_token"] = eos_;
   try {
     return tpl_.render(ctx);
   } catch (const InputError& e) {

@@ -26,16 +26,27 @@ class ChatFormatter {
   // template_source: nullopt or empty = the default template. Throws InputError
   // when the template does not parse.
   ChatFormatter(const std::optional<std::string>& template_source, std::string bos_token, std::string eos_token);
-  static ChatFormatter for_tokenizer(const Tokenizer& tokenizer);
+  // The model's template, or `override_source` when not empty (--chat-template,
+  // which must parse: InputError). A model template the interpreter cannot
+  // parse gives the default one, with a warning.
+  static ChatFormatter for_tokenizer(const Tokenizer& tokenizer, const std::string& override_source = "");
 
   // Throws ApiError(400) for bad messages or a template that raises.
-  std::string render(const nlohmann::json& messages, bool add_generation_prompt) const;
+  // tools: null or the request's function tools (the template's `tools`);
+  // kwargs: null or an object of extra template variables
+  // (`chat_template_kwargs`, e.g. Qwen3's enable_thinking).
+  std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                     const nlohmann::ordered_json& tools = nullptr, const nlohmann::ordered_json& kwargs = nullptr) const;
   bool uses_default() const { return uses_default_; }
+  // The template asks for tool calls as <tool_call>{"name", "arguments"}</tool_call>
+  // (Hermes style: Qwen2.5, Qwen3, Hermes), so the answer can be parsed into tool_calls.
+  bool hermes_tool_calls() const { return hermes_tool_calls_; }
 
  private:
   jinja::CompiledTemplate tpl_;
   std::string bos_, eos_;
   bool uses_default_;
+  bool hermes_tool_calls_;
 };
 
 }  // namespace parallm

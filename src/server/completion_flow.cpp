@@ -11,10 +11,12 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 
 #include "server/api_error.h"
 #include "server/logprobs_json.h"
+#include "server/tool_calls.h"
 #include "server/openai_request.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/tokenizer.h"
@@ -119,6 +121,8 @@ struct Generation {
   int64_t text_offset;     // completions logprobs: characters of the text so far
   std::string echo_text;   // completions with echo: the prompt, sent first
   std::vector<LoggedToken> logprobs;  // tokens whose logprobs are not yet sent
+  std::optional<ToolCallSplitter> tool_splitter;  // chat with tools, Hermes-style template
+  json tool_calls;                                // null, or the parsed calls once finished
   int64_t completion_tokens = 0;
   bool finished = false, final_sent = false;
   std::string finish_reason;
@@ -138,7 +142,7 @@ struct Generation {
       if (stop.stopped()) {
         backend->abort(id);  // a stop string ends generation here
         finish("stop");
-        return text;
+        return route(text);
       }
     }
     if (e.finished) {
@@ -146,12 +150,30 @@ struct Generation {
       text += stop.push(decoder.flush());
       if (stop.stopped()) {
         finish("stop");
-        return text;
+        return route(text);
       }
       text += stop.flush();
       finish(e.finish_reason == "length" ? "length" : e.finish_reason == "stop" ? "stop" : e.finish_reason);
     }
-    return text;
+    return route(text);
+  }
+  // With tools: content streams until "<tool_call>"; at the end the kept
+  // rest becomes tool_calls, or content again when it does not parse.
+  std::string route(const std::string& text) {
+    if (!tool_splitter) return text;
+    std::string out = tool_splitter->push(text);
+    if (!finished) return out;
+    out += tool_splitter->flush();
+    if (tool_splitter->started()) {
+      if (auto calls = parse_hermes_tool_calls(tool_splitter->kept())) {
+        tool_calls = std::move(*calls);
+        if (finish_reason == "stop") finish_reason = "tool_calls";
+      } else {
+        out += tool_splitter->kept();
+      }
+    }
+    tool_splitter.reset();
+    return out;
   }
   void finish(const std::string& reason) {
     finished = true;
@@ -178,7 +200,7 @@ PreparedPrompt prepare_prompt(const CompletionContext& ctx, const CompletionPara
   const Tokenizer& tok = ctx.backend.tokenizer();
   PreparedPrompt p;
   if (chat) {
-    const std::string text = ctx.chat.render(cp.messages, /*add_generation_prompt=*/true);
+    const std::string text = ctx.chat.render(cp.messages, /*add_generation_prompt=*/true, cp.tools, cp.chat_template_kwargs);
     p.tokens = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
   } else if (in->is_tokens) {
     for (int32_t t : in->tokens) {
@@ -301,6 +323,7 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
   const CompletionParams& cp = prepared->params;
   const size_t n = static_cast<size_t>(cp.n);
 
+  const bool parse_tools = chat && !cp.tools.is_null() && ctx.chat.hermes_tool_calls();
   auto channel = std::make_shared<RequestChannel>(!cp.stream && cp.stop.empty(), ctx.options.stream_interval);
   auto choices = std::make_shared<Choices>();
   // Choice p * n + j is prompt p's j-th generation; with a seed, generation j
@@ -333,6 +356,7 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
                        "invalid_request_error", "max_tokens", "context_length_exceeded");
       }
       choices->gens.push_back(std::make_unique<Generation>(ctx, cp, index, backend_id, pp.echo_text));
+      if (parse_tools) choices->gens.back()->tool_splitter.emplace();
     }
   }
 
@@ -363,10 +387,13 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
         lp = chat ? chat_logprobs_json(tok, logged[i]) : completion_logprobs_json(tok, logged[i], &g.text_offset);
       }
       if (chat) {
-        out_choices.push_back({{"index", i},
-                               {"message", {{"role", "assistant"}, {"content", texts[i]}}},
-                               {"logprobs", lp},
-                               {"finish_reason", g.finish_reason}});
+        json message = {{"role", "assistant"}, {"content", texts[i]}};
+        if (!g.tool_calls.is_null()) {
+          message["tool_calls"] = g.tool_calls;
+          if (texts[i].find_first_not_of(" \n\t\r") == std::string::npos) message["content"] = nullptr;
+        }
+        out_choices.push_back(
+            {{"index", i}, {"message", std::move(message)}, {"logprobs", lp}, {"finish_reason", g.finish_reason}});
       } else {
         out_choices.push_back({{"index", i}, {"text", texts[i]}, {"logprobs", lp}, {"finish_reason", g.finish_reason}});
       }
@@ -412,6 +439,13 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
               out += event(stream_choice(chat, g.index, text, take_logprobs(tok, g, chat), nullptr, false), nullptr);
             }
             if (g.finished && g.error.empty()) {
+              if (!g.tool_calls.is_null()) {
+                json delta_calls = g.tool_calls;
+                for (size_t k = 0; k < delta_calls.size(); ++k) delta_calls[k]["index"] = k;
+                json ch = stream_choice(chat, g.index, "", nullptr, nullptr, false);
+                ch["delta"] = {{"tool_calls", delta_calls}};
+                out += event(ch, nullptr);
+              }
               json lp = g.logprobs.empty() ? json(nullptr) : take_logprobs(tok, g, chat);
               out += event(stream_choice(chat, g.index, "", std::move(lp), g.finish_reason, false), nullptr);
               g.final_sent = true;

@@ -204,12 +204,7 @@ void HttpServer::set_backend(CompletionBackend* backend) {
   if (backend) {
     ready = std::make_shared<Impl::Ready>();
     ready->backend = backend;
-    try {
-      ready->chat = std::make_unique<ChatFormatter>(ChatFormatter::for_tokenizer(backend->tokenizer()));
-    } catch (const InputError& e) {  // a model template we cannot parse: serve with the default one
-      log_warn(std::string("chat template of the model is not supported (") + e.what() + "); using the default template");
-      ready->chat = std::make_unique<ChatFormatter>(std::nullopt, "", "");
-    }
+    ready->chat = std::make_unique<ChatFormatter>(ChatFormatter::for_tokenizer(backend->tokenizer(), options_.chat_template));
   }
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->ready = std::move(ready);

@@ -38,6 +38,8 @@ struct ServerOptions {
   // A stream's tokens are sent in groups of this many (the first at once);
   // kStreamIntervalAuto: groups that grow with the load (completion_flow.cpp).
   int64_t stream_interval = kStreamIntervalAuto;
+  // --chat-template: a Jinja template used instead of the model's (empty = the model's).
+  std::string chat_template;
 };
 
 class HttpServer {

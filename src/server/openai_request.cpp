@@ -110,6 +110,41 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& lb) {
   return out;
 }
 
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?}}];
+// tool_choice: "none" (tools are not shown to the model), "auto", or absent.
+// "required" and a named function need constrained decoding: a 400.
+void parse_tools(const json& j, const nlohmann::ordered_json& oj, CompletionParams* p) {
+  if (present(j, "tool_choice")) {
+    const json& tc = j["tool_choice"];
+    if (!tc.is_string() && !tc.is_object()) throw bad_request("'tool_choice' must be a string or an object", "tool_choice");
+    const std::string choice = tc.is_string() ? tc.get<std::string>() : "named";
+    if (choice == "none") return;
+    if (choice != "auto") {
+      throw bad_request("'tool_choice' " + (tc.is_string() ? "'" + choice + "'" : std::string("naming a function")) +
+                            " is not supported (it needs constrained decoding); use 'auto' or 'none'",
+                        "tool_choice");
+    }
+  }
+  if (!present(j, "tools")) return;
+  const json& tools = j["tools"];
+  if (!tools.is_array()) throw bad_request("'tools' must be an array", "tools");
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& t = tools[i];
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object()) {
+      throw bad_request(where + " must be {\"type\": \"function\", \"function\": {...}}", "tools");
+    }
+    const json& f = t["function"];
+    if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty()) {
+      throw bad_request(where + ".function.name must be a non-empty string", "tools");
+    }
+    if (f.contains("parameters") && !f["parameters"].is_object() && !f["parameters"].is_null()) {
+      throw bad_request(where + ".function.parameters must be an object", "tools");
+    }
+  }
+  if (!tools.empty()) p->tools = oj["tools"];
+}
+
 }  // namespace
 
 CompletionParams parse_completion_request(const std::string& body, bool chat) {
@@ -126,7 +161,17 @@ CompletionParams parse_completion_request(const std::string& body, bool chat) {
   if (chat) {
     if (!present(j, "messages")) throw bad_request("'messages' is required", "messages");
     if (!j["messages"].is_array()) throw bad_request("'messages' must be an array", "messages");
-    p.messages = j["messages"];
+    // Parsed again keeping key order: templates print messages and tools
+    // (`tojson`) as Python would, in the request's order.
+    const nlohmann::ordered_json oj = nlohmann::ordered_json::parse(body);
+    p.messages = oj["messages"];
+    parse_tools(j, oj, &p);
+    if (present(j, "chat_template_kwargs")) {
+      if (!j["chat_template_kwargs"].is_object()) {
+        throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+      }
+      p.chat_template_kwargs = oj["chat_template_kwargs"];
+    }
   } else {
     if (!present(j, "prompt")) throw bad_request("'prompt' is required", "prompt");
     p.prompts = parse_prompts(j["prompt"]);
@@ -220,7 +265,6 @@ CompletionParams parse_completion_request(const std::string& body, bool chat) {
   const auto prio = get_int(j, "priority", -1000000, 1000000);
   p.priority = prio ? static_cast<int>(*prio) : 0;
   p.user = get_string(j, "user");
-  if (chat && present(j, "tools") && !j["tools"].is_array()) throw bad_request("'tools' must be an array", "tools");
   try {
     s.validate();
   } catch (const std::exception& e) {

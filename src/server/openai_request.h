@@ -33,7 +33,10 @@ struct CompletionParams {
   // completions: a string, an array of strings, an array of token ids, or an
   // array of such arrays (a batch: one choice per prompt and n).
   std::vector<PromptInput> prompts;
-  nlohmann::json messages;           // chat
+  // chat: as the request wrote them (key order kept: templates print them)
+  nlohmann::ordered_json messages;
+  nlohmann::ordered_json tools;               // chat: null, or the function tools (not with tool_choice "none")
+  nlohmann::ordered_json chat_template_kwargs;  // chat: null, or extra template variables (vLLM's)
   int64_t n = 1;                     // choices per prompt
   // -1: no logprobs. Completions: `logprobs` (alternatives per token, 0-20).
   // Chat: `top_logprobs` (0-20) when `logprobs` is true.

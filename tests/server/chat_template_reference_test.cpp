@@ -20,7 +20,8 @@
 namespace parallm {
 namespace {
 
-using nlohmann::json;
+// Ordered: contexts keep the key order they are written in, as Python dicts do.
+using json = nlohmann::ordered_json;
 using test::command_output;
 
 // "<s>", {"content": "<s>"} or absent.
@@ -172,6 +173,8 @@ const char* const kFeatureTemplates[] = {
     "{{ messages[0].content.strip() ~ '|' ~ messages[2].content.split('\n')[-1] }}|{{ messages[::-1] | map(attribute='role') | join }}",
     "{% for i in range(3) %}{{ i }}{% else %}empty{% endfor %}{% for i in [] %}x{% else %}E{% endfor %}",
     "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}",
+    "{{ {'b': 1, 'a': [true]} | tojson }}{% for k, v in {'z': 1, 'y': 2} | items %}{{ k }}{% endfor %}{{ tools | tojson }}"
+    "{% for k in messages[0] %}{{ k }},{% endfor %}",
     "{% break %}",
 };
 
@@ -179,8 +182,8 @@ TEST(ChatTemplateReference, LanguageFeaturesEqualPythonJinja2) {
   const json context = json::parse(R"({
     "messages": [{"role": "system", "content": " Sys "}, {"role": "user", "content": "Hi <b> & 'q'"},
                  {"role": "assistant", "content": "Yo\nthere"}],
-    "tools": [{"function": {"name": "f", "parameters": {"properties": {"a": {"type": "string"},
-               "B": {"type": "integer"}}, "type": "object"}}, "type": "function"}]})");
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties":
+               {"a": {"type": "string"}, "B": {"type": "integer"}}}}}]})");
   json cases = json::array();
   std::vector<std::string> labels;
   for (const char* t : kFeatureTemplates) {

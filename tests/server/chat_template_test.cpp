@@ -138,6 +138,22 @@ TEST(ChatTemplate, DefaultTemplate) {
             "<s>System: You are terse.\nUser: Hi there!\nAssistant:  Hello. \nUser: Name a color.\nAssistant:");
 }
 
+// What a request adds to the template: tools in the request's key order,
+// chat_template_kwargs as variables, and assistant tool-call arguments (a JSON
+// string in the API) as objects.
+TEST(ChatTemplate, ToolsKwargsAndToolCallArguments) {
+  ChatFormatter f(std::string("{{ tools | tojson }}|{{ enable_thinking }}|"
+                              "{% for m in messages %}{% for c in m.tool_calls or [] %}{{ c.function.arguments | tojson }}"
+                              "{% endfor %}{% endfor %}"),
+                  "<s>", "</s>");
+  const auto messages = nlohmann::ordered_json::parse(R"([{"role":"user","content":"w?"},
+    {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function",
+      "function":{"name":"get","arguments":"{\"z\": 1, \"a\": 2}"}}]}])");
+  const auto tools = nlohmann::ordered_json::parse(R"([{"type":"function","function":{"name":"get"}}])");
+  EXPECT_EQ(f.render(messages, true, tools, nlohmann::ordered_json::parse(R"({"enable_thinking":false})")),
+            R"([{"type": "function", "function": {"name": "get"}}]|False|{"z": 1, "a": 2})");
+}
+
 TEST(ChatTemplate, ContentPartsAndBadMessages) {
   ChatFormatter f(std::nullopt, "", "");
   EXPECT_EQ(f.render(json::parse(R"([{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}])"), false),
@@ -165,7 +181,7 @@ TEST(Jinja, ExpressionsAndFilters) {
                {{"m", json::parse(R"([{"role":"user"},{"role":"bot"},{"role":"user"}])")}}),
             "2");
   EXPECT_EQ(jr("{{ [1,'a'] | reject('equalto', 'a') | join(', ') }}|{{ {'b': 1, 'a': [true]} | tojson }}"),
-            "1|{\"a\": [true], \"b\": 1}");
+            "1|{\"b\": 1, \"a\": [true]}");  // insertion order, as transformers' tojson
   EXPECT_EQ(jr("{% for k, v in d | items %}{{ k }}={{ v }};{% endfor %}", {{"d", {{"a", 1}, {"b", 2}}}}), "a=1;b=2;");
 }
 

@@ -355,6 +355,81 @@ TEST_F(HttpServerTest, LogprobsInCompletionAndChatFormats) {
   EXPECT_TRUE(json::parse(plain->body)["choices"][0]["logprobs"].is_null());
 }
 
+// Tools: a template that asks for Hermes-style <tool_call> blocks gets the
+// request's tools, and an answer holding such blocks comes back as
+// tool_calls (streamed: content until the block, then one tool_calls delta).
+TEST_F(HttpServerTest, HermesToolCallsAreParsed) {
+  ServerOptions o;
+  o.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}{{ tools | tojson }}<tool_call>{% endif %}";
+  start(o);
+  const auto& tok = backend_->tokenizer();
+  const std::string answer = "Sure.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  backend_->fixed_tokens = tok.encode(answer, false, false);
+  // As streamed (SentencePiece keeps the first piece's space): the content before the block.
+  std::string full;
+  StreamDecoder dec(tok);
+  for (int32_t t : backend_->fixed_tokens) full += dec.push(t);
+  full += dec.flush();
+  ASSERT_EQ(full.substr(full.find("Sure.")), answer);
+  const std::string before = full.substr(0, full.find("<tool_call>"));
+  const std::string tools =
+      R"("tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}])";
+  const std::string req = R"({"messages":[{"role":"user","content":"Weather?"}],"max_tokens":100,)" + tools;
+  auto r = post("/v1/chat/completions", req + "}");
+  ASSERT_EQ(r->status, 200) << r->body;
+  json c = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(c["finish_reason"], "tool_calls");
+  EXPECT_EQ(c["message"]["content"], before);
+  ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << c;
+  const json call = c["message"]["tool_calls"][0];
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()), json::parse(R"({"city":"Paris"})"));
+  // The template saw the tools in the request's key order ("type" before "function").
+  const int64_t with_tools = json::parse(r->body)["usage"]["prompt_tokens"];
+  const std::string rendered = std::string("Weather?") +
+      R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]<tool_call>)";
+  EXPECT_EQ(with_tools, static_cast<int64_t>(tok.encode(rendered, false, true).size()));
+
+  // Streamed.
+  const std::string resp = raw_http(port_, "POST", "/v1/chat/completions", req + R"(,"stream":true})");
+  std::string content, finish;
+  json streamed_calls;
+  for (const auto& d : test::sse_data(resp)) {
+    if (d == "[DONE]") break;
+    const json chunk = json::parse(d);
+    for (const auto& ch : chunk["choices"]) {
+      if (ch["delta"].contains("content")) content += ch["delta"]["content"].get<std::string>();
+      if (ch["delta"].contains("tool_calls")) streamed_calls = ch["delta"]["tool_calls"];
+      if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+    }
+  }
+  EXPECT_EQ(content, before);
+  EXPECT_EQ(finish, "tool_calls");
+  ASSERT_EQ(streamed_calls.size(), 1u) << resp;
+  EXPECT_EQ(streamed_calls[0]["index"], 0);
+  EXPECT_EQ(streamed_calls[0]["function"]["name"], "get_weather");
+
+  // Without tools (or with tool_choice "none") the answer is plain content.
+  for (const std::string& body : {std::string(R"({"messages":[{"role":"user","content":"Weather?"}]})"),
+                                  req + R"(,"tool_choice":"none"})"}) {
+    auto p = post("/v1/chat/completions", body);
+    ASSERT_EQ(p->status, 200) << p->body;
+    json pc = json::parse(p->body)["choices"][0];
+    EXPECT_EQ(pc["message"]["content"], full);
+    EXPECT_FALSE(pc["message"].contains("tool_calls"));
+    EXPECT_EQ(pc["finish_reason"], "stop");
+  }
+  // Unsupported tool choices and malformed tools are 400s.
+  for (const std::string& body : {req + R"(,"tool_choice":"required"})",
+                                  req + R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}}})",
+                                  std::string(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})"),
+                                  std::string(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":""}}]})")}) {
+    EXPECT_EQ(post("/v1/chat/completions", body)->status, 400) << body;
+  }
+}
+
 TEST_F(HttpServerTest, StopStringsEndGenerationAndAreNotIncluded) {
   start();
   const std::string full = expected_text(11, 30);

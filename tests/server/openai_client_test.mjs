@@ -50,5 +50,11 @@ for (const t of content) {
 }
 assert.equal(Buffer.from(content.flatMap((t) => t.bytes)).toString("utf8"), withLogprobs.choices[0].message.content);
 
+// Tools as the SDK sends them are accepted (this model's template ignores them: the answer is text).
+const tools = [{ type: "function", function: { name: "get_weather", description: "Weather of a city",
+  parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] }, strict: false } }];
+const withTools = await client.chat.completions.create({ model, messages, max_tokens: 4, temperature: 0, tools, tool_choice: "auto" });
+assert.equal(typeof withTools.choices[0].message.content, "string");
+
 await assert.rejects(client.completions.create({ model, prompt: "x", logprobs: 2, echo: true }), (e) => e.status === 400);
 console.log("openai sdk: ok");

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "server/completion_backend.h"
 #include "tokenizer/tokenizer.h"
@@ -76,6 +77,9 @@ class ScriptedBackend : public CompletionBackend {
   const Tokenizer& tokenizer() const override { return *tok_; }
   int64_t max_model_len() const override { return 512; }
 
+  // When set (before requests arrive): every request generates exactly
+  // these tokens, then stops (finish_reason "stop").
+  std::vector<int32_t> fixed_tokens;
   std::atomic<bool> refuse_{false};
   std::atomic<int64_t> other_step_tokens{0};
   std::atomic<int> submitted{0}, aborted{0};
@@ -107,14 +111,18 @@ class ScriptedBackend : public CompletionBackend {
           e.completion_tokens = q.n;
           ++aborted;
         } else {
-          e.token = script_token(q.r.sampling.seed, q.n);
+          const bool fixed = !fixed_tokens.empty();
+          e.token = fixed ? fixed_tokens[static_cast<size_t>(q.n)] : script_token(q.r.sampling.seed, q.n);
           if (q.r.logprobs >= 0) {
             e.logprob = script_logprob(q.r.sampling.seed, q.n);
             e.top_logprobs = script_top(q.r.sampling.seed, q.n, q.r.logprobs);
           }
           e.completion_tokens = ++q.n;
           ++generated_;
-          if (q.n >= q.r.max_tokens) {
+          if (fixed && q.n >= static_cast<int64_t>(fixed_tokens.size())) {
+            e.finished = true;
+            e.finish_reason = "stop";
+          } else if (q.n >= q.r.max_tokens) {
             e.finished = true;
             e.finish_reason = "length";
           }

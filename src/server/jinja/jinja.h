@@ -31,7 +31,7 @@ class CompiledTemplate {
 
   // context: a JSON object of variables. Throws InputError (raise_exception,
   // type errors, limits).
-  std::string render(const nlohmann::json& context) const;
+  std::string render(const nlohmann::ordered_json& context) const;
 
  private:
   std::unique_ptr<Template> tpl_;

@@ -1,5 +1,6 @@
 // The syntax tree of the Jinja subset that chat templates use (see jinja.h).
-// Values are nlohmann::json; Jinja's `undefined` is a discarded json value
+// Values are nlohmann::ordered_json (objects keep insertion order, as Python
+// dicts do, so `tojson` and `items()` follow the request); Jinja's `undefined` is a discarded json value
 // (is_discarded()), `none` is null. The tree is produced by jinja_parser.cpp
 // and walked by jinja_eval.cpp; it holds no state of a rendering.
 #pragma once
@@ -12,7 +13,7 @@
 
 namespace parallm::jinja {
 
-using Value = nlohmann::json;
+using Value = nlohmann::ordered_json;
 inline Value undefined_value() { return Value(Value::value_t::discarded); }
 
 struct Expr;

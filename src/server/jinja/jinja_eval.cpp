@@ -416,7 +416,7 @@ CompiledTemplate::~CompiledTemplate() = default;
 CompiledTemplate::CompiledTemplate(CompiledTemplate&&) noexcept = default;
 CompiledTemplate& CompiledTemplate::operator=(CompiledTemplate&&) noexcept = default;
 
-std::string CompiledTemplate::render(const nlohmann::json& context) const {
+std::string CompiledTemplate::render(const nlohmann::ordered_json& context) const {
   Renderer r(context);
   std::string out;
   r.exec(tpl_->body, &out);

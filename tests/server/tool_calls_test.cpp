@@ -1,0 +1,66 @@
+// Hermes-style tool calls: the streaming splitter and the parser, on answers
+// split at every byte and on malformed ones.
+#include "server/tool_calls.h"
+
+#include <gtest/gtest.h>
+
+namespace parallm {
+namespace {
+
+using nlohmann::json;
+
+// Feeds `text` one piece of `step` bytes at a time; returns the streamed content.
+std::string split(const std::string& text, size_t step, ToolCallSplitter* s) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); i += step) out += s->push(text.substr(i, step));
+  return out + s->flush();
+}
+
+TEST(ToolCallSplitter, ContentStreamsUntilTheTagAtAnySplit) {
+  const std::string text = "I will check. <tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+  for (size_t step = 1; step <= text.size(); ++step) {
+    ToolCallSplitter s;
+    EXPECT_EQ(split(text, step, &s), "I will check. ") << step;
+    EXPECT_TRUE(s.started());
+    EXPECT_EQ(s.kept(), text.substr(text.find("<tool_call>")));
+  }
+}
+
+TEST(ToolCallSplitter, APrefixThatGoesNowhereIsReleased) {
+  for (size_t step : {1u, 2u, 5u}) {
+    ToolCallSplitter s;
+    EXPECT_EQ(split("a <tool or <tool_cal", step, &s), "a <tool or <tool_cal") << step;
+    EXPECT_FALSE(s.started());
+  }
+}
+
+TEST(HermesToolCalls, ParsesOneOrSeveralCalls) {
+  auto calls = parse_hermes_tool_calls(
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": [1, 2]}}\n</tool_call>\n"
+      "<tool_call>{\"name\": \"now\", \"arguments\": \"{\\\"tz\\\": \\\"UTC\\\"}\"}</tool_call>");
+  ASSERT_TRUE(calls.has_value());
+  ASSERT_EQ(calls->size(), 2u);
+  EXPECT_EQ((*calls)[0]["type"], "function");
+  EXPECT_EQ((*calls)[0]["function"]["name"], "get_weather");
+  // Arguments are a JSON string, keys in the model's order.
+  EXPECT_EQ((*calls)[0]["function"]["arguments"], "{\"city\":\"Paris\",\"days\":[1,2]}");
+  EXPECT_EQ((*calls)[1]["function"]["name"], "now");
+  EXPECT_EQ((*calls)[1]["function"]["arguments"], "{\"tz\": \"UTC\"}");
+  EXPECT_NE((*calls)[0]["id"], (*calls)[1]["id"]);
+  // No arguments: "{}"; a missing close tag at the end (stopped on it) is accepted.
+  calls = parse_hermes_tool_calls("<tool_call>{\"name\": \"ping\"}");
+  ASSERT_TRUE(calls.has_value());
+  EXPECT_EQ((*calls)[0]["function"]["arguments"], "{}");
+}
+
+TEST(HermesToolCalls, MalformedAnswersAreNotCalls) {
+  for (const char* bad : {"<tool_call>not json</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>",
+                          "<tool_call>{\"name\": 3}</tool_call>", "<tool_call>{\"name\": \"f\", \"arguments\": 5}</tool_call>",
+                          "<tool_call>{\"name\": \"f\"}</tool_call> and some text", "<tool_call>[1, 2]</tool_call>",
+                          "<tool_call></tool_call>", ""}) {
+    EXPECT_FALSE(parse_hermes_tool_calls(bad).has_value()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace parallm
