@@ -125,6 +125,7 @@ int run_serve(const ServeCli& s) {
   EngineOptions eo = s.engine.to_options();
   if (s.dp > 1 && !eo.devices.empty()) throw InputError("--devices with --dp > 1 is not supported yet");
   if (s.dp > 1 && eo.comm != "local") throw InputError("--dp > 1 needs --comm local");
+  const std::string chat_template = read_chat_template(s.chat_template);  // before any slow work
   if (eo.model_path.empty()) eo.model_path = ensure_default_model();
   if (s.max_model_len > 0 && eo.ctx_size == 0) eo.ctx_size = s.max_model_len;
   if (s.max_model_len > 0 && s.max_model_len > eo.ctx_size) throw InputError("--max-model-len must be <= --ctx-size");
@@ -141,7 +142,7 @@ int run_serve(const ServeCli& s) {
   so.rate_limit_per_minute = s.rate_limit;
   so.http_threads = s.http_threads;
   so.stream_interval = parse_stream_interval(s.stream_interval);
-  so.chat_template = read_chat_template(s.chat_template);
+  so.chat_template = chat_template;
   {
     std::string name = s.served_model_name;
     if (name.empty()) {

@@ -119,6 +119,8 @@ class BadInput(unittest.TestCase):
         self.expect_error(["generate", "--model", m, "--prompt", "x", "--top-p", "0"], "top_p")
         self.expect_error(["generate", "--model", m, "--prompt", "x", "--tp", "3"], "tp")
         self.expect_error(["generate", "--model", m, "--prompt", "x", "--dtype", "q9"], "dtype")
+        self.expect_error(["serve", "--model", m, "--port", "0", "--chat-template", "{% if %}"], "chat-template")
+        self.expect_error(["serve", "--model", m, "--port", "0", "--chat-template", "/no/such/template"], "chat-template")
 
 
 if __name__ == "__main__":
