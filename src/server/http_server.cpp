@@ -13,6 +13,7 @@
 #include "server/chat_template.h"
 #include "server/completion_flow.h"
 #include "server/rate_limiter.h"
+#include "server/tokenize_api.h"
 #include "tokenizer/tokenizer.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -125,14 +126,37 @@ HttpServer::HttpServer(const ServerOptions& options) : options_(options), impl_(
   };
   http.Post("/v1/completions", api(true, completion(false)));
   http.Post("/v1/chat/completions", api(true, completion(true)));
-  http.Get("/v1/models", api(false, [opts](Impl::Ready& ready, const httplib::Request&, httplib::Response& res) {
-             nlohmann::json m = {{"id", opts->served_model_name},
-                                 {"object", "model"},
-                                 {"created", static_cast<int64_t>(std::time(nullptr))},
-                                 {"owned_by", "parallm"},
-                                 {"max_model_len", ready.backend->max_model_len()}};
-             res.set_content(nlohmann::json({{"object", "list"}, {"data", {m}}}).dump(), "application/json");
+  auto model_card = [opts](const Impl::Ready& ready) {
+    return nlohmann::json{{"id", opts->served_model_name},
+                          {"object", "model"},
+                          {"created", static_cast<int64_t>(std::time(nullptr))},
+                          {"owned_by", "parallm"},
+                          {"max_model_len", ready.backend->max_model_len()}};
+  };
+  http.Get("/v1/models", api(false, [model_card](Impl::Ready& ready, const httplib::Request&, httplib::Response& res) {
+             res.set_content(nlohmann::json({{"object", "list"}, {"data", {model_card(ready)}}}).dump(), "application/json");
            }));
+  http.Get(R"(/v1/models/(.+))", api(false, [model_card, opts](Impl::Ready& ready, const httplib::Request& req,
+                                                               httplib::Response& res) {
+             const std::string id = req.matches[1];
+             if (id != opts->served_model_name) {
+               throw ApiError(404, "model '" + id + "' does not exist; this server serves '" + opts->served_model_name + "'",
+                              "invalid_request_error", "model", "model_not_found");
+             }
+             res.set_content(model_card(ready).dump(), "application/json");
+           }));
+  auto tokenizer_route = [impl, opts](bool encode) {
+    return [impl, opts, encode](Impl::Ready& ready, const httplib::Request& req, httplib::Response& res) {
+      CompletionContext ctx{*opts, *ready.backend, *ready.chat, impl->metrics};
+      if (encode) {
+        handle_tokenize(ctx, req, res);
+      } else {
+        handle_detokenize(ctx, req, res);
+      }
+    };
+  };
+  http.Post("/tokenize", api(false, tokenizer_route(true)));
+  http.Post("/detokenize", api(false, tokenizer_route(false)));
   http.Get("/health", [impl](const httplib::Request&, httplib::Response& res) {
     if (impl->get_ready()) {
       res.set_content("{\"status\":\"ok\"}", "application/json");

@@ -430,6 +430,48 @@ TEST_F(HttpServerTest, HermesToolCallsAreParsed) {
   }
 }
 
+// vLLM's /tokenize and /detokenize, and GET /v1/models/{id}.
+TEST_F(HttpServerTest, TokenizerRoutesAndModelCard) {
+  start();
+  const auto& tok = backend_->tokenizer();
+  auto r = post("/tokenize", R"({"prompt":"Once upon a time","return_token_strs":true})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  const auto ids = tok.encode("Once upon a time", true);
+  EXPECT_EQ(j["tokens"], json(ids));
+  EXPECT_EQ(j["count"], ids.size());
+  EXPECT_EQ(j["max_model_len"], 512);
+  ASSERT_EQ(j["token_strs"].size(), ids.size());
+  EXPECT_EQ(j["token_strs"][1], tok.token_to_piece(ids[1]));
+  EXPECT_EQ(json::parse(post("/tokenize", R"({"prompt":"Once","add_special_tokens":false})")->body)["tokens"],
+            json(tok.encode("Once", false)));
+  // A chat body counts what a chat completion's prompt holds.
+  const std::string messages = R"("messages":[{"role":"user","content":"hi there"}])";
+  j = json::parse(post("/tokenize", "{" + messages + "}")->body);
+  EXPECT_TRUE(j["token_strs"].is_null());
+  auto c = post("/v1/chat/completions", "{" + messages + R"(,"max_tokens":1})");
+  EXPECT_EQ(j["count"], json::parse(c->body)["usage"]["prompt_tokens"]);
+  // Round trip.
+  r = post("/detokenize", json({{"tokens", tok.encode("Once upon a time", false)}}).dump());
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["prompt"], "Once upon a time");
+  for (const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/tokenize", "{}"}, {"/tokenize", R"({"prompt":5})"}, {"/tokenize", "nope"},
+           {"/tokenize", R"({"messages":"x"})"}, {"/tokenize", R"({"prompt":"a","add_special_tokens":1})"},
+           {"/detokenize", R"({"tokens":[1,-1]})"}, {"/detokenize", R"({"tokens":[99999]})"}, {"/detokenize", "{}"}}) {
+    EXPECT_EQ(post(path, body)->status, 400) << path << " " << body;
+  }
+  EXPECT_EQ(post("/tokenize", R"({"model":"other","prompt":"a"})")->status, 404);
+
+  auto m = get("/v1/models/tiny");
+  ASSERT_EQ(m->status, 200) << m->body;
+  EXPECT_EQ(json::parse(m->body)["id"], "tiny");
+  EXPECT_EQ(json::parse(m->body)["object"], "model");
+  auto missing = get("/v1/models/other");
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(json::parse(missing->body)["error"]["code"], "model_not_found");
+}
+
 TEST_F(HttpServerTest, StopStringsEndGenerationAndAreNotIncluded) {
   start();
   const std::string full = expected_text(11, 30);

@@ -9,6 +9,7 @@ const port = process.argv[2];
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "test-key" });
 const models = await client.models.list();
 const model = models.data[0].id;
+assert.equal((await client.models.retrieve(model)).id, model);
 
 const c = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 12, temperature: 0 });
 assert.equal(c.object, "text_completion");
