@@ -54,6 +54,19 @@ struct ServingEngine::Impl {
     // This step's logprobs of the sampled token, filled in the sampling region.
     float logprob = 0.0f;
     std::vector<TokenLogprob> top;
+    // Prompt logprobs (ServingRequest::prompt_logprobs): filled chunk by chunk,
+    // handed over with the first event. A recompute after preemption does not
+    // report a position twice: prompt_next is the next position wanted.
+    bool prompt_logprobs = false;
+    std::vector<int32_t> prompt_tokens;  // only with prompt_logprobs
+    std::vector<TokenLogprobs> prompt;   // [0, prompt.size()) reported or computed so far
+    bool prompt_sent = false;
+  };
+  // A logits row at a prompt position: it predicts the prompt's next token.
+  struct PromptRow {
+    Live* live;
+    int64_t logit_row;   // its row in the step's logits
+    int64_t target_pos;  // the prompt position it predicts
   };
 
   Impl(Engine& e, const ServingOptions& o)
@@ -95,6 +108,8 @@ struct ServingEngine::Impl {
   std::vector<SeqEvent> events;
   std::vector<size_t> sample_rows;   // plan.seqs indices that sample this step
   std::vector<Live*> sample_lives;   // their requests, in the same order
+  std::vector<int64_t> sample_logit_rows;  // their rows of the logits
+  std::vector<PromptRow> prompt_rows;      // rows of prompt positions, from logits row sample count on
   std::deque<Incoming> taken;
   std::vector<uint64_t> aborts_taken;
   std::thread thread;
@@ -148,7 +163,15 @@ void ServingEngine::Impl::loop() {
       r.priority = in.request.priority;
       r.ignore_eos = in.request.ignore_eos;
       const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
-      Live l{std::move(in.on_event), Sampler(in.request.sampling), n_prompt, in.request.logprobs, 0.0f, {}};
+      r.prompt_logits = in.request.prompt_logprobs && in.request.logprobs >= 0;
+      Live l{std::move(in.on_event), Sampler(in.request.sampling), n_prompt, in.request.logprobs, 0.0f, {}, false, {}, {},
+             false};
+      l.prompt_logprobs = r.prompt_logits;
+      if (l.prompt_logprobs) {
+        l.prompt_tokens = r.prompt;
+        l.prompt.reserve(static_cast<size_t>(n_prompt));
+        l.prompt.push_back({r.prompt[0], 0.0f, {}, /*has_logprob=*/false});
+      }
       for (int32_t t : r.prompt) l.sampler.add_prompt_token(t);
       const AdmissionResult a = sched.add(std::move(r));
       live.emplace(in.id, std::move(l));
@@ -172,31 +195,63 @@ void ServingEngine::Impl::step() {
   if (plan.seqs.empty()) return;
   const int64_t bs = engine.block_size();
   batch.clear();
+  sample_rows.clear();
+  sample_lives.clear();
+  sample_logit_rows.clear();
+  prompt_rows.clear();
+  // Logits rows: each sampling sequence's last token, and (prompt logprobs)
+  // the prompt positions of this chunk not reported yet.
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const ScheduledSeq& e = plan.seqs[i];
+    const int32_t first_row = static_cast<int32_t>(batch.n_tokens());
     batch.add_sequence_tokens(e.tokens, e.n_new, static_cast<int32_t>(e.pos0), static_cast<int32_t>(i),
-                              e.block_table, bs, e.wants_logits);
+                              e.block_table, bs, /*want_last_logits=*/false);
+    if (e.prompt_logits) {
+      Live& l = live.at(e.id);
+      for (int64_t t = 0; t < e.n_new; ++t) {
+        const int64_t target_pos = e.pos0 + t + 1;
+        // Past the prompt, or computed (and maybe sent) before a preemption.
+        if (l.prompt_sent || target_pos >= l.n_prompt || target_pos < static_cast<int64_t>(l.prompt.size())) continue;
+        prompt_rows.push_back({&l, static_cast<int64_t>(batch.logit_rows.size()), target_pos});
+        batch.logit_rows.push_back(first_row + static_cast<int32_t>(t));
+      }
+    }
+    if (e.wants_logits) {
+      sample_rows.push_back(i);
+      sample_lives.push_back(&live.at(e.id));
+      sample_logit_rows.push_back(static_cast<int64_t>(batch.logit_rows.size()));
+      batch.logit_rows.push_back(first_row + static_cast<int32_t>(e.n_new) - 1);
+    }
   }
+  for (const PromptRow& pr : prompt_rows) pr.live->prompt.resize(static_cast<size_t>(pr.target_pos) + 1);
   sampled.assign(plan.seqs.size(), -1);
   try {
     const float* logits = engine.forward(batch);  // [n_logit_rows, n_vocab]
-    sample_rows.clear();
-    sample_lives.clear();
-    for (size_t i = 0; i < plan.seqs.size(); ++i) {
-      if (!plan.seqs[i].wants_logits) continue;
-      sample_rows.push_back(i);
-      sample_lives.push_back(&live.at(plan.seqs[i].id));
-    }
     // Sequences sample independently (each has its own generator), so the
     // driver's threads share them: at 32 streams a softmax over the vocabulary
-    // per sequence is otherwise a serial tail of every step.
+    // per sequence is otherwise a serial tail of every step. Prompt rows
+    // (prompt logprobs) are shared out after them.
+    const int64_t n_sample = static_cast<int64_t>(sample_rows.size());
+    const int64_t n_work = n_sample + static_cast<int64_t>(prompt_rows.size());
     engine.driver_pool().run([&](int ti, int nt) {
       int64_t b, e;
-      ThreadPool::split(static_cast<int64_t>(sample_rows.size()), 1, ti, nt, &b, &e);
+      ThreadPool::split(n_work, 1, ti, nt, &b, &e);
       thread_local std::vector<float> row;
       row.resize(static_cast<size_t>(n_vocab));
+      auto row_of = [&](int64_t r) { return logits + static_cast<size_t>(r) * static_cast<size_t>(n_vocab); };
       for (int64_t k = b; k < e; ++k) {
-        const float* lg = logits + static_cast<size_t>(k) * static_cast<size_t>(n_vocab);
+        if (k >= n_sample) {
+          const PromptRow& pr = prompt_rows[static_cast<size_t>(k - n_sample)];
+          const float* lg = row_of(pr.logit_row);
+          Live& l = *pr.live;
+          TokenLogprobs& out = l.prompt[static_cast<size_t>(pr.target_pos)];
+          out.token = l.prompt_tokens[static_cast<size_t>(pr.target_pos)];
+          const float lse = log_sum_exp(lg, n_vocab, &row);
+          out.logprob = lg[out.token] - lse;
+          top_logprobs(lg, n_vocab, l.logprobs, lse, &out.top);
+          continue;
+        }
+        const float* lg = row_of(sample_logit_rows[static_cast<size_t>(k)]);
         Live& l = *sample_lives[static_cast<size_t>(k)];
         std::copy(lg, lg + n_vocab, row.begin());
         const int32_t tok = l.sampler.sample(row.data(), n_vocab);
@@ -228,6 +283,10 @@ void ServingEngine::Impl::step() {
     ev.prompt_tokens = se.n_prompt;
     ev.completion_tokens = se.n_generated;
     ev.step_tokens = step_tokens;
+    if (it->second.prompt_logprobs && !it->second.prompt_sent) {
+      ev.prompt_logprobs = std::move(it->second.prompt);
+      it->second.prompt_sent = true;
+    }
     if (se.token >= 0) {
       it->second.sampler.add_output_token(se.token);
       ++generation_tokens_total;

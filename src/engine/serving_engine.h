@@ -37,6 +37,7 @@ struct ServingRequest {
   bool ignore_eos = false;
   int priority = 0;              // lower runs first among waiting requests; FCFS within a priority
   int32_t logprobs = -1;         // -1: none; k >= 0: each token's logprob and the k most likely
+  bool prompt_logprobs = false;  // with logprobs >= 0: also every prompt token's (echo with logprobs)
 };
 
 // One event per generated token, and a final one.
@@ -52,6 +53,9 @@ struct TokenEvent {
   // under the model's raw distribution and the `logprobs` most likely tokens.
   float logprob = 0.0f;
   std::vector<TokenLogprob> top_logprobs;
+  // With ServingRequest::prompt_logprobs, on the request's first event: one
+  // entry per prompt token, the first without a logprob.
+  std::vector<TokenLogprobs> prompt_logprobs;
 };
 
 struct ServingMetrics {

@@ -12,6 +12,16 @@ struct TokenLogprob {
   float logprob = 0.0f;
 };
 
+// One position's answer: the token there, its logprob, and the most likely
+// alternatives. has_logprob is false for a prompt's first token (nothing
+// predicts it; the API writes null).
+struct TokenLogprobs {
+  int32_t token = -1;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;
+  bool has_logprob = true;
+};
+
 // log(sum_i exp(logits_i)), computed stably; scratch is resized to n and clobbered.
 float log_sum_exp(const float* logits, int32_t n, std::vector<float>* scratch);
 

@@ -60,6 +60,7 @@ AdmissionResult Scheduler::add(SeqRequest request) {
   s->max_tokens = request.max_tokens;
   s->priority = request.priority;
   s->ignore_eos = request.ignore_eos;
+  s->prompt_logits = request.prompt_logits;
   s->arrival = next_arrival_++;
   Sequence& ref = *s;
   seqs_.emplace(ref.id, std::move(s));
@@ -100,10 +101,16 @@ void Scheduler::add_to_plan(Sequence& s, int64_t n_new) {
   e.n_new = n_new;
   e.tokens = s.tokens.data() + s.n_computed;
   e.wants_logits = s.n_computed + n_new == static_cast<int64_t>(s.tokens.size());
+  e.prompt_logits = s.prompt_logits;
   s.plan_index = static_cast<int64_t>(plan_.seqs.size());
   plan_.seqs.push_back(e);
   plan_.n_tokens += n_new;
   budget_ -= n_new;
+}
+
+int64_t Scheduler::chunk(const Sequence& s, int64_t want) const {
+  if (s.prompt_logits && s.n_computed < s.n_prompt) return std::min(want, kMaxPromptLogitRows);
+  return want;
 }
 
 void Scheduler::preempt(Sequence& v) {
@@ -139,8 +146,9 @@ bool Scheduler::admit_head(std::set<QueueKey>& queue) {
   Sequence& s = *seqs_.at(std::get<2>(*queue.begin()));
   const int64_t n_tokens = static_cast<int64_t>(s.tokens.size());
   kv_.lookup(s.tokens.data(), n_tokens, &hit_);
+  if (s.prompt_logits) hit_.clear();  // every prompt position must be computed for its logits
   const int64_t n_cached = static_cast<int64_t>(hit_.blocks.size()) * kv_.block_size();
-  const int64_t n_new = std::min(n_tokens - n_cached, budget_);
+  const int64_t n_new = chunk(s, std::min(n_tokens - n_cached, budget_));
   if (!kv_.allocate(s.id, hit_, n_cached + n_new, n_tokens)) return false;
   queue.erase(queue.begin());
   s.n_computed = n_cached;
@@ -154,7 +162,7 @@ void Scheduler::schedule_long() {
   if (budget_ <= 0) return;
   if (long_prefill_ != nullptr) {
     Sequence& s = *long_prefill_;
-    const int64_t n_new = std::min(s.remaining(), budget_);
+    const int64_t n_new = chunk(s, std::min(s.remaining(), budget_));
     if (s.plan_index < 0 && n_new > 0 && reserve(s, n_new)) add_to_plan(s, n_new);
     // Its last chunk is in: the next long prompt may start with what is left.
     if (long_prefill_ == nullptr || s.plan_index < 0 || !plan_.seqs[static_cast<size_t>(s.plan_index)].wants_logits) {
@@ -191,7 +199,7 @@ const StepPlan& Scheduler::schedule() {
       if (!s->running || s->plan_index >= 0 || s == long_prefill_) continue;
       const bool decode = s->remaining() == 1;
       if (decode != (pass == 0) || s->remaining() <= 0) continue;
-      const int64_t n_new = std::min(s->remaining(), budget_);
+      const int64_t n_new = chunk(*s, std::min(s->remaining(), budget_));
       if (reserve(*s, n_new)) add_to_plan(*s, n_new);
     }
   }

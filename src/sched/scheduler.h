@@ -47,7 +47,13 @@ struct SeqRequest {
   int64_t max_tokens = 16;         // generated tokens at most (>= 1)
   int priority = 0;                // lower first; FCFS within a priority
   bool ignore_eos = false;
+  // The executor wants logits at every prompt position (prompt logprobs):
+  // the prompt is computed in full (no prefix-cache hits), in chunks of at
+  // most kMaxPromptLogitRows tokens so the logits of a step stay bounded.
+  bool prompt_logits = false;
 };
+
+constexpr int64_t kMaxPromptLogitRows = 128;
 
 class Scheduler {
  public:
@@ -83,7 +89,7 @@ class Scheduler {
     std::vector<int32_t> tokens;  // [n_tokens] prompt then generated
     int64_t n_prompt = 0, max_tokens = 0, n_computed = 0;
     int priority = 0;
-    bool ignore_eos = false;
+    bool ignore_eos = false, prompt_logits = false;
     uint64_t arrival = 0;
     bool running = false, is_long = false, aborted = false;
     int64_t plan_index = -1;      // entry in the current plan, -1 if none
@@ -99,6 +105,8 @@ class Scheduler {
   bool reserve(Sequence& s, int64_t n_new);
   void preempt(Sequence& s);
   void add_to_plan(Sequence& s, int64_t n_new);
+  // The tokens s may compute this step out of `want` (prompt-logits chunks are capped).
+  int64_t chunk(const Sequence& s, int64_t want) const;
   // Admits the head of `queue`: false when it cannot run now.
   bool admit_head(std::set<QueueKey>& queue);
   void schedule_long();

@@ -20,6 +20,7 @@ struct ScheduledSeq {
   const int32_t* block_table = nullptr;  // [n_blocks] valid until the next schedule()
   int64_t n_blocks = 0;
   bool wants_logits = false;        // computed catches up with all tokens: sample the next one
+  bool prompt_logits = false;       // the request wants logits at its prompt positions too
 };
 
 struct StepPlan {

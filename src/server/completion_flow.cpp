@@ -108,7 +108,8 @@ struct Generation {
         decoder(c.backend.tokenizer()),
         stop(p.stop),
         want_logprobs(p.logprobs >= 0),
-        text_offset(count_characters(echo)),
+        // With echo and logprobs the prompt's tokens come first, from offset 0.
+        text_offset(p.echo && p.logprobs >= 0 ? 0 : count_characters(echo)),
         echo_text(std::move(echo)) {}
 
   CompletionBackend* backend;  // outlives the server (streams run after the handler returns)
@@ -120,7 +121,7 @@ struct Generation {
   bool want_logprobs;
   int64_t text_offset;     // completions logprobs: characters of the text so far
   std::string echo_text;   // completions with echo: the prompt, sent first
-  std::vector<LoggedToken> logprobs;  // tokens whose logprobs are not yet sent
+  std::vector<TokenLogprobs> logprobs;  // tokens whose logprobs are not yet sent
   std::optional<ToolCallSplitter> tool_splitter;  // chat with tools, Hermes-style template
   json tool_calls;                                // null, or the parsed calls once finished
   int64_t completion_tokens = 0;
@@ -133,6 +134,9 @@ struct Generation {
   // Consumes one event; returns the text that may be sent now.
   std::string consume(const TokenEvent& e) {
     if (finished) return "";
+    if (want_logprobs) {
+      for (const TokenLogprobs& t : e.prompt_logprobs) logprobs.push_back(t);
+    }
     std::string text;
     if (e.token >= 0) {
       if (completion_tokens == 0) ttft_s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -342,6 +346,7 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
       sreq.ignore_eos = cp.ignore_eos;
       sreq.priority = cp.priority;
       sreq.logprobs = cp.logprobs;
+      sreq.prompt_logprobs = cp.echo && cp.logprobs >= 0;
       uint64_t backend_id = 0;
       const SubmitStatus st = ctx.backend.submit(
           std::move(sreq), [channel, index](const TokenEvent& e) { channel->push(index, e); }, &backend_id);
@@ -368,12 +373,12 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
   if (!cp.stream) {
     std::vector<std::string> texts;
     for (const auto& g : choices->gens) texts.push_back(g->echo_text);
-    std::vector<std::vector<LoggedToken>> logged(choices->gens.size());
+    std::vector<std::vector<TokenLogprobs>> logged(choices->gens.size());
     while (!choices->all_finished()) {
       for (const ChoiceEvent& ce : channel->take(std::chrono::milliseconds(1000))) {
         Generation& g = *choices->gens[ce.choice];
         texts[ce.choice] += g.consume(ce.event);
-        for (LoggedToken& t : g.logprobs) logged[ce.choice].push_back(std::move(t));
+        for (TokenLogprobs& t : g.logprobs) logged[ce.choice].push_back(std::move(t));
         g.logprobs.clear();
       }
       if (choices->failed() != nullptr) choices->abort_unfinished();

@@ -33,25 +33,30 @@ int64_t count_characters(const std::string& s) {
   return n;
 }
 
-json completion_logprobs_json(const Tokenizer& tok, const std::vector<LoggedToken>& tokens, int64_t* text_offset) {
+json completion_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprobs>& tokens, int64_t* text_offset) {
   json pieces = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
-  for (const LoggedToken& t : tokens) {
+  for (const TokenLogprobs& t : tokens) {
     const std::string piece = tok.token_to_piece(t.token);
     pieces.push_back(piece);
-    lps.push_back(finite_logprob(t.logprob));
-    json top = json::object();
-    for (const TokenLogprob& a : t.top) top[tok.token_to_piece(a.token)] = finite_logprob(a.logprob);
-    top[piece] = finite_logprob(t.logprob);
-    tops.push_back(std::move(top));
+    if (!t.has_logprob) {  // a prompt's first token: nothing predicts it
+      lps.push_back(nullptr);
+      tops.push_back(nullptr);
+    } else {
+      lps.push_back(finite_logprob(t.logprob));
+      json top = json::object();
+      for (const TokenLogprob& a : t.top) top[tok.token_to_piece(a.token)] = finite_logprob(a.logprob);
+      top[piece] = finite_logprob(t.logprob);
+      tops.push_back(std::move(top));
+    }
     offsets.push_back(*text_offset);
     *text_offset += count_characters(piece);
   }
   return {{"tokens", pieces}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
-json chat_logprobs_json(const Tokenizer& tok, const std::vector<LoggedToken>& tokens) {
+json chat_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprobs>& tokens) {
   json content = json::array();
-  for (const LoggedToken& t : tokens) {
+  for (const TokenLogprobs& t : tokens) {
     const std::string piece = tok.token_to_piece(t.token);
     json top = json::array();
     for (const TokenLogprob& a : t.top) {

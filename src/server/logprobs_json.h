@@ -2,7 +2,9 @@
 // generated:
 //   completions  {"tokens", "token_logprobs", "top_logprobs": [{piece: lp}],
 //                 "text_offset"}  (the legacy format; the sampled token is in
-//                 each top_logprobs dict beside the `logprobs` most likely)
+//                 each top_logprobs dict beside the `logprobs` most likely;
+//                 with echo the prompt's tokens come first, the very first
+//                 with null logprob and top_logprobs)
 //   chat         {"content": [{"token", "logprob", "bytes",
 //                 "top_logprobs": [{"token", "logprob", "bytes"}]}]}
 // A token's string is its decoded bytes (byte-level and SentencePiece
@@ -22,17 +24,11 @@ namespace parallm {
 
 class Tokenizer;
 
-struct LoggedToken {
-  int32_t token = -1;
-  float logprob = 0.0f;
-  std::vector<TokenLogprob> top;
-};
-
 // *text_offset: characters of the choice's text before these tokens (the
 // echoed prompt included); advanced past them.
-nlohmann::json completion_logprobs_json(const Tokenizer& tok, const std::vector<LoggedToken>& tokens,
+nlohmann::json completion_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprobs>& tokens,
                                         int64_t* text_offset);
-nlohmann::json chat_logprobs_json(const Tokenizer& tok, const std::vector<LoggedToken>& tokens);
+nlohmann::json chat_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprobs>& tokens);
 
 // Characters (code points; each invalid byte counts as the one U+FFFD it becomes) in s.
 int64_t count_characters(const std::string& s);

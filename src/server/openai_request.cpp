@@ -199,9 +199,6 @@ CompletionParams parse_completion_request(const std::string& body, bool chat) {
   } else {
     const auto lp = get_int(j, "logprobs", 0, kMaxLogprobs);
     if (lp) p.logprobs = static_cast<int32_t>(*lp);
-    if (lp && p.echo) {
-      throw bad_request("'echo' with 'logprobs' (log-probabilities of the prompt) is not supported", "logprobs");
-    }
     if (present(j, "suffix") && !(j["suffix"].is_string() && j["suffix"].get<std::string>().empty())) {
       throw bad_request("'suffix' is not supported", "suffix");
     }

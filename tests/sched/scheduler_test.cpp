@@ -257,6 +257,32 @@ TEST(Scheduler, PrefixHitAdvancesComputedAtAdmission) {
   EXPECT_DOUBLE_EQ(h.kv.hit_rate(), 8.0 / 18.0);
 }
 
+// Prompt logprobs: the whole prompt is computed (a cached prefix is not
+// reused) in chunks of at most kMaxPromptLogitRows; generation then goes on
+// as usual, and the request's blocks still serve later plain requests.
+TEST(Scheduler, PromptLogitsComputeTheWholePromptInBoundedChunks) {
+  const int64_t cap = kMaxPromptLogitRows;
+  Harness h(opts(1000, 256, 1000, 2000), 256);
+  h.add(1, prompt(static_cast<int>(cap) + 40, 10), 1);
+  h.run_to_end();
+  SeqRequest r{2, prompt(static_cast<int>(cap) + 40, 10), 2, 0, false};
+  r.prompt_logits = true;
+  h.tokens[2] = r.prompt;
+  ASSERT_EQ(h.sched.add(std::move(r)).status, Admission::kOk);
+  StepPlan p = h.step();
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_TRUE(p.seqs[0].prompt_logits);
+  EXPECT_EQ(ranges(p), (std::vector<Range>{{2, 0, cap, false}}));  // from 0: no prefix hit
+  EXPECT_EQ(ranges(h.step()), (std::vector<Range>{{2, cap, 40, true}}));
+  EXPECT_EQ(ranges(h.step()), (std::vector<Range>{{2, cap + 40, 1, true}}));  // decode as usual
+  EXPECT_FALSE(h.sched.has_work());
+  h.add(3, prompt(static_cast<int>(cap) + 40, 10), 1);
+  const StepPlan q = h.step();
+  ASSERT_EQ(q.seqs.size(), 1u);
+  EXPECT_GT(q.seqs[0].pos0, 0);  // a plain request does hit the cache
+  EXPECT_FALSE(q.seqs[0].prompt_logits);
+}
+
 TEST(Scheduler, AbortFreesBlocksAtTheNextStep) {
   Harness h(opts(64), 64);
   h.add(1, prompt(9, 10), 10);

@@ -12,8 +12,10 @@ sequences of --max-model-len 64) under 12 concurrent requests must preempt
 Last, 64 connections opened at once are all answered without waiting for a
 SYN retransmit (a listen backlog too small for bursts). Apart from layouts,
 the `logprobs` a server returns (one device and --tp 2) must equal log
-softmax of the NumPy reference forward (tools/reference_forward.py), and a
-logit_bias must force the token it names.
+softmax of the NumPy reference forward (tools/reference_forward.py), for
+generated tokens and for a prompt's own tokens (echo with logprobs: a prompt
+longer than one logits chunk, asked twice so the second finds it in the prefix
+cache), and a logit_bias must force the token it names.
 
 Every server is started with --port 0 (the port is read from its log),
 --threads 1, and is killed in teardown; every wait is bounded.
@@ -323,6 +325,12 @@ class LogprobsAgainstReference(unittest.TestCase):
             lp = log_softmax(context)
             want.append(lp)
             context.append(int(np.argmax(lp)))
+        # A prompt longer than the engine's prompt-logits chunk (128 rows), scored token by token.
+        long_ids = (ids * (300 // len(ids) + 1))[:300]
+        full = ref.forward(g, long_ids).astype(np.float64)
+        m = full.max(axis=1, keepdims=True)
+        full_lp = full - (m + np.log(np.exp(full - m).sum(axis=1, keepdims=True)))
+        long_want = full_lp[np.arange(len(long_ids) - 1), np.array(long_ids[1:])]
         for layout in ([], ["--tp", "2"]):
             s = Server(model_args, ["--kv-dtype", "f32", *layout])
             try:
@@ -332,6 +340,9 @@ class LogprobsAgainstReference(unittest.TestCase):
                 eighth = int(np.argsort(-want[0], kind="stable")[7])
                 forced = s.post("/v1/completions", {"prompt": ids, "max_tokens": 1, "temperature": 0,
                                                     "logit_bias": {str(eighth): 100}, "logprobs": 0})
+                scored = [s.post("/v1/completions", {"prompt": long_ids, "max_tokens": 1, "temperature": 0,
+                                                     "echo": True, "logprobs": 2})["choices"][0]["logprobs"]
+                          for _ in range(2)]
             finally:
                 s.close()
             with self.subTest(layout=layout):
@@ -347,6 +358,11 @@ class LogprobsAgainstReference(unittest.TestCase):
                     if len(values) == k:
                         np.testing.assert_allclose(values, best, atol=tol)
                 self.assertAlmostEqual(forced["choices"][0]["logprobs"]["token_logprobs"][0], want[0][eighth], delta=tol)
+                for run, lp in enumerate(scored):  # the second run's prompt is all in the prefix cache
+                    self.assertEqual(len(lp["token_logprobs"]), len(long_ids) + 1, f"run {run}")
+                    self.assertIsNone(lp["token_logprobs"][0])
+                    got_prompt = np.array(lp["token_logprobs"][1:len(long_ids)], dtype=np.float64)
+                    np.testing.assert_allclose(got_prompt, long_want, atol=tol, err_msg=f"run {run}")
 
 
 def main():

@@ -319,6 +319,40 @@ TEST_F(HttpServerTest, LogprobsInCompletionAndChatFormats) {
   }
   EXPECT_EQ(joined, lp);
 
+  // Echo with logprobs: the prompt's tokens come first, the very first with null.
+  const std::string echo_body = R"({"prompt":[1,300,301],"max_tokens":2,"seed":4,"logprobs":1,"echo":true)";
+  auto er = post("/v1/completions", echo_body + "}");
+  ASSERT_EQ(er->status, 200) << er->body;
+  const json elp = json::parse(er->body)["choices"][0]["logprobs"];
+  ASSERT_EQ(elp["tokens"].size(), 5u) << elp;
+  const int32_t prompt_ids[3] = {1, 300, 301};
+  int64_t eoff = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(elp["tokens"][i], piece(prompt_ids[i]));
+    EXPECT_EQ(elp["text_offset"][i], eoff);
+    eoff += static_cast<int64_t>(piece(prompt_ids[i]).size());
+  }
+  EXPECT_TRUE(elp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(elp["top_logprobs"][0].is_null());
+  EXPECT_FLOAT_EQ(elp["token_logprobs"][1].get<float>(), -0.5f);
+  EXPECT_FLOAT_EQ(elp["token_logprobs"][2].get<float>(), -1.0f);
+  EXPECT_EQ(elp["tokens"][3], piece(script_token(seed, 0)));
+  EXPECT_FLOAT_EQ(elp["token_logprobs"][3].get<float>(), script_logprob(seed, 0));
+  EXPECT_EQ(elp["text_offset"][3], eoff);
+  json ejoined = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+                  {"text_offset", json::array()}};
+  for (const auto& d : test::sse_data(raw_http(port_, "POST", "/v1/completions", echo_body + R"(,"stream":true})"))) {
+    if (d == "[DONE]") break;
+    const json chunk = json::parse(d);
+    for (const auto& ch : chunk["choices"]) {
+      if (ch["logprobs"].is_null()) continue;
+      for (const char* f : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+        for (const auto& x : ch["logprobs"][f]) ejoined[f].push_back(x);
+      }
+    }
+  }
+  EXPECT_EQ(ejoined, elp);
+
   // Chat: logprobs true, top_logprobs 3.
   const std::string chat = R"({"messages":[{"role":"user","content":"x"}],"max_tokens":5,"seed":4,"logprobs":true,"top_logprobs":3)";
   auto c = post("/v1/chat/completions", chat + "}");
@@ -534,7 +568,6 @@ TEST_F(HttpServerTest, BadRequestCorpusThenHealthy) {
       {"/v1/completions", R"({"prompt":[[1,2],[3,99999]]})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","logprobs":21})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","logprobs":true})", auth, 400},
-      {"/v1/completions", R"({"prompt":"a","logprobs":2,"echo":true})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","suffix":"b"})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","logit_bias":{"x":1}})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","logit_bias":{"-1":1}})", auth, 400},

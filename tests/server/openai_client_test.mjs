@@ -57,5 +57,12 @@ const tools = [{ type: "function", function: { name: "get_weather", description:
 const withTools = await client.chat.completions.create({ model, messages, max_tokens: 4, temperature: 0, tools, tool_choice: "auto" });
 assert.equal(typeof withTools.choices[0].message.content, "string");
 
-await assert.rejects(client.completions.create({ model, prompt: "x", logprobs: 2, echo: true }), (e) => e.status === 400);
+// Scoring a text (as evaluation harnesses do): echo with logprobs gives every prompt token's logprob.
+const scored = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 1, temperature: 0, echo: true, logprobs: 1 });
+const slp = scored.choices[0].logprobs;
+assert.equal(slp.tokens.length, scored.usage.prompt_tokens + 1);
+assert.equal(slp.token_logprobs[0], null);
+assert.ok(slp.token_logprobs.slice(1).every((x) => x <= 0));
+
+await assert.rejects(client.completions.create({ model, prompt: "x", logprobs: 21 }), (e) => e.status === 400);
 console.log("openai sdk: ok");

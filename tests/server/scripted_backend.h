@@ -113,6 +113,11 @@ class ScriptedBackend : public CompletionBackend {
         } else {
           const bool fixed = !fixed_tokens.empty();
           e.token = fixed ? fixed_tokens[static_cast<size_t>(q.n)] : script_token(q.r.sampling.seed, q.n);
+          if (q.r.prompt_logprobs && q.n == 0) {  // prompt token i: logprob -i/2, no alternatives
+            for (size_t i = 0; i < q.r.prompt.size(); ++i) {
+              e.prompt_logprobs.push_back({q.r.prompt[i], -0.5f * static_cast<float>(i), {}, i > 0});
+            }
+          }
           if (q.r.logprobs >= 0) {
             e.logprob = script_logprob(q.r.sampling.seed, q.n);
             e.top_logprobs = script_top(q.r.sampling.seed, q.n, q.r.logprobs);
