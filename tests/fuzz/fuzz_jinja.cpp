@@ -10,7 +10,7 @@
 #include "util/check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const nlohmann::json context = nlohmann::json::parse(R"({
+  static const nlohmann::ordered_json context = nlohmann::ordered_json::parse(R"({
     "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi h\u00e9 <b>"},
                  {"role": "assistant", "content": "Yo\nthere"}, {"role": "user", "content": ""}],
     "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
