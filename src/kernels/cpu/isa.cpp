@@ -24,8 +24,7 @@ bool detect(Isa isa) {
     case Isa::kAvx512:
       return detect(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") &&
-             __builtin_cpu_supports("avx512bf16");
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
   }
   return false;
 }

@@ -2,7 +2,9 @@
 // The best level the CPU supports is chosen once, at first use; the
 // environment variable PARALLM_ISA=scalar|avx2|avx512 forces a lower level
 // (tests and benchmarks compare levels with set_active_isa()).
-//   kAvx512: AVX-512 F/BW/VL/DQ + VNNI + BF16 (Zen 4/5, Sapphire Rapids)
+//   kAvx512: AVX-512 F/BW/VL/DQ + VNNI (Ice Lake and later Xeons, Zen 4/5); BF16
+//            instructions are not needed (bf16 widens by a 16-bit shift), so
+//            Ice Lake, which lacks them, gets this level too
 //   kAvx2:   AVX2 + FMA + F16C (Haswell and later, Zen 1-3)
 //   kScalar: plain x86-64 (reference speed)
 #pragma once
