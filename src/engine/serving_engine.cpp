@@ -75,6 +75,9 @@ struct ServingEngine::Impl {
         sched(scheduler_options(e, o), kv, [&e](int32_t id) { return e.tokenizer().is_stop_token(id); }),
         n_vocab(static_cast<int32_t>(e.config().n_vocab)),
         max_queue(o.max_queue) {
+    for (int32_t id = 0; id < n_vocab; ++id) {
+      if (e.tokenizer().is_stop_token(id)) stop_ids.push_back(id);
+    }
     publish_metrics();
   }
 
@@ -88,6 +91,7 @@ struct ServingEngine::Impl {
   Scheduler sched;       // loop thread only
   const int32_t n_vocab;
   const int64_t max_queue;
+  std::vector<int32_t> stop_ids;  // the tokenizer's stop tokens (min_tokens keeps them out)
   std::unordered_map<uint64_t, Live> live;  // loop thread only
 
   std::mutex mu;  // guards everything below up to metrics_mu
@@ -164,6 +168,7 @@ void ServingEngine::Impl::loop() {
       r.ignore_eos = in.request.ignore_eos;
       const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
       r.prompt_logits = in.request.prompt_logprobs && in.request.logprobs >= 0;
+      r.stop_ids = in.request.stop_token_ids;
       Live l{std::move(in.on_event), Sampler(in.request.sampling), n_prompt, in.request.logprobs, 0.0f, {}, false, {}, {},
              false};
       l.prompt_logprobs = r.prompt_logits;
@@ -173,6 +178,11 @@ void ServingEngine::Impl::loop() {
         l.prompt.push_back({r.prompt[0], 0.0f, {}, /*has_logprob=*/false});
       }
       for (int32_t t : r.prompt) l.sampler.add_prompt_token(t);
+      if (in.request.sampling.min_tokens > 0) {  // the tokens that would end it early
+        std::vector<int32_t> ban = r.stop_ids;
+        if (!r.ignore_eos) ban.insert(ban.end(), stop_ids.begin(), stop_ids.end());
+        l.sampler.ban_until_min_tokens(std::move(ban));
+      }
       const AdmissionResult a = sched.add(std::move(r));
       live.emplace(in.id, std::move(l));
       if (a.status != Admission::kOk) {  // raced past submit()'s checks: report, never drop silently

@@ -38,6 +38,7 @@ struct ServingRequest {
   int priority = 0;              // lower runs first among waiting requests; FCFS within a priority
   int32_t logprobs = -1;         // -1: none; k >= 0: each token's logprob and the k most likely
   bool prompt_logprobs = false;  // with logprobs >= 0: also every prompt token's (echo with logprobs)
+  std::vector<int32_t> stop_token_ids;  // more tokens that end generation (finish "stop"), ignore_eos or not
 };
 
 // One event per generated token, and a final one.

@@ -19,6 +19,7 @@ void SamplingParams::validate() const {
   if (!(repetition_penalty > 0.0f) || repetition_penalty > 10.0f) bad("repetition_penalty", "in (0, 10]");
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) bad("presence_penalty", "in [-2, 2]");
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) bad("frequency_penalty", "in [-2, 2]");
+  if (min_tokens < 0) bad("min_tokens", ">= 0");
   for (const auto& [id, bias] : logit_bias) {
     if (id < 0) bad("logit_bias token ids", ">= 0");
     if (!(bias >= -100.0f && bias <= 100.0f)) bad("logit_bias values", "in [-100, 100]");
@@ -51,7 +52,10 @@ int32_t argmax(const float* x, int32_t n) {
 Sampler::Sampler(const SamplingParams& params) : p_(params), rng_(params.seed) {}
 
 void Sampler::add_prompt_token(int32_t id) { prompt_counts_[id]++; }
-void Sampler::add_output_token(int32_t id) { output_counts_[id]++; }
+void Sampler::add_output_token(int32_t id) {
+  output_counts_[id]++;
+  ++n_output_;
+}
 
 int32_t Sampler::sample(float* logits, int32_t n_vocab) {
   if (p_.repetition_penalty != 1.0f) {
@@ -73,6 +77,11 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab) {
   }
   for (const auto& [id, bias] : p_.logit_bias) {
     if (id >= 0 && id < n_vocab) logits[id] += bias;
+  }
+  if (n_output_ < p_.min_tokens) {
+    for (int32_t id : min_tokens_ban_) {
+      if (id >= 0 && id < n_vocab) logits[id] = -INFINITY;
+    }
   }
   if (p_.greedy()) return argmax(logits, n_vocab);
 

@@ -1,6 +1,7 @@
 // Turning logits into the next token. Order (as vLLM applies them):
 //   1. penalties: repetition (CTRL-style, over prompt + output), presence and
-//      frequency (over output only, OpenAI semantics), then logit_bias
+//      frequency (over output only, OpenAI semantics), then logit_bias, then
+//      min_tokens (stop tokens at -inf until enough tokens were generated)
 //   2. temperature 0 -> greedy argmax (lowest id wins ties)
 //   3. logits / temperature, softmax
 //   4. top-k, top-p (nucleus), min-p (relative to the top probability)
@@ -28,6 +29,9 @@ struct SamplingParams {
   // +100 all but forces it). Ids are checked against the vocabulary by whoever
   // knows it (the server); the sampler skips ids outside it.
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // vLLM's min_tokens: the ids given to Sampler::ban_until_min_tokens (the
+  // stop tokens) cannot be drawn before this many tokens were generated.
+  int32_t min_tokens = 0;
 
   // Throws InputError naming the field when a value is out of range.
   void validate() const;
@@ -42,6 +46,8 @@ class Sampler {
   // generated ones (all penalties).
   void add_prompt_token(int32_t id);
   void add_output_token(int32_t id);
+  // The ids that min_tokens keeps out (stop tokens); ignored when min_tokens is 0.
+  void ban_until_min_tokens(std::vector<int32_t> ids) { min_tokens_ban_ = std::move(ids); }
 
   // logits [n_vocab] is modified in place.
   int32_t sample(float* logits, int32_t n_vocab);
@@ -50,6 +56,8 @@ class Sampler {
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::unordered_map<int32_t, int32_t> prompt_counts_, output_counts_;
+  int64_t n_output_ = 0;
+  std::vector<int32_t> min_tokens_ban_;
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch
   std::vector<double> chunk_sums_;                     // scratch
 };

@@ -61,6 +61,7 @@ AdmissionResult Scheduler::add(SeqRequest request) {
   s->priority = request.priority;
   s->ignore_eos = request.ignore_eos;
   s->prompt_logits = request.prompt_logits;
+  s->stop_ids = std::move(request.stop_ids);
   s->arrival = next_arrival_++;
   Sequence& ref = *s;
   seqs_.emplace(ref.id, std::move(s));
@@ -239,7 +240,8 @@ void Scheduler::update(const StepPlan& plan, const std::vector<int32_t>& sampled
     SeqEvent ev;
     ev.id = s.id;
     ev.n_prompt = s.n_prompt;
-    if (!s.ignore_eos && is_stop_(tok)) {
+    const bool own_stop = std::find(s.stop_ids.begin(), s.stop_ids.end(), tok) != s.stop_ids.end();
+    if ((!s.ignore_eos && is_stop_(tok)) || own_stop) {
       ev.finish = FinishReason::kStop;
     } else {
       s.tokens.push_back(tok);

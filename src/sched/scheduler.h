@@ -51,6 +51,7 @@ struct SeqRequest {
   // the prompt is computed in full (no prefix-cache hits), in chunks of at
   // most kMaxPromptLogitRows tokens so the logits of a step stay bounded.
   bool prompt_logits = false;
+  std::vector<int32_t> stop_ids{};  // request-specific stop tokens, checked even with ignore_eos
 };
 
 constexpr int64_t kMaxPromptLogitRows = 128;
@@ -90,6 +91,7 @@ class Scheduler {
     int64_t n_prompt = 0, max_tokens = 0, n_computed = 0;
     int priority = 0;
     bool ignore_eos = false, prompt_logits = false;
+    std::vector<int32_t> stop_ids;
     uint64_t arrival = 0;
     bool running = false, is_long = false, aborted = false;
     int64_t plan_index = -1;      // entry in the current plan, -1 if none

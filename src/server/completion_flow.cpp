@@ -105,8 +105,8 @@ struct Generation {
         metrics(&c.metrics),
         index(index),
         id(backend_id),
-        decoder(c.backend.tokenizer()),
-        stop(p.stop),
+        decoder(c.backend.tokenizer(), p.skip_special_tokens),
+        stop(p.stop, p.include_stop_str_in_output),
         want_logprobs(p.logprobs >= 0),
         // With echo and logprobs the prompt's tokens come first, from offset 0.
         text_offset(p.echo && p.logprobs >= 0 ? 0 : count_characters(echo)),
@@ -255,6 +255,13 @@ Prepared prepare(const CompletionContext& ctx, const std::string& body, bool cha
                    "invalid_request_error", "model", "model_not_found");
   }
   const int32_t n_vocab = ctx.backend.tokenizer().n_vocab();
+  for (int32_t id : cp.stop_token_ids) {
+    if (id >= n_vocab) {
+      throw bad_request("'stop_token_ids' holds " + std::to_string(id) + ", outside the vocabulary (" +
+                            std::to_string(n_vocab) + " tokens)",
+                        "stop_token_ids");
+    }
+  }
   for (const auto& [id, bias] : cp.sampling.logit_bias) {
     if (id >= n_vocab) {
       throw bad_request("'logit_bias' token id " + std::to_string(id) + " is outside the vocabulary (" +
@@ -347,6 +354,7 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
       sreq.priority = cp.priority;
       sreq.logprobs = cp.logprobs;
       sreq.prompt_logprobs = cp.echo && cp.logprobs >= 0;
+      sreq.stop_token_ids = cp.stop_token_ids;
       uint64_t backend_id = 0;
       const SubmitStatus st = ctx.backend.submit(
           std::move(sreq), [channel, index](const TokenEvent& e) { channel->push(index, e); }, &backend_id);

@@ -258,6 +258,23 @@ CompletionParams parse_completion_request(const std::string& body, bool chat) {
     p.include_usage = get_bool(so, "include_usage", false);
   }
   if (present(j, "logit_bias")) s.logit_bias = parse_logit_bias(j["logit_bias"]);
+  // vLLM's extra sampling fields.
+  s.min_tokens = static_cast<int32_t>(get_int(j, "min_tokens", 0, INT32_MAX).value_or(0));
+  if (p.max_tokens && s.min_tokens > *p.max_tokens) {
+    throw bad_request("'min_tokens' must not exceed 'max_tokens'", "min_tokens");
+  }
+  if (present(j, "stop_token_ids")) {
+    const json& st = j["stop_token_ids"];
+    if (!st.is_array() || st.size() > 64) throw bad_request("'stop_token_ids' must be an array of at most 64 token ids", "stop_token_ids");
+    for (const json& t : st) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+        throw bad_request("'stop_token_ids' must hold non-negative integers", "stop_token_ids");
+      }
+      p.stop_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+  }
+  p.include_stop_str_in_output = get_bool(j, "include_stop_str_in_output", false);
+  p.skip_special_tokens = get_bool(j, "skip_special_tokens", true);
   p.ignore_eos = get_bool(j, "ignore_eos", false);
   const auto prio = get_int(j, "priority", -1000000, 1000000);
   p.priority = prio ? static_cast<int>(*prio) : 0;

@@ -44,6 +44,8 @@ struct CompletionParams {
   std::optional<int64_t> max_tokens;  // max_tokens / max_completion_tokens
   SamplingParams sampling;           // seed is random when the request has none
   std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;  // vLLM's: more tokens that end generation
+  bool include_stop_str_in_output = false, skip_special_tokens = true;
   bool stream = false, include_usage = false, ignore_eos = false, echo = false;
   int priority = 0;
   std::string user;

@@ -2,16 +2,21 @@
 // first byte of a stop string, so it never splits a UTF-8 character.
 #include "server/stop_matcher.h"
 
+#include <algorithm>
+
 namespace parallm {
 
 std::string StopMatcher::push(const std::string& text) {
   if (stopped_) return "";
   pending_ += text;
-  size_t best = std::string::npos;
-  for (const auto& s : stops_) best = std::min(best, pending_.find(s));
+  size_t best = std::string::npos, best_len = 0;
+  for (const auto& s : stops_) {
+    const size_t at = pending_.find(s);
+    if (at < best || (at == best && at != std::string::npos && s.size() > best_len)) best = at, best_len = s.size();
+  }
   if (best != std::string::npos) {
     stopped_ = true;
-    std::string out = pending_.substr(0, best);
+    std::string out = pending_.substr(0, best + (include_ ? best_len : 0));
     pending_.clear();
     return out;
   }

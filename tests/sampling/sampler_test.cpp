@@ -405,6 +405,33 @@ TEST(SamplerLogitBias, AddedAfterPenaltiesBeforeGreedyAndTemperature) {
   expect_frequencies(draw_counts(t, logits, kDraws), softmax_ref(biased, 0.7), kDraws, "biased");
 }
 
+// min_tokens: the banned ids (stop tokens) cannot win until enough tokens were generated.
+TEST(SamplerMinTokens, StopTokensAreBannedUntilMinTokens) {
+  const std::vector<float> logits = {5.0f, 1.0f, 0.0f, 4.0f};
+  SamplingParams g;
+  g.temperature = 0.0f;
+  g.min_tokens = 2;
+  Sampler s(g);
+  s.ban_until_min_tokens({0, 3});
+  std::vector<float> row = logits;
+  EXPECT_EQ(s.sample(row.data(), 4), 1);  // 0 and 3 are banned: 1 is the best left
+  s.add_output_token(1);
+  row = logits;
+  EXPECT_EQ(s.sample(row.data(), 4), 1);
+  s.add_output_token(1);
+  row = logits;
+  EXPECT_EQ(s.sample(row.data(), 4), 0);  // two tokens out: the stop token may come
+  // Sampling never draws a banned id either.
+  SamplingParams t = with_temperature(1.0f, 5);
+  t.min_tokens = 1000;
+  Sampler d(t);
+  d.ban_until_min_tokens({0});
+  for (int i = 0; i < 2000; ++i) {
+    row = logits;
+    ASSERT_NE(d.sample(row.data(), 4), 0);
+  }
+}
+
 // ---- seeds --------------------------------------------------------------------
 
 // A generation loop: logits change every step and sampled tokens feed back as

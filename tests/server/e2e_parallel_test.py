@@ -169,9 +169,9 @@ def metric(text, name):
     raise AssertionError(f"metric {name} missing from /metrics:\n{text[:2000]}")
 
 
-def generate(model_args, prompt, n):
+def generate(model_args, prompt, n, ignore_eos=True):
     cmd = [ARGS.binary, "generate", *model_args, "--prompt", prompt, "-n", str(n), "--temperature", "0",
-           "--ignore-eos", "--json", "--threads", "1"]
+           *(["--ignore-eos"] if ignore_eos else []), "--json", "--threads", "1"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr[-2000:]}")
@@ -296,6 +296,40 @@ class ConnectionBurst(unittest.TestCase):
                     t.join(timeout=60)
                 self.assertNotIn(None, latency_s, "some connection failed or was not answered 200")
                 self.assertLess(max(latency_s), 0.9, "a connection waited for a SYN retransmit (listen backlog full)")
+        finally:
+            s.close()
+
+
+class StopTokenIdsAndMinTokens(unittest.TestCase):
+    """vLLM's stop_token_ids and min_tokens on stories260K, against `parallm generate`."""
+
+    def test_stop_token_ids_and_min_tokens(self):
+        model_args = stories_model()
+        ref = None
+        for prompt in ["The sun", "Once upon a time", "Mom said", "The little dog was very happy because"]:
+            g = generate(model_args, prompt, 400, ignore_eos=False)
+            if g["finish_reason"] == "stop" and 4 <= len(g["token_ids"]) < 300:
+                ref = (prompt, g)
+                break
+        if ref is None:
+            self.skipTest("no prompt whose greedy story ends by itself within 300 tokens")
+        prompt, g = ref
+        ids, n_stop = g["token_ids"], len(g["token_ids"])
+        s = Server(model_args)
+        try:
+            base = {"prompt": prompt, "temperature": 0}
+            # A token of the story as an extra stop token: generation ends right before its first use.
+            stop_id = ids[2]
+            j = s.post("/v1/completions", {**base, "max_tokens": 50, "stop_token_ids": [stop_id]})
+            self.assertEqual(j["choices"][0]["finish_reason"], "stop")
+            self.assertEqual(j["usage"]["completion_tokens"], ids.index(stop_id))
+            # It stops even with ignore_eos (only the model's own stop tokens are ignored).
+            j = s.post("/v1/completions", {**base, "max_tokens": 50, "stop_token_ids": [stop_id], "ignore_eos": True})
+            self.assertEqual(j["usage"]["completion_tokens"], ids.index(stop_id))
+            # min_tokens past where the story ends: the stop token is kept out until then.
+            j = s.post("/v1/completions", {**base, "max_tokens": n_stop + 10, "min_tokens": n_stop + 5})
+            self.assertGreaterEqual(j["usage"]["completion_tokens"], n_stop + 5)
+            self.assertTrue(j["choices"][0]["text"].startswith(g["text"]), "the first tokens are the greedy story's")
         finally:
             s.close()
 

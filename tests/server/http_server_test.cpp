@@ -522,6 +522,16 @@ TEST_F(HttpServerTest, StopStringsEndGenerationAndAreNotIncluded) {
   std::string finish;
   EXPECT_EQ(test::sse_text(test::sse_data(s), &finish), want);
   EXPECT_EQ(finish, "stop");
+  // vLLM's include_stop_str_in_output: the text goes on to the end of the stop string.
+  for (const char* stream : {"false", "true"}) {
+    const std::string inc = raw_http(port_, "POST", "/v1/completions",
+                                     R"({"prompt":"a","max_tokens":30,"seed":11,"include_stop_str_in_output":true,"stop":")" +
+                                         stop + R"(","stream":)" + stream + "}");
+    const std::string body = inc.substr(inc.find("\r\n\r\n") + 4);
+    const std::string text = std::string(stream) == "true" ? test::sse_text(test::sse_data(inc))
+                                                           : json::parse(body)["choices"][0]["text"].get<std::string>();
+    EXPECT_EQ(text, want + stop) << stream;
+  }
 }
 
 TEST_F(HttpServerTest, BadRequestCorpusThenHealthy) {
@@ -577,6 +587,12 @@ TEST_F(HttpServerTest, BadRequestCorpusThenHealthy) {
       {"/v1/completions", R"({"prompt":"a","logit_bias":[1]})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","response_format":{"type":"json_object"}})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","response_format":"json"})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","max_tokens":4,"min_tokens":5})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","min_tokens":-1})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","stop_token_ids":[1,-2]})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","stop_token_ids":[99999]})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","stop_token_ids":5})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","skip_special_tokens":"no"})", auth, 400},
       {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", auth, 400},
       {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":30})", auth, 400},
       {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"logprobs":1})", auth, 400},
