@@ -56,7 +56,7 @@ struct ServingEngine::Impl {
     std::vector<TokenLogprob> top;
     // Prompt logprobs (ServingRequest::prompt_logprobs): filled chunk by chunk,
     // handed over with the first event. A recompute after preemption does not
-    // report a position twice: prompt_next is the next position wanted.
+    // compute a position twice: prompt.size() is the next one wanted.
     bool prompt_logprobs = false;
     std::vector<int32_t> prompt_tokens;  // only with prompt_logprobs
     std::vector<TokenLogprobs> prompt;   // [0, prompt.size()) reported or computed so far
@@ -113,7 +113,7 @@ struct ServingEngine::Impl {
   std::vector<size_t> sample_rows;   // plan.seqs indices that sample this step
   std::vector<Live*> sample_lives;   // their requests, in the same order
   std::vector<int64_t> sample_logit_rows;  // their rows of the logits
-  std::vector<PromptRow> prompt_rows;      // rows of prompt positions, from logits row sample count on
+  std::vector<PromptRow> prompt_rows;      // logits rows at prompt positions (prompt logprobs)
   std::deque<Incoming> taken;
   std::vector<uint64_t> aborts_taken;
   std::thread thread;
