@@ -22,7 +22,10 @@ ChatFormatter::ChatFormatter(const std::optional<std::string>& template_source, 
       bos_(std::move(bos_token)),
       eos_(std::move(eos_token)),
       uses_default_(!template_source || template_source->empty()),
-      hermes_tool_calls_(!uses_default_ && template_source->find("<tool_call>") != std::string::npos) {}
+      tool_call_format_(uses_default_                                              ? ToolCallFormat::kNone
+                        : template_source->find("<tool_call>") != std::string::npos    ? ToolCallFormat::kHermes
+                        : template_source->find("<|python_tag|>") != std::string::npos ? ToolCallFormat::kLlamaJson
+                                                                                       : ToolCallFormat::kNone) {}
 
 ChatFormatter ChatFormatter::for_tokenizer(const Tokenizer& tokenizer, const std::string& override_source) {
   const std::string bos = tokenizer.bos_id() >= 0 ? tokenizer.token_to_piece(tokenizer.bos_id()) : "";

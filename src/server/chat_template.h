@@ -14,6 +14,7 @@
 #include <string>
 
 #include "server/jinja/jinja.h"
+#include "server/tool_calls.h"
 
 namespace parallm {
 
@@ -38,15 +39,16 @@ class ChatFormatter {
   std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                      const nlohmann::ordered_json& tools = nullptr, const nlohmann::ordered_json& kwargs = nullptr) const;
   bool uses_default() const { return uses_default_; }
-  // The template asks for tool calls as <tool_call>{"name", "arguments"}</tool_call>
-  // (Hermes style: Qwen2.5, Qwen3, Hermes), so the answer can be parsed into tool_calls.
-  bool hermes_tool_calls() const { return hermes_tool_calls_; }
+  // How the template asks the model to write tool calls (tool_calls.h):
+  // Hermes when it mentions <tool_call> (Qwen2.5, Qwen3, Hermes), Llama JSON
+  // when it mentions <|python_tag|> (Llama 3.1 and later), else none.
+  ToolCallFormat tool_call_format() const { return tool_call_format_; }
 
  private:
   jinja::CompiledTemplate tpl_;
   std::string bos_, eos_;
   bool uses_default_;
-  bool hermes_tool_calls_;
+  ToolCallFormat tool_call_format_;
 };
 
 }  // namespace parallm

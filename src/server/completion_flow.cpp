@@ -122,7 +122,8 @@ struct Generation {
   int64_t text_offset;     // completions logprobs: characters of the text so far
   std::string echo_text;   // completions with echo: the prompt, sent first
   std::vector<TokenLogprobs> logprobs;  // tokens whose logprobs are not yet sent
-  std::optional<ToolCallSplitter> tool_splitter;  // chat with tools, Hermes-style template
+  std::optional<ToolCallSplitter> tool_splitter;  // chat with tools, a template with a call format
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
   json tool_calls;                                // null, or the parsed calls once finished
   int64_t completion_tokens = 0;
   bool finished = false, final_sent = false;
@@ -169,7 +170,7 @@ struct Generation {
     if (!finished) return out;
     out += tool_splitter->flush();
     if (tool_splitter->started()) {
-      if (auto calls = parse_hermes_tool_calls(tool_splitter->kept())) {
+      if (auto calls = parse_tool_calls(tool_format, tool_splitter->kept())) {
         tool_calls = std::move(*calls);
         if (finish_reason == "stop") finish_reason = "tool_calls";
       } else {
@@ -334,7 +335,7 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
   const CompletionParams& cp = prepared->params;
   const size_t n = static_cast<size_t>(cp.n);
 
-  const bool parse_tools = chat && !cp.tools.is_null() && ctx.chat.hermes_tool_calls();
+  const ToolCallFormat tool_format = chat && !cp.tools.is_null() ? ctx.chat.tool_call_format() : ToolCallFormat::kNone;
   auto channel = std::make_shared<RequestChannel>(!cp.stream && cp.stop.empty(), ctx.options.stream_interval);
   auto choices = std::make_shared<Choices>();
   // Choice p * n + j is prompt p's j-th generation; with a seed, generation j
@@ -369,7 +370,10 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
                        "invalid_request_error", "max_tokens", "context_length_exceeded");
       }
       choices->gens.push_back(std::make_unique<Generation>(ctx, cp, index, backend_id, pp.echo_text));
-      if (parse_tools) choices->gens.back()->tool_splitter.emplace();
+      if (tool_format != ToolCallFormat::kNone) {
+        choices->gens.back()->tool_format = tool_format;
+        choices->gens.back()->tool_splitter.emplace(tool_format);
+      }
     }
   }
 

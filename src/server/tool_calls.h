@@ -1,15 +1,19 @@
-// Tool calls in a chat answer, for templates that ask the model to write them
-// Hermes style (Qwen2.5, Qwen3, NousResearch Hermes):
+// Tool calls in a chat answer, in the two formats chat templates ask for:
 //
-//   optional text<tool_call>
-//   {"name": "get_weather", "arguments": {"city": "Paris"}}
-//   </tool_call><tool_call>...</tool_call>
+//   Hermes (Qwen2.5, Qwen3, NousResearch Hermes; vLLM's `hermes` parser):
+//     optional text<tool_call>
+//     {"name": "get_weather", "arguments": {"city": "Paris"}}
+//     </tool_call><tool_call>...</tool_call>
+//   Llama 3.1+ JSON (vLLM's `llama3_json` parser): the whole answer is
+//     [<|python_tag|>]{"name": "get_weather", "parameters": {"city": "Paris"}}
+//     with further calls after a ';'.
 //
-// ToolCallSplitter lets the text before the first <tool_call> stream as
-// content and keeps the rest; parse_hermes_tool_calls turns the kept part
-// into OpenAI `tool_calls` when every block is a JSON object with a string
-// "name" and object (or string) "arguments". Anything else stays content, as
-// vLLM's hermes parser leaves text it cannot parse.
+// ToolCallSplitter lets content stream until a call begins (Hermes: the
+// first <tool_call>; Llama: an answer whose first non-space character is '{')
+// and keeps the rest; parse_tool_calls turns the kept part into OpenAI
+// `tool_calls` when every call is a JSON object with a string "name" and
+// object (or string) arguments. Anything else stays content, as vLLM's
+// parsers leave text they cannot parse.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -18,8 +22,11 @@
 
 namespace parallm {
 
+enum class ToolCallFormat { kNone, kHermes, kLlamaJson };
+
 class ToolCallSplitter {
  public:
+  explicit ToolCallSplitter(ToolCallFormat format = ToolCallFormat::kHermes) : format_(format) {}
   // Returns the content that may be sent now; text from "<tool_call>" on is
   // kept (and a tail that could begin it is held back until it cannot).
   std::string push(const std::string& text);
@@ -29,13 +36,20 @@ class ToolCallSplitter {
   const std::string& kept() const { return kept_; }
 
  private:
+  std::string push_llama(const std::string& text);
+
+  ToolCallFormat format_;
   std::string pending_, kept_;
   bool started_ = false;
+  bool plain_ = false;  // Llama: the answer began as text, so it has no call
 };
 
-// kept: text starting at "<tool_call>". The OpenAI tool_calls array
+// kept: what the splitter kept. The OpenAI tool_calls array
 // ([{"id", "type": "function", "function": {"name", "arguments": "<json>"}}]),
 // or nullopt when it is not a well-formed sequence of calls.
-std::optional<nlohmann::json> parse_hermes_tool_calls(const std::string& kept);
+std::optional<nlohmann::json> parse_tool_calls(ToolCallFormat format, const std::string& kept);
+inline std::optional<nlohmann::json> parse_hermes_tool_calls(const std::string& kept) {
+  return parse_tool_calls(ToolCallFormat::kHermes, kept);
+}
 
 }  // namespace parallm

@@ -138,6 +138,14 @@ TEST(ChatTemplate, DefaultTemplate) {
             "<s>System: You are terse.\nUser: Hi there!\nAssistant:  Hello. \nUser: Name a color.\nAssistant:");
 }
 
+TEST(ChatTemplate, ToolCallFormatFollowsTheTemplate) {
+  EXPECT_EQ(ChatFormatter(read_template("Qwen-Qwen2.5-7B-Instruct.jinja"), "", "").tool_call_format(), ToolCallFormat::kHermes);
+  EXPECT_EQ(ChatFormatter(read_template("meta-llama-Llama-3.1-8B-Instruct.jinja"), "", "").tool_call_format(),
+            ToolCallFormat::kLlamaJson);
+  EXPECT_EQ(ChatFormatter(read_template("google-gemma-2-2b-it.jinja"), "", "").tool_call_format(), ToolCallFormat::kNone);
+  EXPECT_EQ(ChatFormatter(std::nullopt, "", "").tool_call_format(), ToolCallFormat::kNone);
+}
+
 // What a request adds to the template: tools in the request's key order,
 // chat_template_kwargs as variables, and assistant tool-call arguments (a JSON
 // string in the API) as objects.

@@ -455,7 +455,32 @@ TEST_F(HttpServerTest, HermesToolCallsAreParsed) {
     EXPECT_FALSE(pc["message"].contains("tool_calls"));
     EXPECT_EQ(pc["finish_reason"], "stop");
   }
-  // Unsupported tool choices and malformed tools are 400s.
+  // Unsupported tool choices and malformed tools are 400s (checked below), and
+  // a Llama-style template gets its JSON calls parsed too.
+  server_->set_backend(nullptr);
+  {
+    ServerOptions lo;
+    lo.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}<|python_tag|>";
+    HttpServer llama(lo);
+    const int lport = llama.bind();
+    llama.start();
+    backend_->fixed_tokens = tok.encode("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", false, false);
+    llama.set_backend(backend_.get());
+    httplib::Client lc("127.0.0.1", lport);
+    auto lr = lc.Post("/v1/chat/completions", req + "}", "application/json");
+    ASSERT_TRUE(lr);
+    ASSERT_EQ(lr->status, 200) << lr->body;
+    const json lch = json::parse(lr->body)["choices"][0];
+    EXPECT_EQ(lch["finish_reason"], "tool_calls");
+    EXPECT_TRUE(lch["message"]["content"].is_null()) << lch;
+    ASSERT_EQ(lch["message"]["tool_calls"].size(), 1u);
+    EXPECT_EQ(json::parse(lch["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+              json::parse(R"({"city":"Oslo"})"));
+    llama.set_backend(nullptr);
+    llama.stop();
+    backend_->fixed_tokens = tok.encode(answer, false, false);
+  }
+  server_->set_backend(backend_.get());
   for (const std::string& body : {req + R"(,"tool_choice":"required"})",
                                   req + R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}}})",
                                   std::string(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})"),

@@ -34,6 +34,45 @@ TEST(ToolCallSplitter, APrefixThatGoesNowhereIsReleased) {
   }
 }
 
+TEST(ToolCallSplitter, LlamaAnswerIsACallWhenItOpensWithABrace) {
+  const std::string call = "  \n{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}";
+  const std::string tagged = "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}";
+  const std::string text = "Paris is sunny {mostly}.";
+  for (size_t step = 1; step <= 8; ++step) {
+    ToolCallSplitter a(ToolCallFormat::kLlamaJson);
+    EXPECT_EQ(split(call, step, &a), "") << step;
+    EXPECT_TRUE(a.started());
+    EXPECT_EQ(a.kept(), call);
+    ToolCallSplitter b(ToolCallFormat::kLlamaJson);
+    EXPECT_EQ(split(tagged, step, &b), "") << step;
+    EXPECT_EQ(b.kept(), tagged);
+    ToolCallSplitter c(ToolCallFormat::kLlamaJson);
+    EXPECT_EQ(split(text, step, &c), text) << step;
+    EXPECT_FALSE(c.started());
+    ToolCallSplitter d(ToolCallFormat::kLlamaJson);
+    EXPECT_EQ(split("<|pyt", step, &d), "<|pyt") << step;  // a tag that never completes is text
+  }
+}
+
+TEST(LlamaToolCalls, ParsesParametersAndSeveralCalls) {
+  auto calls = parse_tool_calls(ToolCallFormat::kLlamaJson,
+                                " {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}\n");
+  ASSERT_TRUE(calls.has_value());
+  ASSERT_EQ(calls->size(), 1u);
+  EXPECT_EQ((*calls)[0]["function"]["name"], "get_weather");
+  EXPECT_EQ((*calls)[0]["function"]["arguments"], "{\"city\":\"Paris\"}");
+  calls = parse_tool_calls(ToolCallFormat::kLlamaJson,
+                           "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"arguments\": {\"x\": 1}}");
+  ASSERT_TRUE(calls.has_value());
+  ASSERT_EQ(calls->size(), 2u);
+  EXPECT_EQ((*calls)[1]["function"]["name"], "b");
+  EXPECT_EQ((*calls)[1]["function"]["arguments"], "{\"x\":1}");
+  for (const char* bad : {"{\"parameters\": {}}", "{not json}", "{\"name\": \"a\"}; oops", "[]", ""}) {
+    EXPECT_FALSE(parse_tool_calls(ToolCallFormat::kLlamaJson, bad).has_value()) << bad;
+  }
+  EXPECT_FALSE(parse_tool_calls(ToolCallFormat::kNone, "{\"name\": \"a\"}").has_value());
+}
+
 TEST(HermesToolCalls, ParsesOneOrSeveralCalls) {
   auto calls = parse_hermes_tool_calls(
       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": [1, 2]}}\n</tool_call>\n"
