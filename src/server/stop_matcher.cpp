@@ -6,6 +6,14 @@
 
 namespace parallm {
 
+size_t partial_marker_tail(const std::string& text, const std::string& marker) {
+  if (marker.empty()) return 0;
+  for (size_t k = std::min(marker.size() - 1, text.size()); k > 0; --k) {
+    if (text.compare(text.size() - k, k, marker, 0, k) == 0) return k;
+  }
+  return 0;
+}
+
 std::string StopMatcher::push(const std::string& text) {
   if (stopped_) return "";
   pending_ += text;
@@ -21,14 +29,7 @@ std::string StopMatcher::push(const std::string& text) {
     return out;
   }
   size_t hold = 0;
-  for (const auto& s : stops_) {
-    for (size_t k = std::min(s.size() - 1, pending_.size()); k > hold; --k) {
-      if (pending_.compare(pending_.size() - k, k, s, 0, k) == 0) {
-        hold = k;
-        break;
-      }
-    }
-  }
+  for (const auto& s : stops_) hold = std::max(hold, partial_marker_tail(pending_, s));
   std::string out = pending_.substr(0, pending_.size() - hold);
   pending_.erase(0, pending_.size() - hold);
   return out;

@@ -8,6 +8,11 @@
 
 namespace parallm {
 
+// The length of the longest tail of `text` that is a proper prefix of
+// `marker`: bytes a streamer must hold back until it knows whether the marker
+// follows.
+size_t partial_marker_tail(const std::string& text, const std::string& marker);
+
 class StopMatcher {
  public:
   // include: the stop string itself is sent too (vLLM's include_stop_str_in_output).

@@ -1,5 +1,7 @@
 #include "server/tool_calls.h"
 
+#include "server/stop_matcher.h"
+
 #include <random>
 
 namespace parallm {
@@ -45,13 +47,7 @@ std::string ToolCallSplitter::push(const std::string& text) {
     return out;
   }
   // Hold back the longest tail that is a prefix of "<tool_call>".
-  size_t hold = 0;
-  for (size_t k = std::min(pending_.size(), open.size() - 1); k > 0; --k) {
-    if (pending_.compare(pending_.size() - k, k, open, 0, k) == 0) {
-      hold = k;
-      break;
-    }
-  }
+  const size_t hold = partial_marker_tail(pending_, open);
   std::string out = pending_.substr(0, pending_.size() - hold);
   pending_.erase(0, pending_.size() - hold);
   return out;

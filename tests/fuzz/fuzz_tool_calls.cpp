@@ -2,7 +2,7 @@
 // Llama JSON by the first byte's top bit.
 // Any text, streamed in pieces of any size, must split and parse without a
 // crash; the content streamed plus the kept rest is the whole text.
-// FUZZ_SOURCES: src/server/tool_calls.cpp
+// FUZZ_SOURCES: src/server/tool_calls.cpp src/server/stop_matcher.cpp
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
