@@ -33,7 +33,7 @@ void on_signal(int) { g_stop = true; }
 
 struct ServeCli {
   EngineCli engine;
-  std::string host = "127.0.0.1", api_key, served_model_name, chat_template, max_body = "8M", routing = "least-outstanding-tokens";
+  std::string host = "127.0.0.1", api_key, served_model_name, chat_template, reasoning_parser, max_body = "8M", routing = "least-outstanding-tokens";
   std::string stream_interval = "auto";
   int port = 8000, dp = 1, http_threads = 1024;
   int64_t max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, max_queue = 1024, kv_blocks = 0;
@@ -126,6 +126,7 @@ int run_serve(const ServeCli& s) {
   if (s.dp > 1 && !eo.devices.empty()) throw InputError("--devices with --dp > 1 is not supported yet");
   if (s.dp > 1 && eo.comm != "local") throw InputError("--dp > 1 needs --comm local");
   const std::string chat_template = read_chat_template(s.chat_template);  // before any slow work
+  const ReasoningFormat reasoning_format = parse_reasoning_format(s.reasoning_parser);
   if (eo.model_path.empty()) eo.model_path = ensure_default_model();
   if (s.max_model_len > 0 && eo.ctx_size == 0) eo.ctx_size = s.max_model_len;
   if (s.max_model_len > 0 && s.max_model_len > eo.ctx_size) throw InputError("--max-model-len must be <= --ctx-size");
@@ -143,6 +144,7 @@ int run_serve(const ServeCli& s) {
   so.http_threads = s.http_threads;
   so.stream_interval = parse_stream_interval(s.stream_interval);
   so.chat_template = chat_template;
+  so.reasoning_format = reasoning_format;
   {
     std::string name = s.served_model_name;
     if (name.empty()) {
@@ -216,6 +218,8 @@ const bool registered = register_command(
        sub.add_option("--dp", s->dp, "Data-parallel replicas behind the built-in router")->capture_default_str();
        sub.add_option("--api-key", s->api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
        sub.add_option("--served-model-name", s->served_model_name, "Model name in the API (default: the file name)");
+       sub.add_option("--reasoning-parser", s->reasoning_parser,
+                      "Split <think>...</think> into reasoning_content: deepseek_r1 or qwen3");
        sub.add_option("--chat-template", s->chat_template,
                       "Jinja chat template to use instead of the model's: a file, or the template itself");
        sub.add_option("--max-model-len", s->max_model_len, "Prompt + output tokens per request (default: --ctx-size)");

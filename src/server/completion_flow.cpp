@@ -16,6 +16,7 @@
 
 #include "server/api_error.h"
 #include "server/logprobs_json.h"
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 #include "server/openai_request.h"
 #include "server/stop_matcher.h"
@@ -122,6 +123,9 @@ struct Generation {
   int64_t text_offset;     // completions logprobs: characters of the text so far
   std::string echo_text;   // completions with echo: the prompt, sent first
   std::vector<TokenLogprobs> logprobs;  // tokens whose logprobs are not yet sent
+  std::optional<ReasoningSplitter> reasoning_splitter;  // chat with --reasoning-parser
+  std::string reasoning_delta;   // reasoning not yet taken (take_reasoning)
+  bool reasoning_seen = false;
   std::optional<ToolCallSplitter> tool_splitter;  // chat with tools, a template with a call format
   ToolCallFormat tool_format = ToolCallFormat::kNone;
   json tool_calls;                                // null, or the parsed calls once finished
@@ -162,9 +166,22 @@ struct Generation {
     }
     return route(text);
   }
-  // With tools: content streams until "<tool_call>"; at the end the kept
+  // With a reasoning parser, the thinking is set aside (take_reasoning());
+  // with tools, content streams until a call begins, and at the end the kept
   // rest becomes tool_calls, or content again when it does not parse.
-  std::string route(const std::string& text) {
+  std::string route(const std::string& raw) {
+    std::string text = raw;
+    if (reasoning_splitter) {
+      ReasoningSplitter::Parts parts = reasoning_splitter->push(raw);
+      if (finished) {
+        ReasoningSplitter::Parts rest = reasoning_splitter->flush();
+        parts.reasoning += rest.reasoning;
+        parts.content += rest.content;
+      }
+      reasoning_delta += parts.reasoning;
+      reasoning_seen = reasoning_seen || !parts.reasoning.empty();
+      text = std::move(parts.content);
+    }
     if (!tool_splitter) return text;
     std::string out = tool_splitter->push(text);
     if (!finished) return out;
@@ -179,6 +196,11 @@ struct Generation {
     }
     tool_splitter.reset();
     return out;
+  }
+  std::string take_reasoning() {
+    std::string r;
+    r.swap(reasoning_delta);
+    return r;
   }
   void finish(const std::string& reason) {
     finished = true;
@@ -370,6 +392,9 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
                        "invalid_request_error", "max_tokens", "context_length_exceeded");
       }
       choices->gens.push_back(std::make_unique<Generation>(ctx, cp, index, backend_id, pp.echo_text));
+      if (chat && ctx.options.reasoning_format != ReasoningFormat::kNone) {
+        choices->gens.back()->reasoning_splitter.emplace(ctx.options.reasoning_format);
+      }
       if (tool_format != ToolCallFormat::kNone) {
         choices->gens.back()->tool_format = tool_format;
         choices->gens.back()->tool_splitter.emplace(tool_format);
@@ -383,13 +408,14 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
   const Tokenizer& tok = ctx.backend.tokenizer();
 
   if (!cp.stream) {
-    std::vector<std::string> texts;
+    std::vector<std::string> texts, reasonings(choices->gens.size());
     for (const auto& g : choices->gens) texts.push_back(g->echo_text);
     std::vector<std::vector<TokenLogprobs>> logged(choices->gens.size());
     while (!choices->all_finished()) {
       for (const ChoiceEvent& ce : channel->take(std::chrono::milliseconds(1000))) {
         Generation& g = *choices->gens[ce.choice];
         texts[ce.choice] += g.consume(ce.event);
+        reasonings[ce.choice] += g.take_reasoning();
         for (TokenLogprobs& t : g.logprobs) logged[ce.choice].push_back(std::move(t));
         g.logprobs.clear();
       }
@@ -405,6 +431,7 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
       }
       if (chat) {
         json message = {{"role", "assistant"}, {"content", texts[i]}};
+        if (g.reasoning_splitter) message["reasoning_content"] = g.reasoning_seen ? json(reasonings[i]) : json(nullptr);
         if (!g.tool_calls.is_null()) {
           message["tool_calls"] = g.tool_calls;
           if (texts[i].find_first_not_of(" \n\t\r") == std::string::npos) message["content"] = nullptr;
@@ -452,6 +479,12 @@ void handle_completion(const CompletionContext& ctx, const httplib::Request& req
             Generation& g = *choices->gens[ce.choice];
             if (g.final_sent) continue;
             const std::string text = g.consume(ce.event);
+            const std::string reasoning = g.take_reasoning();
+            if (!reasoning.empty()) {
+              json ch = stream_choice(chat, g.index, "", take_logprobs(tok, g, chat), nullptr, false);
+              ch["delta"] = {{"reasoning_content", reasoning}};
+              out += event(ch, nullptr);
+            }
             if (!text.empty()) {
               out += event(stream_choice(chat, g.index, text, take_logprobs(tok, g, chat), nullptr, false), nullptr);
             }

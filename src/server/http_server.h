@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "server/completion_backend.h"
+#include "server/reasoning.h"
 #include "server/server_metrics.h"
 
 namespace parallm {
@@ -40,6 +41,8 @@ struct ServerOptions {
   int64_t stream_interval = kStreamIntervalAuto;
   // --chat-template: a Jinja template used instead of the model's (empty = the model's).
   std::string chat_template;
+  // --reasoning-parser: split <think> ... </think> into reasoning_content (chat).
+  ReasoningFormat reasoning_format = ReasoningFormat::kNone;
 };
 
 class HttpServer {

@@ -121,6 +121,7 @@ class BadInput(unittest.TestCase):
         self.expect_error(["generate", "--model", m, "--prompt", "x", "--dtype", "q9"], "dtype")
         self.expect_error(["serve", "--model", m, "--port", "0", "--chat-template", "{% if %}"], "chat-template")
         self.expect_error(["serve", "--model", m, "--port", "0", "--chat-template", "/no/such/template"], "chat-template")
+        self.expect_error(["serve", "--model", m, "--port", "0", "--reasoning-parser", "granite"], "reasoning-parser")
 
 
 if __name__ == "__main__":

@@ -489,6 +489,50 @@ TEST_F(HttpServerTest, HermesToolCallsAreParsed) {
   }
 }
 
+// --reasoning-parser qwen3: the thinking goes to reasoning_content, streamed
+// as its own deltas, and what follows it still becomes tool calls.
+TEST_F(HttpServerTest, ReasoningContentIsSplitOff) {
+  ServerOptions o;
+  o.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}<tool_call>{% endif %}";
+  o.reasoning_format = ReasoningFormat::kQwen3;
+  start(o);
+  const auto& tok = backend_->tokenizer();
+  backend_->fixed_tokens = tok.encode("<think>Check the weather first.</think>\n<tool_call>\n{\"name\": \"get_weather\", "
+                                      "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+                                      false, false);
+  const std::string tools = R"("tools":[{"type":"function","function":{"name":"get_weather"}}])";
+  const std::string req = R"({"messages":[{"role":"user","content":"Weather?"}],"max_tokens":100,)" + tools;
+  auto r = post("/v1/chat/completions", req + "}");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json m = json::parse(r->body)["choices"][0]["message"];
+  EXPECT_EQ(m["reasoning_content"], "Check the weather first.");
+  EXPECT_TRUE(m["content"].is_null()) << m;
+  ASSERT_EQ(m["tool_calls"].size(), 1u);
+  EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_weather");
+
+  std::string reasoning, content;
+  int calls = 0;
+  for (const auto& d : test::sse_data(raw_http(port_, "POST", "/v1/chat/completions", req + R"(,"stream":true})"))) {
+    if (d == "[DONE]") break;
+    const json chunk = json::parse(d);
+    for (const auto& ch : chunk["choices"]) {
+      if (ch["delta"].contains("reasoning_content")) reasoning += ch["delta"]["reasoning_content"].get<std::string>();
+      if (ch["delta"].contains("content")) content += ch["delta"]["content"].get<std::string>();
+      if (ch["delta"].contains("tool_calls")) calls += static_cast<int>(ch["delta"]["tool_calls"].size());
+    }
+  }
+  EXPECT_EQ(reasoning, "Check the weather first.");
+  EXPECT_EQ(content.find_first_not_of(" \n"), std::string::npos) << content;  // the role chunk's "" and whitespace
+  EXPECT_EQ(calls, 1);
+
+  // An answer that does not think is all content, and reasoning_content is null.
+  backend_->fixed_tokens = tok.encode("Just sunny.", false, false);
+  auto p = post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"Weather?"}]})");
+  const json pm = json::parse(p->body)["choices"][0]["message"];
+  EXPECT_TRUE(pm["reasoning_content"].is_null()) << pm;
+  EXPECT_NE(pm["content"].get<std::string>().find("Just sunny."), std::string::npos);
+}
+
 // vLLM's /tokenize and /detokenize, and GET /v1/models/{id}.
 TEST_F(HttpServerTest, TokenizerRoutesAndModelCard) {
   start();
