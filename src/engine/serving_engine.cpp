@@ -92,6 +92,19 @@ struct ServingEngine::Impl {
   const int32_t n_vocab;
   const int64_t max_queue;
   std::vector<int32_t> stop_ids;  // the tokenizer's stop tokens (min_tokens keeps them out)
+  // Each token's bytes for JSON mode (control tokens empty), built at the first
+  // request that needs it.
+  std::vector<std::string> token_bytes_;
+  const std::vector<std::string>& token_bytes() {
+    if (token_bytes_.empty()) {
+      const Tokenizer& tok = engine.tokenizer();
+      token_bytes_.resize(static_cast<size_t>(n_vocab));
+      for (int32_t id = 0; id < n_vocab && id < tok.n_vocab(); ++id) {
+        if (!tok.is_special(id)) token_bytes_[static_cast<size_t>(id)] = tok.token_to_piece(id);
+      }
+    }
+    return token_bytes_;
+  }
   std::unordered_map<uint64_t, Live> live;  // loop thread only
 
   std::mutex mu;  // guards everything below up to metrics_mu
@@ -178,6 +191,11 @@ void ServingEngine::Impl::loop() {
         l.prompt.push_back({r.prompt[0], 0.0f, {}, /*has_logprob=*/false});
       }
       for (int32_t t : r.prompt) l.sampler.add_prompt_token(t);
+      if (in.request.sampling.json_object) {
+        std::vector<int32_t> ends = r.stop_ids;
+        ends.insert(ends.end(), stop_ids.begin(), stop_ids.end());
+        l.sampler.constrain_json(&token_bytes(), std::move(ends));
+      }
       if (in.request.sampling.min_tokens > 0) {  // the tokens that would end it early
         std::vector<int32_t> ban = r.stop_ids;
         if (!r.ignore_eos) ban.insert(ban.end(), stop_ids.begin(), stop_ids.end());

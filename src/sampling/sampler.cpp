@@ -55,6 +55,14 @@ void Sampler::add_prompt_token(int32_t id) { prompt_counts_[id]++; }
 void Sampler::add_output_token(int32_t id) {
   output_counts_[id]++;
   ++n_output_;
+  if (json_pieces_ != nullptr && id >= 0 && static_cast<size_t>(id) < json_pieces_->size()) {
+    json_.feed((*json_pieces_)[static_cast<size_t>(id)]);
+  }
+}
+
+void Sampler::constrain_json(const std::vector<std::string>* pieces, std::vector<int32_t> end_ids) {
+  json_pieces_ = p_.json_object ? pieces : nullptr;
+  json_end_ids_ = std::move(end_ids);
 }
 
 int32_t Sampler::sample(float* logits, int32_t n_vocab) {
@@ -77,6 +85,32 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab) {
   }
   for (const auto& [id, bias] : p_.logit_bias) {
     if (id >= 0 && id < n_vocab) logits[id] += bias;
+  }
+  if (json_pieces_ != nullptr) {
+    // Tokens that cannot continue the JSON object go to -inf; when none can
+    // (an end token is needed but the request has none), the mask is skipped
+    // rather than leaving nothing to draw.
+    thread_local std::vector<uint8_t> allowed;
+    allowed.assign(static_cast<size_t>(n_vocab), 0);
+    bool any = false;
+    const bool done = json_.complete();
+    for (int32_t id = 0; id < n_vocab && !done; ++id) {
+      if (static_cast<size_t>(id) >= json_pieces_->size() || logits[id] == -INFINITY) continue;
+      const std::string& piece = (*json_pieces_)[static_cast<size_t>(id)];
+      if (piece.empty()) continue;
+      JsonPrefix trial = json_;
+      if (trial.feed(piece)) allowed[static_cast<size_t>(id)] = 1, any = true;
+    }
+    if (done) {
+      for (int32_t id : json_end_ids_) {
+        if (id >= 0 && id < n_vocab) allowed[static_cast<size_t>(id)] = 1, any = true;
+      }
+    }
+    if (any) {
+      for (int32_t id = 0; id < n_vocab; ++id) {
+        if (!allowed[static_cast<size_t>(id)]) logits[id] = -INFINITY;
+      }
+    }
   }
   if (n_output_ < p_.min_tokens) {
     for (int32_t id : min_tokens_ban_) {

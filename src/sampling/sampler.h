@@ -10,9 +10,12 @@
 #pragma once
 #include <cstdint>
 #include <random>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "sampling/json_constraint.h"
 
 namespace parallm {
 
@@ -32,6 +35,9 @@ struct SamplingParams {
   // vLLM's min_tokens: the ids given to Sampler::ban_until_min_tokens (the
   // stop tokens) cannot be drawn before this many tokens were generated.
   int32_t min_tokens = 0;
+  // JSON mode (response_format json_object): only tokens that keep the output
+  // a valid prefix of a JSON object (json_constraint.h); needs constrain_json().
+  bool json_object = false;
 
   // Throws InputError naming the field when a value is out of range.
   void validate() const;
@@ -48,6 +54,10 @@ class Sampler {
   void add_output_token(int32_t id);
   // The ids that min_tokens keeps out (stop tokens); ignored when min_tokens is 0.
   void ban_until_min_tokens(std::vector<int32_t> ids) { min_tokens_ban_ = std::move(ids); }
+  // JSON mode: each token's bytes (empty: never allowed, e.g. control tokens)
+  // and the tokens that end generation (allowed once the object is closed).
+  // `pieces` must outlive the sampler.
+  void constrain_json(const std::vector<std::string>* pieces, std::vector<int32_t> end_ids);
 
   // logits [n_vocab] is modified in place.
   int32_t sample(float* logits, int32_t n_vocab);
@@ -58,6 +68,9 @@ class Sampler {
   std::unordered_map<int32_t, int32_t> prompt_counts_, output_counts_;
   int64_t n_output_ = 0;
   std::vector<int32_t> min_tokens_ban_;
+  const std::vector<std::string>* json_pieces_ = nullptr;
+  std::vector<int32_t> json_end_ids_;
+  JsonPrefix json_;
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch
   std::vector<double> chunk_sums_;                     // scratch
 };

@@ -208,9 +208,12 @@ CompletionParams parse_completion_request(const std::string& body, bool chat) {
     if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
       throw bad_request("'response_format' must be an object with a string 'type'", "response_format");
     }
-    if (rf["type"].get<std::string>() != "text") {
-      throw bad_request("'response_format' type '" + rf["type"].get<std::string>() +
-                            "' is not supported (structured output is not implemented); use 'text'",
+    const std::string type = rf["type"].get<std::string>();
+    if (type == "json_object") {
+      p.sampling.json_object = true;  // JSON mode: the sampler keeps the output a JSON object
+    } else if (type != "text") {
+      throw bad_request("'response_format' type '" + type +
+                            "' is not supported (JSON schemas are not implemented); use 'text' or 'json_object'",
                         "response_format");
     }
   }

@@ -334,6 +334,31 @@ class StopTokenIdsAndMinTokens(unittest.TestCase):
             s.close()
 
 
+class JsonMode(unittest.TestCase):
+    """response_format json_object on stories260K (a model that never saw JSON): every answer is a JSON
+    object, or (cut at max_tokens) the start of one. A logit_bias towards '"' and '}' (its byte-fallback
+    tokens are byte + 3) makes the model close strings and objects, so some answers end by themselves."""
+
+    def test_answers_are_json_objects(self):
+        s = Server(stories_model())
+        try:
+            finished = 0
+            for seed in range(8):
+                j = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Describe a cat."}],
+                                                    "max_tokens": 160, "temperature": 0.7, "seed": seed,
+                                                    "logit_bias": {str(ord('"') + 3): 6, str(ord('}') + 3): 15},
+                                                    "response_format": {"type": "json_object"}})
+                c = j["choices"][0]
+                text = c["message"]["content"]
+                self.assertTrue(text.lstrip().startswith("{"), text)
+                if c["finish_reason"] == "stop":
+                    finished += 1
+                    self.assertIsInstance(json.loads(text), dict, text)
+            self.assertGreater(finished, 0, "no answer closed its object within 160 tokens")
+        finally:
+            s.close()
+
+
 class LogprobsAgainstReference(unittest.TestCase):
     """Greedy logprobs of a generated f32 model with an f32 KV cache against
     log softmax of the NumPy forward (float64), one device and --tp 2."""

@@ -654,7 +654,7 @@ TEST_F(HttpServerTest, BadRequestCorpusThenHealthy) {
       {"/v1/completions", R"({"prompt":"a","logit_bias":{"5":"up"}})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","logit_bias":{"99999":1}})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","logit_bias":[1]})", auth, 400},
-      {"/v1/completions", R"({"prompt":"a","response_format":{"type":"json_object"}})", auth, 400},
+      {"/v1/completions", R"({"prompt":"a","response_format":{"type":"json_schema"}})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","response_format":"json"})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","max_tokens":4,"min_tokens":5})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","min_tokens":-1})", auth, 400},
