@@ -86,6 +86,11 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab) {
   for (const auto& [id, bias] : p_.logit_bias) {
     if (id >= 0 && id < n_vocab) logits[id] += bias;
   }
+  if (n_output_ < p_.min_tokens) {
+    for (int32_t id : min_tokens_ban_) {
+      if (id >= 0 && id < n_vocab) logits[id] = -INFINITY;
+    }
+  }
   if (json_pieces_ != nullptr) {
     // Tokens that cannot continue the JSON object go to -inf; when none can
     // (an end token is needed but the request has none), the mask is skipped
@@ -101,20 +106,17 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab) {
       JsonPrefix trial = json_;
       if (trial.feed(piece)) allowed[static_cast<size_t>(id)] = 1, any = true;
     }
-    if (done) {
+    if (done) {  // the object is complete: the answer ends, min_tokens or not
       for (int32_t id : json_end_ids_) {
-        if (id >= 0 && id < n_vocab) allowed[static_cast<size_t>(id)] = 1, any = true;
+        if (id < 0 || id >= n_vocab) continue;
+        allowed[static_cast<size_t>(id)] = 1, any = true;
+        if (logits[id] == -INFINITY) logits[id] = 0.0f;
       }
     }
     if (any) {
       for (int32_t id = 0; id < n_vocab; ++id) {
         if (!allowed[static_cast<size_t>(id)]) logits[id] = -INFINITY;
       }
-    }
-  }
-  if (n_output_ < p_.min_tokens) {
-    for (int32_t id : min_tokens_ban_) {
-      if (id >= 0 && id < n_vocab) logits[id] = -INFINITY;
     }
   }
   if (p_.greedy()) return argmax(logits, n_vocab);

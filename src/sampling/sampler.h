@@ -1,7 +1,8 @@
 // Turning logits into the next token. Order (as vLLM applies them):
 //   1. penalties: repetition (CTRL-style, over prompt + output), presence and
 //      frequency (over output only, OpenAI semantics), then logit_bias, then
-//      min_tokens (stop tokens at -inf until enough tokens were generated)
+//      min_tokens (stop tokens at -inf until enough tokens were generated),
+//      then JSON mode (tokens that would break the JSON object at -inf)
 //   2. temperature 0 -> greedy argmax (lowest id wins ties)
 //   3. logits / temperature, softmax
 //   4. top-k, top-p (nucleus), min-p (relative to the top probability)
