@@ -160,9 +160,7 @@ bool JsonPrefix::feed(unsigned char c) {
           break;
         case Num::kExp:
           if (c == '+' || c == '-') return num_ = Num::kExpSign, true;
-          if (!digit) return false;
-          num_ = Num::kExpDigits;
-          return true;
+          [[fallthrough]];
         case Num::kExpSign:
           if (!digit) return false;
           num_ = Num::kExpDigits;

@@ -136,26 +136,19 @@ TEST(SamplerJsonMode, DrawsOnlyTokensThatKeepAJsonObject) {
 // end token out: never a distribution with nothing left to draw.
 TEST(SamplerJsonMode, ClosedObjectEndsDespiteMinTokens) {
   const std::vector<std::string> pieces = {"", "{", "}"};
-  SamplingParams sp;
-  sp.temperature = 0.0f;
-  sp.json_object = true;
-  sp.min_tokens = 100;
-  Sampler s(sp);
-  s.constrain_json(&pieces, {0});
-  s.ban_until_min_tokens({0});
-  s.add_output_token(1);
-  s.add_output_token(2);
-  std::vector<float> logits = {-1.0f, 3.0f, 2.0f};
-  EXPECT_EQ(s.sample(logits.data(), 3), 0);
-  SamplingParams t = sp;
-  t.temperature = 1.0f;
-  Sampler d(t);
-  d.constrain_json(&pieces, {0});
-  d.ban_until_min_tokens({0});
-  d.add_output_token(1);
-  d.add_output_token(2);
-  logits = {-1.0f, 3.0f, 2.0f};
-  EXPECT_EQ(d.sample(logits.data(), 3), 0);
+  for (float temperature : {0.0f, 1.0f}) {  // greedy and drawn
+    SamplingParams sp;
+    sp.temperature = temperature;
+    sp.json_object = true;
+    sp.min_tokens = 100;
+    Sampler s(sp);
+    s.constrain_json(&pieces, {0});
+    s.ban_until_min_tokens({0});
+    s.add_output_token(1);
+    s.add_output_token(2);
+    std::vector<float> logits = {-1.0f, 3.0f, 2.0f};
+    EXPECT_EQ(s.sample(logits.data(), 3), 0) << temperature;
+  }
 }
 
 }  // namespace
