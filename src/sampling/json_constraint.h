@@ -5,7 +5,7 @@
 // object is closed only the end of generation is allowed.
 //
 // The state is plain data (a fixed-depth stack), so trying a token is a copy
-// and a few steps: ~1-2 ms a step over a 32,000-token vocabulary.
+// and a few steps: 1.3 ms a sampled token over 32,000 pieces (docs/server.md).
 #pragma once
 #include <cstdint>
 #include <string>
