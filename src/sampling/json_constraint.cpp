@@ -9,12 +9,17 @@ bool is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (
 
 }  // namespace
 
-bool JsonPrefix::feed(const std::string& bytes) {
+bool JsonPrefix::accepts(const std::string& bytes) const {
   JsonPrefix copy = *this;
   for (unsigned char c : bytes) {
     if (!copy.feed(c)) return false;
   }
-  *this = copy;
+  return true;
+}
+
+bool JsonPrefix::feed(const std::string& bytes) {
+  if (!accepts(bytes)) return false;
+  for (unsigned char c : bytes) feed(c);
   return true;
 }
 

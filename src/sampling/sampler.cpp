@@ -103,8 +103,7 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab) {
       if (static_cast<size_t>(id) >= json_pieces_->size() || logits[id] == -INFINITY) continue;
       const std::string& piece = (*json_pieces_)[static_cast<size_t>(id)];
       if (piece.empty()) continue;
-      JsonPrefix trial = json_;
-      if (trial.feed(piece)) allowed[static_cast<size_t>(id)] = 1, any = true;
+      if (json_.accepts(piece)) allowed[static_cast<size_t>(id)] = 1, any = true;
     }
     if (done) {  // the object is complete: the answer ends, min_tokens or not
       for (int32_t id : json_end_ids_) {
