@@ -3,18 +3,23 @@
 //
 // Layout (BLIS-style, with the roles chosen so that no weight transpose is
 // needed):
-//   - x is transposed once per call into xt[token block][k][32 tokens]
-//     (16x16 in-register transposes, zero-padded), shared by all rows;
+//   - x is transposed once per call into token blocks xt[block][k][width]
+//     (16x16 in-register transposes, zero-padded), shared by all rows. A
+//     block is 48 tokens wide (3 vectors) or 32 (2), see token_blocks();
 //   - weight rows are converted to f32 one panel of kPanelRows rows at a time
 //     (row-major, this is where f16/bf16/q8_0/... are widened);
-//   - the micro-kernel keeps a 12-row x 32-token tile in 24 zmm accumulators:
-//     per k it loads 2 vectors of x^T and broadcasts 12 weights, 24 FMAs;
-//     no horizontal sums. K is blocked by kKc so the x^T block and the 12
-//     weight rows stay in L1;
+//   - the micro-kernel keeps a tile of 8 rows x 48 tokens (or 12 x 32) in 24
+//     zmm accumulators: per k it loads 3 (2) vectors of x^T and broadcasts 8
+//     (12) weights, 24 FMAs; no horizontal sums. K is blocked by kKc so the
+//     x^T block and the tile's rows stay in L1;
 //   - results collect in a panel-sized buffer c[row][token] that is
 //     transposed into out[token][row] once per panel.
-// NOTE: software prefetch of the next panel during this one's compute was
-// tried and measured no gain (kept out).
+// NOTE: 8 x 48 needs 11 loads per 24 FMAs where 12 x 32 needs 14. Alone on
+// L1-resident data on an Ice Lake core: 8 x 48 at kc 128 reached 170-176
+// GFLOP/s of the core's 177, 12 x 32 at kc 256 (the previous kernel)
+// 145-155; over a 48-row panel 132-140 against 109-119. But a 32-token block
+// in the 8-row tile (8 x 32) is slower than 12 x 32, so batches are cut into
+// 48-token blocks only where the rest still fills 32-token blocks.
 // NOTE: the first version (dot-product tiles of 4 rows x 6 tokens with
 // horizontal sums, no x packing) reached 50-74% of the FMA peak per core
 // (50% at n_in = 2048, where a tile's rows and x no longer fit L1).
@@ -30,10 +35,12 @@ namespace parallm::cpu::avx512 {
 
 namespace {
 
-constexpr int kTileRows = 12;     // rows per micro-kernel tile (broadcast operands)
-constexpr int kTokenBlock = 32;   // tokens per x^T block (2 vectors)
-constexpr int64_t kPanelRows = 48;
-constexpr int64_t kKc = 256;      // k block: x^T block 32 KB + 12 rows 12 KB in L1 (128 measured the same)
+constexpr int64_t kPanelRows = 48;  // a multiple of both tiles' rows
+constexpr int64_t kKc = 128;        // k block: x^T block 24 KB + 8 rows 4 KB in L1
+
+// The two tile shapes: rows x (vectors of 16 tokens), 24 accumulators each.
+constexpr int kWideRows = 8, kWideVecs = 3;      // 48-token blocks
+constexpr int kNarrowRows = 12, kNarrowVecs = 2;  // 32-token blocks
 
 // ------------------------------------------------------------ widening rows
 template <class L>
@@ -135,72 +142,127 @@ void dequant_row(DType t, const char* row, float* y, int64_t n) {
 
 namespace {
 
+// ------------------------------------------------------------ token blocks
+struct TokenBlock {
+  int64_t t0;      // first token
+  int width;       // 48 or 32 (x^T row stride in floats)
+  int vecs;        // vectors of 16 tokens holding real tokens (the rest is zero)
+  int64_t offset;  // of the block in xt, floats
+};
+
+// Cuts n_tokens into 48-token blocks where the rest is empty or still fills
+// 32-token blocks (128 = 48 + 48 + 32, 64 = 32 + 32), 32-token blocks else.
+std::vector<TokenBlock> token_blocks(int64_t n_tokens, int64_t n_in) {
+  std::vector<TokenBlock> blocks;
+  int64_t t0 = 0, offset = 0;
+  while (t0 < n_tokens) {
+    const int64_t rest = n_tokens - t0;
+    const int width = rest == 48 || rest >= 80 ? 48 : 32;
+    const int64_t real = std::min<int64_t>(rest, width);
+    blocks.push_back({t0, width, static_cast<int>((real + 15) / 16), offset});
+    t0 += real;
+    offset += width * n_in;
+  }
+  return blocks;
+}
+
 // ------------------------------------------------------------ x^T packing
-// xt[(tb*n_in + k)*kTokenBlock + j] = x[(tb*kTokenBlock + j)*n_in + k], zero past n_tokens.
-void pack_xt(const float* x, int64_t n_tokens, int64_t n_in, float* xt) {
-  const int64_t n_tb = (n_tokens + kTokenBlock - 1) / kTokenBlock;
-  for (int64_t tb = 0; tb < n_tb; ++tb) {
-    float* dst = xt + tb * n_in * kTokenBlock;
-    for (int sub = 0; sub < kTokenBlock; sub += 16) {
-      const int64_t t0 = tb * kTokenBlock + sub;
+// xt[b.offset + k*b.width + j] = x[(b.t0 + j)*n_in + k], zero past n_tokens.
+void pack_xt(const float* x, int64_t n_tokens, int64_t n_in, const std::vector<TokenBlock>& blocks, float* xt) {
+  for (const TokenBlock& b : blocks) {
+    float* dst = xt + b.offset;
+    for (int sub = 0; sub < b.width; sub += 16) {
+      const int64_t t0 = b.t0 + sub;
       const int64_t nt = std::clamp<int64_t>(n_tokens - t0, 0, 16);
       int64_t k = 0;
       if (nt == 16) {
-        for (; k + 16 <= n_in; k += 16) transpose16(x + t0 * n_in + k, n_in, dst + k * kTokenBlock + sub, kTokenBlock);
+        for (; k + 16 <= n_in; k += 16) transpose16(x + t0 * n_in + k, n_in, dst + k * b.width + sub, b.width);
       }
       for (; k < n_in; ++k) {
-        for (int64_t j = 0; j < 16; ++j) dst[k * kTokenBlock + sub + j] = j < nt ? x[(t0 + j) * n_in + k] : 0.0f;
+        for (int64_t j = 0; j < 16; ++j) dst[k * b.width + sub + j] = j < nt ? x[(t0 + j) * n_in + k] : 0.0f;
       }
     }
   }
 }
 
 // ------------------------------------------------------------ micro-kernel
-// c[r*ldc + 16v + j] (+)= sum_k w[r*ldw + k] * xt[k*kTokenBlock + 16v + j]
+// c[r*ldc + 16v + j] (+)= sum_k w[r*ldw + k] * xt[k*W + 16v + j]
 // for r < R, v < V, k < kc.
-template <int R, int V>
+template <int W, int R, int V>
 void micro_kernel(const float* w, int64_t ldw, const float* xt, int64_t kc, float* c, int64_t ldc,
                   bool accumulate) {
   __m512 acc[R][V];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int v = 0; v < V; ++v) {
       acc[r][v] = accumulate ? _mm512_loadu_ps(c + r * ldc + 16 * v) : _mm512_setzero_ps();
     }
   }
   for (int64_t k = 0; k < kc; ++k) {
     __m512 xv[V];
-#pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_ps(xt + k * kTokenBlock + 16 * v);
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_ps(xt + k * W + 16 * v);
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m512 wb = _mm512_set1_ps(w[r * ldw + k]);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(wb, xv[v], acc[r][v]);
     }
   }
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int v = 0; v < V; ++v) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
   }
 }
 
 using KernelFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, bool);
 
-template <int... Rs>
-constexpr std::array<std::array<KernelFn, 2>, sizeof...(Rs)> kernel_table(std::integer_sequence<int, Rs...>) {
-  return {std::array<KernelFn, 2>{&micro_kernel<Rs + 1, 1>, &micro_kernel<Rs + 1, 2>}...};
+// [rows - 1][vectors - 1] of one block width.
+template <int W, int... Rs, int... Vs>
+constexpr auto kernel_table(std::integer_sequence<int, Rs...>, std::integer_sequence<int, Vs...>) {
+  auto row = []<int R>(std::integral_constant<int, R>) {
+    return std::array<KernelFn, sizeof...(Vs)>{&micro_kernel<W, R + 1, Vs + 1>...};
+  };
+  return std::array<std::array<KernelFn, sizeof...(Vs)>, sizeof...(Rs)>{row(std::integral_constant<int, Rs>{})...};
 }
-constexpr auto kKernels = kernel_table(std::make_integer_sequence<int, kTileRows>());
+constexpr auto kWideKernels = kernel_table<16 * kWideVecs>(std::make_integer_sequence<int, kWideRows>(),
+                                                            std::make_integer_sequence<int, kWideVecs>());
+constexpr auto kNarrowKernels = kernel_table<16 * kNarrowVecs>(std::make_integer_sequence<int, kNarrowRows>(),
+                                                                std::make_integer_sequence<int, kNarrowVecs>());
+
+// The cache lines of n_items runs of `bytes` bytes, run i at base + i*stride,
+// requested a few at a time, spread over the `steps` micro-kernel calls of a
+// panel so that the misses overlap the arithmetic instead of stalling in a
+// burst.
+template <_mm_hint kHint>
+class SpreadPrefetch {
+ public:
+  SpreadPrefetch(const char* base, int64_t stride, int64_t bytes, int64_t n_items, int64_t steps)
+      : base_(base), stride_(stride), lines_per_item_((bytes + 63) / 64), total_(lines_per_item_ * n_items) {
+    per_step_ = steps > 0 ? (total_ + steps - 1) / steps : total_;
+  }
+  void step() {
+    for (int64_t i = 0; i < per_step_ && next_ < total_; ++i, ++next_) {
+      const int64_t item = next_ / lines_per_item_, line = next_ % lines_per_item_;
+      _mm_prefetch(base_ + item * stride_ + 64 * line, kHint);
+    }
+  }
+
+ private:
+  const char* base_;
+  int64_t stride_, lines_per_item_, total_, per_step_ = 0, next_ = 0;
+};
 
 }  // namespace
 
 void gemm_rows(const RowsTask& a) {
   const int64_t n_in = a.n_in;
-  const int64_t n_tb = (a.n_tokens + kTokenBlock - 1) / kTokenBlock;
-  const int64_t ldc = n_tb * kTokenBlock;
+  const std::vector<TokenBlock> blocks = token_blocks(a.n_tokens, n_in);
+  const int64_t xt_floats = blocks.back().offset + blocks.back().width * n_in;
+  // Every block but the last is full, so block b's columns start at b.t0.
+  const int64_t ldc = blocks.back().t0 + blocks.back().width;
   // NOTE: rows padded by 16 floats so that rows 2^k floats long do not all
   // map to the same L1 sets.
   const int64_t ldw = ((n_in + 15) / 16) * 16 + 16;
@@ -210,23 +272,38 @@ void gemm_rows(const RowsTask& a) {
   auto grow = [](std::vector<float>& v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
   };
-  grow(xt, n_tb * n_in * kTokenBlock);
+  grow(xt, xt_floats);
   grow(panel, kPanelRows * ldw);
   grow(cbuf, kPanelRows * ldc);
-  pack_xt(a.x, a.n_tokens, n_in, xt.data());
+  pack_xt(a.x, a.n_tokens, n_in, blocks, xt.data());
 
   for (int64_t p0 = a.o_begin; p0 < a.o_end; p0 += kPanelRows) {
     const int64_t np = std::min(a.o_end - p0, kPanelRows);
     for (int64_t r = 0; r < np; ++r) dequant_row(a.wtype, a.w + (p0 + r) * a.w_stride, panel.data() + r * ldw, n_in);
+    // This panel's output lines are requested for writing while it computes:
+    // store_transposed below otherwise stalled on their misses (8% of the
+    // GEMM in the kernel lab's prefill128/f16, rdtsc per phase; 3% with).
+    // NOTE: also fetching the next panel's weight rows to L2 this way cut
+    // their widening from 10% to 6% of the GEMM but slowed 32-token batches
+    // (10 of 40 alternating runs faster than without it), so it is not done.
+    int64_t steps = 0;
+    for (const TokenBlock& b : blocks) {
+      const int rows = b.width == 48 ? kWideRows : kNarrowRows;
+      steps += (np + rows - 1) / rows;
+    }
+    steps *= (n_in + kKc - 1) / kKc;
+    SpreadPrefetch<_MM_HINT_ET0> out_lines(reinterpret_cast<const char*>(a.out + p0), a.out_stride * 4, np * 4,
+                                           a.n_tokens, steps);
     for (int64_t k0 = 0; k0 < n_in; k0 += kKc) {
       const int64_t kc = std::min(kKc, n_in - k0);
-      for (int64_t tb = 0; tb < n_tb; ++tb) {
-        const int v = a.n_tokens - tb * kTokenBlock > 16 ? 2 : 1;
-        const float* xb = xt.data() + (tb * n_in + k0) * kTokenBlock;
-        for (int64_t r0 = 0; r0 < np; r0 += kTileRows) {
-          const int nr = static_cast<int>(std::min<int64_t>(kTileRows, np - r0));
-          kKernels[nr - 1][v - 1](panel.data() + r0 * ldw + k0, ldw, xb, kc,
-                                  cbuf.data() + r0 * ldc + tb * kTokenBlock, ldc, k0 > 0);
+      for (const TokenBlock& b : blocks) {
+        const float* xb = xt.data() + b.offset + k0 * b.width;
+        const int tile_rows = b.width == 48 ? kWideRows : kNarrowRows;
+        for (int64_t r0 = 0; r0 < np; r0 += tile_rows) {
+          const int nr = static_cast<int>(std::min<int64_t>(tile_rows, np - r0));
+          out_lines.step();
+          const KernelFn fn = b.width == 48 ? kWideKernels[nr - 1][b.vecs - 1] : kNarrowKernels[nr - 1][b.vecs - 1];
+          fn(panel.data() + r0 * ldw + k0, ldw, xb, kc, cbuf.data() + r0 * ldc + b.t0, ldc, k0 > 0);
         }
       }
     }
