@@ -57,11 +57,6 @@ inline Block8 quantize_block(const float* x) {
           _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, id))), d};
 }
 
-// How far ahead of a lone token's weight stream the decode kernels prefetch
-// (isa_avx512.cpp, packed_avx512.cpp): the hardware prefetchers stop at each
-// 4 KB page, a software request a page ahead keeps the misses in flight.
-constexpr int64_t kPrefetchAhead = 4096;
-
 // dst[k*ldd + i] = src[i*lds + k] for a 16 x 16 block.
 inline void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
   __m512 r[16], t[16];
