@@ -4,8 +4,10 @@
 //            (memory bandwidth / bytes streamed per token), where
 //            the bytes are every weight the ranks hold except the token
 //            embedding table (read one row per token)
-//   prefill: achieved FLOP/s ÷ measured FP32 FMA peak, with FLOPs =
-//            2 × weight parameters × tokens + causal attention FLOPs
+//   prefill: achieved FLOP/s ÷ measured FP32 FMA peak, with the FLOPs the
+//            forward runs: 2 × parameters of the layers × tokens + 2 × the
+//            output matrix's parameters (logits of the last token only) +
+//            causal attention FLOPs
 // With --tp/--pp/--ep it also reports each rank's bytes sent per token and its
 // time in communication versus compute.
 #include <nlohmann/json.hpp>
@@ -155,22 +157,31 @@ int run_bench_model(const BenchModelCli& b) {
   const double bytes_per_token = static_cast<double>(streamed);
   const double decode_tps = static_cast<double>(b.gen_len) / decode_s;
   const double roofline_tps = bandwidth * 1e9 / bytes_per_token;
-  const double weight_params = [&] {
-    double p = 0;
-    for (const auto& [name, t] : engine.model_file().tensors()) {
-      if (name == "token_embd.weight" && !c.tied_embeddings) continue;
-      if (t.shape.size() < 2) continue;
-      double n = 1;
-      for (int64_t d : t.shape) n *= static_cast<double>(d);
-      // An MoE token runs only n_expert_used of the n_expert experts.
-      if (c.is_moe() && name.find("_exps") != std::string::npos) n *= static_cast<double>(c.n_expert_used) / c.n_expert;
-      p += n;
+  // Parameters every token multiplies (layers), and the output matrix's,
+  // which the prefill applies to the last token only (its logits).
+  double layer_params = 0, output_params = 0;
+  for (const auto& [name, t] : engine.model_file().tensors()) {
+    if (t.shape.size() < 2) continue;
+    double n = 1;
+    for (int64_t d : t.shape) n *= static_cast<double>(d);
+    if (name == "output.weight" || (name == "token_embd.weight" && c.tied_embeddings)) {
+      output_params += n;
+      continue;
     }
-    return p;
-  }();
+    if (name == "token_embd.weight") continue;  // read one row per token
+    // An MoE token runs only n_expert_used of the n_expert experts.
+    if (c.is_moe() && name.find("_exps") != std::string::npos) n *= static_cast<double>(c.n_expert_used) / c.n_expert;
+    layer_params += n;
+  }
   const double T = static_cast<double>(b.prompt_len);
   const double attn_flops = 4.0 * c.n_layer * c.n_head * c.head_dim * T * (T + 1) / 2;
-  const double prefill_flops = 2.0 * weight_params * T + attn_flops;
+  // NOTE: until 2026-11-30 the output matrix was counted for every prompt
+  // token (2 x all parameters x tokens), FLOPs the forward does not run: on
+  // llama-110m that overstated the prefill fraction by 1.29x. The old count
+  // stays in the JSON as prefill_peak_fraction_all_logits, for comparisons
+  // with numbers computed that way.
+  const double prefill_flops = 2.0 * layer_params * T + 2.0 * output_params + attn_flops;
+  const double all_logits_flops = 2.0 * (layer_params + output_params) * T + attn_flops;
   const double prefill_gflops = prefill_flops / prefill_s / 1e9;
   const double prompt_tps = T / prefill_s;
 
@@ -200,6 +211,7 @@ int run_bench_model(const BenchModelCli& b) {
   }
   j["prefill_gflops"] = prefill_gflops;
   j["prefill_peak_fraction"] = prefill_gflops / fma_peak;
+  j["prefill_peak_fraction_all_logits"] = all_logits_flops / prefill_s / 1e9 / fma_peak;
   (void)ranks_per_bus;
   if (engine.world_size() > 1) {
     nlohmann::json ranks = nlohmann::json::array();

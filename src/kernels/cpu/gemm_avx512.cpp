@@ -285,7 +285,10 @@ void gemm_rows(const RowsTask& a) {
     // GEMM in the kernel lab's prefill128/f16, rdtsc per phase; 3% with).
     // NOTE: also fetching the next panel's weight rows to L2 this way cut
     // their widening from 10% to 6% of the GEMM but slowed 32-token batches
-    // (10 of 40 alternating runs faster than without it), so it is not done.
+    // (10 of 40 alternating runs faster than without it), so it is not done;
+    // nor widening the next panel a few rows per micro-kernel call into a
+    // second buffer (3 of 40 faster at 128 tokens, 2 of 40 at 32 and 64), or
+    // a k block of 96 or 192 (7 and 16 of 40 at 128 tokens).
     int64_t steps = 0;
     for (const TokenBlock& b : blocks) {
       const int rows = b.width == 48 ? kWideRows : kNarrowRows;
