@@ -45,9 +45,9 @@ using RowDotFn = void (*)(const char*, size_t, const float*, int64_t, int64_t, f
 // sequential run the hardware prefetcher follows; 4 interleaved 1.5 KB rows
 // measured half the bandwidth (12 vs 24 GB/s per core, f16, Zen 5).
 // The run is also prefetched by software kPrefetchAhead bytes ahead
-// (isa_table.h): on an Ice Lake host the
-// kernel lab's decode/f16 read 16.0-18.6 GB/s without, 18.0-21.3 with (2-8
-// KB ahead all alike; three rounds alternating, probe 22.8 GB/s).
+// (isa_table.h): on an Ice Lake host the kernel lab's decode/f16 read
+// 16.0-18.6 GB/s without, 18.0-21.3 with (2-8 KB ahead all alike; three
+// rounds alternating, probe 22.8 GB/s). Not measured on the Zen 5 host.
 template <int T, class L>
 void row_dot(const char* row, const float* x, int64_t ldx, int64_t n, float* out, int64_t ldo) {
   constexpr int U = T == 1 ? 4 : (T == 2 ? 2 : 1);
