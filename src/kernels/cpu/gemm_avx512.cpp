@@ -46,6 +46,18 @@ constexpr int kNarrowRows = 12, kNarrowVecs = 2;  // 32-token blocks
 template <class L>
 void widen_row(const char* row, float* y, int64_t n) {
   int64_t k = 0;
+  for (; k + 32 <= n; k += 32) {
+    // A panel's rows are one run of memory, read here in a burst: the bytes
+    // kPrefetchAhead on are requested so the stream does not restart at
+    // every 4 KB page (isa_table.h). NOTE: f16 GEMM of llama-110m's
+    // matrices, in one process with and without, alternating: faster in
+    // 30-31 of 40 pairs at 32 tokens (median +5%), 29 at 64 (+2%), 23-31 at
+    // 128 (+1-2%), 16 at 256 (same).
+#pragma GCC unroll 2
+    for (int64_t b = 0; b < 32 * L::kBytes; b += 64) _mm_prefetch(row + L::kBytes * k + kPrefetchAhead + b, _MM_HINT_T0);
+    _mm512_storeu_ps(y + k, L::load(row, k));
+    _mm512_storeu_ps(y + k + 16, L::load(row, k + 16));
+  }
   for (; k + 16 <= n; k += 16) _mm512_storeu_ps(y + k, L::load(row, k));
   if (k < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - k)) - 1);
