@@ -292,9 +292,10 @@ void gemm_rows(const RowsTask& a) {
   for (int64_t p0 = a.o_begin; p0 < a.o_end; p0 += kPanelRows) {
     const int64_t np = std::min(a.o_end - p0, kPanelRows);
     for (int64_t r = 0; r < np; ++r) dequant_row(a.wtype, a.w + (p0 + r) * a.w_stride, panel.data() + r * ldw, n_in);
-    // This panel's output lines are requested for writing while it computes:
+    // This panel's output lines are fetched to L1 while it computes:
     // store_transposed below otherwise stalled on their misses (8% of the
     // GEMM in the kernel lab's prefill128/f16, rdtsc per phase; 3% with).
+    // NOTE: PREFETCHW (for writing, -mprfchw) instead measured the same.
     // NOTE: also fetching the next panel's weight rows to L2 this way cut
     // their widening from 10% to 6% of the GEMM but slowed 32-token batches
     // (10 of 40 alternating runs faster than without it), so it is not done;
@@ -307,7 +308,7 @@ void gemm_rows(const RowsTask& a) {
       steps += (np + rows - 1) / rows;
     }
     steps *= (n_in + kKc - 1) / kKc;
-    SpreadPrefetch<_MM_HINT_ET0> out_lines(reinterpret_cast<const char*>(a.out + p0), a.out_stride * 4, np * 4,
+    SpreadPrefetch<_MM_HINT_T0> out_lines(reinterpret_cast<const char*>(a.out + p0), a.out_stride * 4, np * 4,
                                            a.n_tokens, steps);
     for (int64_t k0 = 0; k0 < n_in; k0 += kKc) {
       const int64_t kc = std::min(kKc, n_in - k0);
