@@ -108,6 +108,9 @@ void attend(const AttendTask& task);
 
 // GEMM over f32 panels for any weight dtype (gemm_avx512.cpp).
 void gemm_rows(const RowsTask& task);
+// x^T for gemm_rows (IsaKernels::xt_floats / pack_xt).
+size_t gemm_xt_floats(int64_t n_tokens, int64_t n_in);
+void gemm_pack_xt(const float* x, float* xt, int64_t n_tokens, int64_t n_in, int64_t t_begin, int64_t t_end);
 // Integer (VNNI) GEMM for q8_0 and q4_0 weights (gemm_q8_avx512.cpp).
 void gemm_q8_rows(const RowsTask& task);
 

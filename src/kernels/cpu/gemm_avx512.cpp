@@ -179,12 +179,17 @@ std::vector<TokenBlock> token_blocks(int64_t n_tokens, int64_t n_in) {
 }
 
 // ------------------------------------------------------------ x^T packing
-// xt[b.offset + k*b.width + j] = x[(b.t0 + j)*n_in + k], zero past n_tokens.
-void pack_xt(const float* x, int64_t n_tokens, int64_t n_in, const std::vector<TokenBlock>& blocks, float* xt) {
+// xt[b.offset + k*b.width + j] = x[(b.t0 + j)*n_in + k], zero past n_tokens,
+// for the 16-token pieces that start in [t_begin, t_end) (t_begin a multiple
+// of 16), and every piece past n_tokens when t_end == n_tokens.
+void pack_xt(const float* x, int64_t n_tokens, int64_t n_in, const std::vector<TokenBlock>& blocks, float* xt,
+             int64_t t_begin, int64_t t_end) {
   for (const TokenBlock& b : blocks) {
     float* dst = xt + b.offset;
     for (int sub = 0; sub < b.width; sub += 16) {
       const int64_t t0 = b.t0 + sub;
+      const bool mine = (t0 >= t_begin && t0 < t_end) || (t_end == n_tokens && t0 >= n_tokens);
+      if (!mine) continue;
       const int64_t nt = std::clamp<int64_t>(n_tokens - t0, 0, 16);
       int64_t k = 0;
       if (nt == 16) {
@@ -269,6 +274,15 @@ class SpreadPrefetch {
 
 }  // namespace
 
+size_t gemm_xt_floats(int64_t n_tokens, int64_t n_in) {
+  const std::vector<TokenBlock> blocks = token_blocks(n_tokens, n_in);
+  return static_cast<size_t>(blocks.back().offset + blocks.back().width * n_in);
+}
+
+void gemm_pack_xt(const float* x, float* xt, int64_t n_tokens, int64_t n_in, int64_t t_begin, int64_t t_end) {
+  pack_xt(x, n_tokens, n_in, token_blocks(n_tokens, n_in), xt, t_begin, t_end);
+}
+
 void gemm_rows(const RowsTask& a) {
   const int64_t n_in = a.n_in;
   const std::vector<TokenBlock> blocks = token_blocks(a.n_tokens, n_in);
@@ -280,14 +294,19 @@ void gemm_rows(const RowsTask& a) {
   const int64_t ldw = ((n_in + 15) / 16) * 16 + 16;
   // Grow-only scratch: shapes alternate within a layer and a shrink followed
   // by a grow would zero-fill again.
-  thread_local std::vector<float> xt, panel, cbuf;
+  thread_local std::vector<float> own_xt, panel, cbuf;
   auto grow = [](std::vector<float>& v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
   };
-  grow(xt, xt_floats);
   grow(panel, kPanelRows * ldw);
   grow(cbuf, kPanelRows * ldc);
-  pack_xt(a.x, a.n_tokens, n_in, blocks, xt.data());
+  // x^T as matmul_multi prepared it for all threads and matrices, or packed here.
+  const float* xt = a.xt;
+  if (xt == nullptr) {
+    grow(own_xt, xt_floats);
+    pack_xt(a.x, a.n_tokens, n_in, blocks, own_xt.data(), 0, a.n_tokens);
+    xt = own_xt.data();
+  }
 
   for (int64_t p0 = a.o_begin; p0 < a.o_end; p0 += kPanelRows) {
     const int64_t np = std::min(a.o_end - p0, kPanelRows);
@@ -313,7 +332,7 @@ void gemm_rows(const RowsTask& a) {
     for (int64_t k0 = 0; k0 < n_in; k0 += kKc) {
       const int64_t kc = std::min(kKc, n_in - k0);
       for (const TokenBlock& b : blocks) {
-        const float* xb = xt.data() + b.offset + k0 * b.width;
+        const float* xb = xt + b.offset + k0 * b.width;
         const int tile_rows = b.width == 48 ? kWideRows : kNarrowRows;
         for (int64_t r0 = 0; r0 < np; r0 += tile_rows) {
           const int nr = static_cast<int>(std::min<int64_t>(tile_rows, np - r0));

@@ -535,7 +535,7 @@ const IsaKernels kTable = {Isa::kAvx2, wants_xq,    xq_bytes,   quantize_x, rows
                            f32_to_f16,  f16_to_f32,  f32_to_bf16, bf16_to_f32, rmsnorm_row,
                            softmax,     exp_shifted, swiglu,      dot,         axpy,        read_sum,
                            fma_burn,
-                           nullptr,      nullptr};
+                           nullptr,      nullptr,     nullptr,     nullptr,     nullptr};
 
 }  // namespace
 

@@ -209,6 +209,11 @@ bool wants_xq(DType t, int64_t n_tokens, bool packed) {
   return (t == DType::kQ8_0 || t == DType::kQ4_0) && (packed || n_tokens < kQuantGemmMinTokens);
 }
 
+// The batches rows() hands to gemm_rows (float GEMM): see rows() below.
+bool wants_xt(DType t, int64_t n_tokens, bool packed) {
+  return !packed && n_tokens >= kGemmMinTokens && t != DType::kQ8_0 && t != DType::kQ4_0;
+}
+
 // Word-permute tables that pull 4 q4_0 blocks' quants and f16 scales out of
 // the raw GGUF bytes. Blocks are 18 bytes, so every field starts at an even
 // offset and VPERMT2W (AVX512BW) can gather it.
@@ -585,7 +590,8 @@ double fma_burn(int64_t iters, float* sink) {
 const IsaKernels kTable = {Isa::kAvx512, wants_xq,    xq_bytes,   quantize_x, rows,
                            f32_to_f16,   f16_to_f32,  f32_to_bf16, bf16_to_f32, rmsnorm_row,
                            softmax,      exp_shifted, swiglu,      dot,         axpy,        read_sum,
-                           fma_burn,     avx512::attend, f32_to_q8_0};
+                           fma_burn,     avx512::attend, f32_to_q8_0, wants_xt,  avx512::gemm_xt_floats,
+                           avx512::gemm_pack_xt};
 
 }  // namespace
 

@@ -34,6 +34,7 @@ struct RowsTask {
   int64_t o_begin;
   int64_t o_end;
   bool packed;
+  const float* xt = nullptr;  // x transposed for the GEMM (pack_xt), when wants_xt; else the kernel packs it
 };
 
 // One query token against KV heads [h_kv, h_kv + n_heads) of a paged cache,
@@ -91,7 +92,18 @@ struct IsaKernels {
   // f32 -> q8_0 rows of a quantized KV cache (n a multiple of 32); nullptr:
   // quant.h's reference quantize_row serves.
   void (*f32_to_q8_0)(const float* src, void* dst, int64_t n);
+  // The GEMM's x transposed into token blocks, prepared once per
+  // matmul_multi call and shared by its threads and matrices, like xq:
+  // whether rows() takes it for this dtype, batch and layout; its floats; and
+  // tokens [t_begin, t_end) of it, t_begin a multiple of kXtTokenGrain (the
+  // thread whose range ends at n_tokens also writes the padding). nullptr
+  // where the ISA's GEMM packs x itself.
+  bool (*wants_xt)(DType wtype, int64_t n_tokens, bool packed);
+  size_t (*xt_floats)(int64_t n_tokens, int64_t n_in);
+  void (*pack_xt)(const float* x, float* xt, int64_t n_tokens, int64_t n_in, int64_t t_begin, int64_t t_end);
 };
+
+constexpr int64_t kXtTokenGrain = 16;
 
 // Packed matrices on ISAs without a packed kernel (packed.cpp): each row is
 // unpacked to the GGUF layout, dequantized and dotted in f32.

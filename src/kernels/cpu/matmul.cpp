@@ -3,7 +3,8 @@
 // ISA's row kernel (isa_table.h). When the kernel wants 8-bit activations, a
 // few tokens are quantized by each thread for itself (a few hundred
 // nanoseconds, no waiting); batches by all threads together, a share each,
-// meeting at one spin barrier before the rows.
+// meeting at one spin barrier before the rows. The float GEMM's transposed x
+// is prepared the same way, once for all the call's matrices.
 //
 // Mat-vec (decode, a few tokens) is memory-bound, and on a shared host one
 // core often streams slower than the other: with a fixed split the faster
@@ -11,8 +12,10 @@
 // thread takes its range in shrinking chunks from the front, and a thread
 // that runs out takes chunks from the back of the range with the most left.
 // Every range is still read front to back by its owner, one stream the
-// hardware prefetcher follows. NOTE: handing out interleaved chunks from one
-// shared counter measured 0.69 vs 0.86 of bandwidth (the streams broke up).
+// hardware prefetcher follows. Packed matrices and float GEMMs with a shared
+// x^T split the same way (no per-call packing to repeat per chunk). NOTE:
+// handing out interleaved chunks from one shared counter measured 0.69 vs
+// 0.86 of bandwidth (the streams broke up).
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
@@ -48,6 +51,9 @@ constexpr int64_t kStealMaxTokens = 3;
 // whole batch for itself was 5% of a 32-sequence serving step (perf).
 constexpr int64_t kSharedQuantizeMinTokens = 8;
 
+// Units in one panel of the float GEMM (48 rows, gemm_avx512.cpp).
+constexpr uint32_t kGemmPanelUnits = 3;
+
 }  // namespace
 
 void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, int64_t n_tokens,
@@ -60,12 +66,20 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
     total_units += (targets[i].n_out + kRowGrain - 1) / kRowGrain;
   }
   const IsaKernels& k = active_kernels();
-  bool need_xq = false;
-  for (int i = 0; i < n_targets; ++i) need_xq = need_xq || k.wants_xq(targets[i].wtype, n_tokens, targets[i].packed);
+  bool need_xq = false, all_packed = true, all_xt = k.wants_xt != nullptr;
+  for (int i = 0; i < n_targets; ++i) {
+    const MatmulTarget& t = targets[i];
+    need_xq = need_xq || k.wants_xq(t.wtype, n_tokens, t.packed);
+    all_packed = all_packed && t.packed;
+    all_xt = all_xt && k.wants_xt(t.wtype, n_tokens, t.packed);
+  }
   const size_t xq_bytes = need_xq ? k.xq_bytes(n_tokens, n_in) : 0;
+  // x^T for the float GEMM, when every target takes it (one layout for all).
+  const size_t xt_floats = all_xt && n_targets > 0 ? k.xt_floats(n_tokens, n_in) : 0;
+  auto wants_xt = [&](const MatmulTarget& t) { return xt_floats > 0 && k.wants_xt(t.wtype, n_tokens, t.packed); };
 
   // Units [ub, ue) across the targets, one row-kernel call per target touched.
-  auto run_units = [&](int64_t ub, int64_t ue, const void* xq) {
+  auto run_units = [&](int64_t ub, int64_t ue, const void* xq, const float* xt) {
     int64_t unit0 = 0;  // first unit of target i
     for (int i = 0; i < n_targets && unit0 < ue; ++i) {
       const MatmulTarget& t = targets[i];
@@ -73,7 +87,8 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
       const int64_t b = std::max(ub, unit0) - unit0, e = std::min(ue, unit0 + units) - unit0;
       if (b < e) {
         RowsTask task{t.out, t.n_out, static_cast<const char*>(t.w), t.w_row_stride_bytes, t.wtype,
-                      x, xq, n_tokens, n_in, b * kRowGrain, std::min(e * kRowGrain, t.n_out), t.packed};
+                      x, xq, n_tokens, n_in, b * kRowGrain, std::min(e * kRowGrain, t.n_out), t.packed,
+                      wants_xt(t) ? xt : nullptr};
         k.rows(task);
       }
       unit0 += units;
@@ -81,39 +96,72 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
   };
   // Every thread of the region must call this (the shared path waits for all).
   const bool shared_xq = xq_bytes > 0 && n_tokens >= kSharedQuantizeMinTokens && pool.size() > 1;
+  const bool shared_xt = xt_floats > 0 && pool.size() > 1;
   uint8_t* shared = nullptr;
   if (shared_xq) {
     thread_local std::vector<uint8_t> caller_buf;  // the calling thread's, lent to the region
     if (caller_buf.size() < xq_bytes) caller_buf.resize(xq_bytes);
     shared = caller_buf.data();
   }
-  RegionBarrier quantized;
-  auto quantized_x = [&](int thread_index, int n_threads) -> const void* {
-    if (xq_bytes == 0) return nullptr;
-    if (shared_xq) {
-      int64_t tb, te;
-      ThreadPool::split(n_tokens, 1, thread_index, n_threads, &tb, &te);
-      if (tb < te) k.quantize_x(x, shared, n_tokens, n_in, tb, te);
-      quantized.arrive_and_wait(n_threads);
-      return shared;
+  float* shared_t = nullptr;
+  if (shared_xt) {
+    thread_local std::vector<float> caller_xt;  // likewise
+    if (caller_xt.size() < xt_floats) caller_xt.resize(xt_floats);
+    shared_t = caller_xt.data();
+  }
+  RegionBarrier prepared;
+  struct Prepared {
+    const void* xq = nullptr;
+    const float* xt = nullptr;
+  };
+  // x in the forms the kernels want, shared: each thread does a share of the
+  // tokens, then all meet at one barrier. NOTE: each thread transposing the
+  // whole x for itself, once per target, was 3-4% of the f16 GEMM (rdtsc).
+  auto prepare_x = [&](int thread_index, int n_threads) -> Prepared {
+    Prepared p;
+    if (xq_bytes > 0) {
+      if (shared_xq) {
+        int64_t tb, te;
+        ThreadPool::split(n_tokens, 1, thread_index, n_threads, &tb, &te);
+        if (tb < te) k.quantize_x(x, shared, n_tokens, n_in, tb, te);
+        p.xq = shared;
+      } else {
+        thread_local std::vector<uint8_t> xq_buf;
+        if (xq_buf.size() < xq_bytes) xq_buf.resize(xq_bytes);
+        k.quantize_x(x, xq_buf.data(), n_tokens, n_in, 0, n_tokens);
+        p.xq = xq_buf.data();
+      }
     }
-    thread_local std::vector<uint8_t> xq_buf;
-    if (xq_buf.size() < xq_bytes) xq_buf.resize(xq_bytes);
-    k.quantize_x(x, xq_buf.data(), n_tokens, n_in, 0, n_tokens);
-    return xq_buf.data();
+    if (xt_floats > 0) {
+      if (shared_xt) {
+        int64_t tb, te;
+        ThreadPool::split(n_tokens, kXtTokenGrain, thread_index, n_threads, &tb, &te);
+        if (tb < te) k.pack_xt(x, shared_t, n_tokens, n_in, tb, te);
+        p.xt = shared_t;
+      } else {
+        thread_local std::vector<float> xt_buf;
+        if (xt_buf.size() < xt_floats) xt_buf.resize(xt_floats);
+        k.pack_xt(x, xt_buf.data(), n_tokens, n_in, 0, n_tokens);
+        p.xt = xt_buf.data();
+      }
+    }
+    if (shared_xq || shared_xt) prepared.arrive_and_wait(n_threads);
+    return p;
   };
 
-  bool all_packed = true;
-  for (int i = 0; i < n_targets; ++i) all_packed = all_packed && targets[i].packed;
-  const bool steal =
-      (n_tokens <= kStealMaxTokens || all_packed) && pool.size() > 1 && pool.size() <= WorkRanges::kMaxThreads;
+  // Float GEMMs with a shared x^T need no per-call packing either, so they
+  // take the stealing split too, in whole 48-row panels (gemm_avx512.cpp).
+  // NOTE: with the static split the faster thread waited 10-14% of each f16
+  // GEMM region on the Ice Lake host.
+  const bool steal = (n_tokens <= kStealMaxTokens || all_packed || shared_xt) && pool.size() > 1 &&
+                     pool.size() <= WorkRanges::kMaxThreads;
   if (!steal) {
     pool.run([&](int thread_index, int n_threads) {
-      const void* xq = quantized_x(thread_index, n_threads);
+      const Prepared p = prepare_x(thread_index, n_threads);
       int64_t ub, ue;
       ThreadPool::split(total_units, 1, thread_index, n_threads, &ub, &ue);
       if (ub >= ue) return;
-      run_units(ub, ue, xq);
+      run_units(ub, ue, p.xq, p.xt);
     });
     return;
   }
@@ -122,7 +170,7 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
   // odd claims left one lone group each, run by the slower one-group tile:
   // 5% of a 32-sequence decode step (perf); even claims took the kernel lab's
   // batch32 from 7.2-8.1 to 7.05-7.2 ms (q8_0), 6.5-7.0 to 6.2-6.3 (q4_0).
-  const uint32_t grain = all_packed && n_tokens > 1 ? 2 : 1;
+  const uint32_t grain = all_packed && n_tokens > 1 ? 2 : (shared_xt ? kGemmPanelUnits : 1);
   WorkRanges ranges;
   for (int ti = 0; ti < pool.size(); ++ti) {
     int64_t ub, ue;
@@ -130,9 +178,9 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
     ranges.set(ti, ub, ue);
   }
   pool.run([&](int thread_index, int n_threads) {
-    const void* xq = quantized_x(thread_index, n_threads);
+    const Prepared p = prepare_x(thread_index, n_threads);
     int64_t b, e;
-    while (ranges.next(thread_index, n_threads, grain, &b, &e)) run_units(b, e, xq);
+    while (ranges.next(thread_index, n_threads, grain, &b, &e)) run_units(b, e, p.xq, p.xt);
   });
 }
 
