@@ -153,8 +153,14 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
   // take the stealing split too, in whole 48-row panels (gemm_avx512.cpp).
   // NOTE: with the static split the faster thread waited 10-14% of each f16
   // GEMM region on the Ice Lake host.
-  const bool steal = (n_tokens <= kStealMaxTokens || all_packed || shared_xt) && pool.size() > 1 &&
-                     pool.size() <= WorkRanges::kMaxThreads;
+  // The AVX2 and scalar levels (no wants_xt) pack nothing per call at all:
+  // their batches read x in place over f32 panels of 32 rows. NOTE: AVX2
+  // level forced on the Ice Lake host, kernel lab, six alternating runs:
+  // prefill128/f16 median 85 -> 89 GFLOP/s, batch32/q8_0 76 -> 85, batch32/f16
+  // 74 -> 71 (3 of 6 faster).
+  const bool packs_nothing = k.wants_xt == nullptr;
+  const bool steal = (n_tokens <= kStealMaxTokens || all_packed || shared_xt || packs_nothing) &&
+                     pool.size() > 1 && pool.size() <= WorkRanges::kMaxThreads;
   if (!steal) {
     pool.run([&](int thread_index, int n_threads) {
       const Prepared p = prepare_x(thread_index, n_threads);
@@ -170,7 +176,10 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
   // odd claims left one lone group each, run by the slower one-group tile:
   // 5% of a 32-sequence decode step (perf); even claims took the kernel lab's
   // batch32 from 7.2-8.1 to 7.05-7.2 ms (q8_0), 6.5-7.0 to 6.2-6.3 (q4_0).
-  const uint32_t grain = all_packed && n_tokens > 1 ? 2 : (shared_xt ? kGemmPanelUnits : 1);
+  const uint32_t grain = all_packed && n_tokens > 1 ? 2
+                         : shared_xt                  ? kGemmPanelUnits
+                         : packs_nothing && n_tokens > kStealMaxTokens ? 2
+                                                                      : 1;
   WorkRanges ranges;
   for (int ti = 0; ti < pool.size(); ++ti) {
     int64_t ub, ue;
