@@ -97,7 +97,7 @@ struct IsaKernels {
   // whether rows() takes it for this dtype, batch and layout; its floats; and
   // tokens [t_begin, t_end) of it, t_begin a multiple of kXtTokenGrain (the
   // thread whose range ends at n_tokens also writes the padding). nullptr
-  // where the ISA's GEMM packs x itself.
+  // on levels whose batch kernels read x as it is (AVX2, scalar).
   bool (*wants_xt)(DType wtype, int64_t n_tokens, bool packed);
   size_t (*xt_floats)(int64_t n_tokens, int64_t n_in);
   void (*pack_xt)(const float* x, float* xt, int64_t n_tokens, int64_t n_in, int64_t t_begin, int64_t t_end);
