@@ -140,7 +140,11 @@ TEST(BenchFakeServer, FixedDelaysAreMeasuredExactly) {
     // (+3 ms: the first request of a new connection also waits for the
     // server's accept() and thread start, which its clock cannot see.)
     expect_agrees(r.ttft_ms, server_ttft(server), tol + 3, "TTFT");
-    expect_agrees(r.tpot_ms, server_tpot(server), 0.15, "TPOT");
+    // TPOT spreads one late wake-up (at a request's first or last token)
+    // over its 15 gaps. NOTE: a fixed 0.15 ms failed once in CI with 7-12 ms
+    // stalls on the host (p90-p99 0.19-0.27 ms apart).
+    const double stall_ms = tol - 1.0;
+    expect_agrees(r.tpot_ms, server_tpot(server), 0.15 + stall_ms / 15, "TPOT");
     EXPECT_EQ(r.output_tokens, 12 * 16);
     EXPECT_EQ(r.output_tokens_counted, 12 * 16);
     EXPECT_EQ(r.usage_reported, 12);
