@@ -51,6 +51,13 @@ constexpr int64_t kStealMaxTokens = 3;
 // whole batch for itself was 5% of a 32-sequence serving step (perf).
 constexpr int64_t kSharedQuantizeMinTokens = 8;
 
+// v's data, grown to at least n elements (grow-only scratch).
+template <class T>
+T* grown(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
 // Units in one panel of the float GEMM (48 rows, gemm_avx512.cpp).
 constexpr uint32_t kGemmPanelUnits = 3;
 
@@ -97,18 +104,11 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
   // Every thread of the region must call this (the shared path waits for all).
   const bool shared_xq = xq_bytes > 0 && n_tokens >= kSharedQuantizeMinTokens && pool.size() > 1;
   const bool shared_xt = xt_floats > 0 && pool.size() > 1;
-  uint8_t* shared = nullptr;
-  if (shared_xq) {
-    thread_local std::vector<uint8_t> caller_buf;  // the calling thread's, lent to the region
-    if (caller_buf.size() < xq_bytes) caller_buf.resize(xq_bytes);
-    shared = caller_buf.data();
-  }
-  float* shared_t = nullptr;
-  if (shared_xt) {
-    thread_local std::vector<float> caller_xt;  // likewise
-    if (caller_xt.size() < xt_floats) caller_xt.resize(xt_floats);
-    shared_t = caller_xt.data();
-  }
+  // The calling thread's buffers are lent to the region when shared.
+  thread_local std::vector<uint8_t> caller_xq;
+  thread_local std::vector<float> caller_xt;
+  uint8_t* shared_q = shared_xq ? grown(caller_xq, xq_bytes) : nullptr;
+  float* shared_t = shared_xt ? grown(caller_xt, xt_floats) : nullptr;
   RegionBarrier prepared;
   struct Prepared {
     const void* xq = nullptr;
@@ -118,32 +118,26 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
   // tokens, then all meet at one barrier. NOTE: each thread transposing the
   // whole x for itself, once per target, was 3-4% of the f16 GEMM (rdtsc).
   auto prepare_x = [&](int thread_index, int n_threads) -> Prepared {
+    // This thread's tokens: a share when shared, else all of them.
+    auto tokens = [&](bool is_shared, int64_t grain, int64_t* tb, int64_t* te) {
+      *tb = 0, *te = n_tokens;
+      if (is_shared) ThreadPool::split(n_tokens, grain, thread_index, n_threads, tb, te);
+    };
     Prepared p;
+    int64_t tb, te;
     if (xq_bytes > 0) {
-      if (shared_xq) {
-        int64_t tb, te;
-        ThreadPool::split(n_tokens, 1, thread_index, n_threads, &tb, &te);
-        if (tb < te) k.quantize_x(x, shared, n_tokens, n_in, tb, te);
-        p.xq = shared;
-      } else {
-        thread_local std::vector<uint8_t> xq_buf;
-        if (xq_buf.size() < xq_bytes) xq_buf.resize(xq_bytes);
-        k.quantize_x(x, xq_buf.data(), n_tokens, n_in, 0, n_tokens);
-        p.xq = xq_buf.data();
-      }
+      thread_local std::vector<uint8_t> own;
+      uint8_t* dst = shared_xq ? shared_q : grown(own, xq_bytes);
+      tokens(shared_xq, 1, &tb, &te);
+      if (tb < te) k.quantize_x(x, dst, n_tokens, n_in, tb, te);
+      p.xq = dst;
     }
     if (xt_floats > 0) {
-      if (shared_xt) {
-        int64_t tb, te;
-        ThreadPool::split(n_tokens, kXtTokenGrain, thread_index, n_threads, &tb, &te);
-        if (tb < te) k.pack_xt(x, shared_t, n_tokens, n_in, tb, te);
-        p.xt = shared_t;
-      } else {
-        thread_local std::vector<float> xt_buf;
-        if (xt_buf.size() < xt_floats) xt_buf.resize(xt_floats);
-        k.pack_xt(x, xt_buf.data(), n_tokens, n_in, 0, n_tokens);
-        p.xt = xt_buf.data();
-      }
+      thread_local std::vector<float> own;
+      float* dst = shared_xt ? shared_t : grown(own, xt_floats);
+      tokens(shared_xt, kXtTokenGrain, &tb, &te);
+      if (tb < te) k.pack_xt(x, dst, n_tokens, n_in, tb, te);
+      p.xt = dst;
     }
     if (shared_xq || shared_xt) prepared.arrive_and_wait(n_threads);
     return p;
