@@ -160,7 +160,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KvPool& kv, float* hidden, f
   const ModelConfig& c = config_;
   const int64_t n = batch.n_tokens(), hd = c.head_dim;
   PARALLM_CHECK(n > 0);
-  auto fit = [](std::vector<float>& v, int64_t size) {
+  auto fit = [](HugeVector<float>& v, int64_t size) {
     if (static_cast<int64_t>(v.size()) < size) v.resize(static_cast<size_t>(size));
   };
   fit(act_.h, n * c.n_embd);

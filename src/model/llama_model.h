@@ -23,6 +23,7 @@
 #include "model/linear.h"
 #include "model/moe.h"
 #include "model/shard.h"
+#include "util/huge_pages.h"
 #include "util/thread_pool.h"
 
 namespace parallm {
@@ -38,17 +39,19 @@ struct LayerWeights {
 };
 
 // Named intermediates of one forward (sized to the largest batch seen), so a
-// test or a debugging session can dump and diff any of them.
+// test or a debugging session can dump and diff any of them. On huge pages:
+// a prefill's GEMM writes its output 128 token rows at a time, one 4 KiB page
+// each otherwise (util/huge_pages.h).
 struct Activations {
-  std::vector<float> x;       // [n_tokens, n_embd] residual stream
-  std::vector<float> h;       // [n_tokens, n_embd] normed input of a sub-block
-  std::vector<float> q;       // [n_tokens, n_head_local * hd]
-  std::vector<float> k, v;    // [n_tokens, n_kv_head_local * hd]
-  std::vector<float> attn;    // [n_tokens, n_head_local * hd]
-  std::vector<float> proj;    // [n_tokens, n_embd] output of Wo / Wdown before the residual add
-  std::vector<float> gate, up;  // [n_tokens, n_ff_local]
-  std::vector<float> last;    // [n_logits, n_embd] normed rows that produce logits
-  std::vector<float> rope_cs;  // [n_tokens, hd] RoPE cos / sin of the batch's positions, shared by all layers
+  HugeVector<float> x;       // [n_tokens, n_embd] residual stream
+  HugeVector<float> h;       // [n_tokens, n_embd] normed input of a sub-block
+  HugeVector<float> q;       // [n_tokens, n_head_local * hd]
+  HugeVector<float> k, v;    // [n_tokens, n_kv_head_local * hd]
+  HugeVector<float> attn;    // [n_tokens, n_head_local * hd]
+  HugeVector<float> proj;    // [n_tokens, n_embd] output of Wo / Wdown before the residual add
+  HugeVector<float> gate, up;  // [n_tokens, n_ff_local]
+  HugeVector<float> last;    // [n_logits, n_embd] normed rows that produce logits
+  HugeVector<float> rope_cs;  // [n_tokens, hd] RoPE cos / sin of the batch's positions, shared by all layers
 };
 
 struct ModelOptions {

@@ -30,6 +30,7 @@
 
 #include "kernels/cpu/avx512_common.h"
 #include "kernels/cpu/quant.h"
+#include "util/huge_pages.h"
 
 namespace parallm::cpu::avx512 {
 
@@ -292,18 +293,15 @@ void gemm_rows(const RowsTask& a) {
   // NOTE: rows padded by 16 floats so that rows 2^k floats long do not all
   // map to the same L1 sets.
   const int64_t ldw = ((n_in + 15) / 16) * 16 + 16;
-  // Grow-only scratch: shapes alternate within a layer and a shrink followed
-  // by a grow would zero-fill again.
-  thread_local std::vector<float> own_xt, panel, cbuf;
-  auto grow = [](std::vector<float>& v, int64_t n) {
-    if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
-  };
-  grow(panel, kPanelRows * ldw);
-  grow(cbuf, kPanelRows * ldc);
+  // Grow-only scratch on huge pages (util/huge_pages.h: the TLB bounded
+  // this GEMM).
+  thread_local HugeVector<float> own_xt, panel, cbuf;
+  grown(panel, kPanelRows * ldw);
+  grown(cbuf, kPanelRows * ldc);
   // x^T as matmul_multi prepared it for all threads and matrices, or packed here.
   const float* xt = a.xt;
   if (xt == nullptr) {
-    grow(own_xt, xt_floats);
+    grown(own_xt, xt_floats);
     pack_xt(a.x, a.n_tokens, n_in, blocks, own_xt.data(), 0, a.n_tokens);
     xt = own_xt.data();
   }

@@ -25,6 +25,7 @@
 #include "kernels/cpu/avx512_common.h"
 #include "kernels/cpu/quant.h"
 #include "util/check.h"
+#include "util/huge_pages.h"
 
 namespace parallm::cpu::avx512 {
 
@@ -184,19 +185,17 @@ void gemm_q8_rows(const RowsTask& a) {
   // NOTE: rows padded by 64 bytes so that rows 2^k bytes long do not all map
   // to the same L1 sets.
   const int64_t ldw = n_in + 64;
-  thread_local std::vector<uint8_t> xq;
-  thread_local std::vector<float> xd, wd, cbuf;
-  thread_local std::vector<int8_t> wq;
-  thread_local std::vector<int32_t> wc;
-  auto grow = [](auto& v, int64_t n) {
-    if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
-  };
-  grow(xq, n_tb * n_in * kTokenBlock);
-  grow(xd, n_tb * nb * kTokenBlock);
-  grow(wq, kPanelRows * ldw);
-  grow(wd, kPanelRows * nb);
-  grow(wc, kPanelRows * nb);
-  grow(cbuf, kPanelRows * ldc);
+  // Grow-only scratch on huge pages (util/huge_pages.h).
+  thread_local HugeVector<uint8_t> xq;
+  thread_local HugeVector<float> xd, wd, cbuf;
+  thread_local HugeVector<int8_t> wq;
+  thread_local HugeVector<int32_t> wc;
+  grown(xq, n_tb * n_in * kTokenBlock);
+  grown(xd, n_tb * nb * kTokenBlock);
+  grown(wq, kPanelRows * ldw);
+  grown(wd, kPanelRows * nb);
+  grown(wc, kPanelRows * nb);
+  grown(cbuf, kPanelRows * ldc);
   pack_x(a.x, a.n_tokens, n_in, xq.data(), xd.data());
 
   for (int64_t p0 = a.o_begin; p0 < a.o_end; p0 += kPanelRows) {

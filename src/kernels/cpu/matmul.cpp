@@ -24,6 +24,7 @@
 #include "kernels/cpu/isa_table.h"
 #include "kernels/cpu/packed.h"
 #include "util/check.h"
+#include "util/huge_pages.h"
 
 namespace parallm::cpu {
 
@@ -50,13 +51,6 @@ constexpr int64_t kStealMaxTokens = 3;
 // of the tokens each, into one buffer. NOTE: each thread quantizing the
 // whole batch for itself was 5% of a 32-sequence serving step (perf).
 constexpr int64_t kSharedQuantizeMinTokens = 8;
-
-// v's data, grown to at least n elements (grow-only scratch).
-template <class T>
-T* grown(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-  return v.data();
-}
 
 // Units in one panel of the float GEMM (48 rows, gemm_avx512.cpp).
 constexpr uint32_t kGemmPanelUnits = 3;
@@ -105,8 +99,8 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
   const bool shared_xq = xq_bytes > 0 && n_tokens >= kSharedQuantizeMinTokens && pool.size() > 1;
   const bool shared_xt = xt_floats > 0 && pool.size() > 1;
   // The calling thread's buffers are lent to the region when shared.
-  thread_local std::vector<uint8_t> caller_xq;
-  thread_local std::vector<float> caller_xt;
+  thread_local HugeVector<uint8_t> caller_xq;
+  thread_local HugeVector<float> caller_xt;
   uint8_t* shared_q = shared_xq ? grown(caller_xq, xq_bytes) : nullptr;
   float* shared_t = shared_xt ? grown(caller_xt, xt_floats) : nullptr;
   RegionBarrier prepared;
@@ -126,14 +120,14 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
     Prepared p;
     int64_t tb, te;
     if (xq_bytes > 0) {
-      thread_local std::vector<uint8_t> own;
+      thread_local HugeVector<uint8_t> own;
       uint8_t* dst = shared_xq ? shared_q : grown(own, xq_bytes);
       tokens(shared_xq, 1, &tb, &te);
       if (tb < te) k.quantize_x(x, dst, n_tokens, n_in, tb, te);
       p.xq = dst;
     }
     if (xt_floats > 0) {
-      thread_local std::vector<float> own;
+      thread_local HugeVector<float> own;
       float* dst = shared_xt ? shared_t : grown(own, xt_floats);
       tokens(shared_xt, kXtTokenGrain, &tb, &te);
       if (tb < te) k.pack_xt(x, dst, n_tokens, n_in, tb, te);

@@ -1,0 +1,37 @@
+#include "util/huge_pages.h"
+
+#include <sys/mman.h>
+
+#include <cstdint>
+
+namespace parallm {
+
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+size_t round_up(size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
+
+}  // namespace
+
+void* huge_page_alloc(size_t bytes) {
+  const size_t size = round_up(bytes);
+  // Over-map by one huge page, then trim both ends to the aligned range (THP
+  // maps only 2 MiB-aligned ranges wholly inside a mapping).
+  void* p = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  const uintptr_t base = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t aligned = (base + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
+  if (aligned > base) munmap(p, aligned - base);
+  const uintptr_t end = base + size + kHugePage;
+  if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - (aligned + size));
+  // Advice only: without transparent huge pages the buffer still works.
+  madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
+  return reinterpret_cast<void*>(aligned);
+}
+
+void huge_page_free(void* p, size_t bytes) {
+  if (p != nullptr) munmap(p, round_up(bytes));
+}
+
+}  // namespace parallm
