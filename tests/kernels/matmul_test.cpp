@@ -124,8 +124,9 @@ TEST(Matmul, EveryDtypeIsaAndShape) {
     size_t pad;
   };
   // n_in = 96 and 800: block counts that are not a multiple of 4 (kernel tails);
-  // k-quants only take the multiples of 256.
-  const Shape shapes[] = {{37, 256, 0}, {67, 512, 64}, {1, 768, 34}, {11, 96, 6}, {13, 800, 0}};
+  // k-quants only take the multiples of 256. n_in = 4352: the f32 GEMM's k
+  // blocks (2048, 2048, 256), accumulated across calls of its micro-kernel.
+  const Shape shapes[] = {{37, 256, 0}, {67, 512, 64}, {1, 768, 34}, {11, 96, 6}, {13, 800, 0}, {53, 4352, 0}};
   uint32_t seed = 100;
   for (DType t : kAllTypes) {
     for (const Shape& s : shapes) {
