@@ -5,21 +5,25 @@
 // needed):
 //   - x is transposed once per call into token blocks xt[block][k][width]
 //     (16x16 in-register transposes, zero-padded), shared by all rows. A
-//     block is 48 tokens wide (3 vectors) or 32 (2), see token_blocks();
+//     block is 64 tokens wide (4 vectors), 48 (3) or 32 (2), see
+//     token_blocks();
 //   - weight rows are converted to f32 one panel of kPanelRows rows at a time
 //     (row-major, this is where f16/bf16/q8_0/... are widened);
-//   - the micro-kernel keeps a tile of 8 rows x 48 tokens (or 12 x 32) in 24
-//     zmm accumulators: per k it loads 3 (2) vectors of x^T and broadcasts 8
-//     (12) weights, 24 FMAs; no horizontal sums. K is blocked only past
+//   - the micro-kernel keeps a tile of 6 rows x 64 tokens (8 x 48, 12 x 32)
+//     in 24 zmm accumulators: per k it loads 4 (3, 2) vectors of x^T and
+//     broadcasts 6 (8, 12) weights, 24 FMAs; no horizontal sums. K is blocked only past
 //     kKc, so that a token block of x^T and the panel stay in L2;
 //   - results collect in a panel-sized buffer c[row][token] that is
 //     transposed into out[token][row] once per panel.
-// NOTE: 8 x 48 needs 11 loads per 24 FMAs where 12 x 32 needs 14. Alone on
+// NOTE: 6 x 64 needs 10 loads per 24 FMAs, 8 x 48 11, 12 x 32 14. Alone on
 // L1-resident data on an Ice Lake core: 8 x 48 at kc 128 reached 170-176
 // GFLOP/s of the core's 177, 12 x 32 at kc 256 (the previous kernel)
 // 145-155; over a 48-row panel 132-140 against 109-119. But a 32-token block
-// in the 8-row tile (8 x 32) is slower than 12 x 32, so batches are cut into
-// 48-token blocks only where the rest still fills 32-token blocks.
+// in the 8-row tile (8 x 32) is slower than 12 x 32, so a batch is cut into
+// 64-token blocks, then a 48 where exactly 48 are left, then 32s. NOTE:
+// 128-token prefill of llama-110m f16 as 64 + 64 against 48 + 48 + 32
+// (bench-model, five alternating runs): 1,312-1,338 against 1,155-1,312
+// tokens/s, faster in all five.
 // NOTE: the first version (dot-product tiles of 4 rows x 6 tokens with
 // horizontal sums, no x packing) reached 50-74% of the FMA peak per core
 // (50% at n_in = 2048, where a tile's rows and x no longer fit L1).
@@ -36,7 +40,7 @@ namespace parallm::cpu::avx512 {
 
 namespace {
 
-constexpr int64_t kPanelRows = 48;  // a multiple of both tiles' rows
+constexpr int64_t kPanelRows = 48;  // a multiple of every tile's rows
 // k block: a 48-token block of x^T (384 KB) and the panel (384 KB) in L2.
 // NOTE: with the scratch on huge pages, llama-110m's f16 GEMM at 128 tokens
 // in one process, alternating against k blocks of 128 (sized for L1, the
@@ -45,9 +49,11 @@ constexpr int64_t kPanelRows = 48;  // a multiple of both tiles' rows
 // stores its accumulators once per k block.
 constexpr int64_t kKc = 2048;
 
-// The two tile shapes: rows x (vectors of 16 tokens), 24 accumulators each.
-constexpr int kWideRows = 8, kWideVecs = 3;      // 48-token blocks
+// The tile shapes: rows x (vectors of 16 tokens), 24 accumulators each.
+constexpr int kBroadRows = 6, kBroadVecs = 4;     // 64-token blocks
+constexpr int kWideRows = 8, kWideVecs = 3;       // 48-token blocks
 constexpr int kNarrowRows = 12, kNarrowVecs = 2;  // 32-token blocks
+constexpr int tile_rows(int width) { return width == 64 ? kBroadRows : width == 48 ? kWideRows : kNarrowRows; }
 
 // ------------------------------------------------------------ widening rows
 template <class L>
@@ -164,19 +170,20 @@ namespace {
 // ------------------------------------------------------------ token blocks
 struct TokenBlock {
   int64_t t0;      // first token
-  int width;       // 48 or 32 (x^T row stride in floats)
+  int width;       // 64, 48 or 32 (x^T row stride in floats)
   int vecs;        // vectors of 16 tokens holding real tokens (the rest is zero)
   int64_t offset;  // of the block in xt, floats
 };
 
-// Cuts n_tokens into 48-token blocks where the rest is empty or still fills
-// 32-token blocks (128 = 48 + 48 + 32, 64 = 32 + 32), 32-token blocks else.
+// Cuts n_tokens into 64-token blocks while 64 are left, then a 48-token
+// block if exactly 48 are left, else 32-token blocks (128 = 64 + 64,
+// 100 = 64 + 32 + 32, 48 = 48, 40 = 32 + 32).
 std::vector<TokenBlock> token_blocks(int64_t n_tokens, int64_t n_in) {
   std::vector<TokenBlock> blocks;
   int64_t t0 = 0, offset = 0;
   while (t0 < n_tokens) {
     const int64_t rest = n_tokens - t0;
-    const int width = rest == 48 || rest >= 80 ? 48 : 32;
+    const int width = rest >= 64 ? 64 : rest == 48 ? 48 : 32;
     const int64_t real = std::min<int64_t>(rest, width);
     blocks.push_back({t0, width, static_cast<int>((real + 15) / 16), offset});
     t0 += real;
@@ -218,25 +225,25 @@ void micro_kernel(const float* w, int64_t ldw, const float* xt, int64_t kc, floa
   __m512 acc[R][V];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 3
+#pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
       acc[r][v] = accumulate ? _mm512_loadu_ps(c + r * ldc + 16 * v) : _mm512_setzero_ps();
     }
   }
   for (int64_t k = 0; k < kc; ++k) {
     __m512 xv[V];
-#pragma GCC unroll 3
+#pragma GCC unroll 4
     for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_ps(xt + k * W + 16 * v);
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m512 wb = _mm512_set1_ps(w[r * ldw + k]);
-#pragma GCC unroll 3
+#pragma GCC unroll 4
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(wb, xv[v], acc[r][v]);
     }
   }
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 3
+#pragma GCC unroll 4
     for (int v = 0; v < V; ++v) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
   }
 }
@@ -251,10 +258,20 @@ constexpr auto kernel_table(std::integer_sequence<int, Rs...>, std::integer_sequ
   };
   return std::array<std::array<KernelFn, sizeof...(Vs)>, sizeof...(Rs)>{row(std::integral_constant<int, Rs>{})...};
 }
+constexpr auto kBroadKernels = kernel_table<16 * kBroadVecs>(std::make_integer_sequence<int, kBroadRows>(),
+                                                              std::make_integer_sequence<int, kBroadVecs>());
 constexpr auto kWideKernels = kernel_table<16 * kWideVecs>(std::make_integer_sequence<int, kWideRows>(),
                                                             std::make_integer_sequence<int, kWideVecs>());
 constexpr auto kNarrowKernels = kernel_table<16 * kNarrowVecs>(std::make_integer_sequence<int, kNarrowRows>(),
                                                                 std::make_integer_sequence<int, kNarrowVecs>());
+
+// The micro-kernel for `rows` rows of a block `width` tokens wide holding
+// `vecs` vectors of real tokens.
+KernelFn kernel_for(int width, int rows, int vecs) {
+  if (width == 64) return kBroadKernels[rows - 1][vecs - 1];
+  if (width == 48) return kWideKernels[rows - 1][vecs - 1];
+  return kNarrowKernels[rows - 1][vecs - 1];
+}
 
 // The cache lines of n_items runs of `bytes` bytes, run i at base + i*stride,
 // requested a few at a time, spread over the `steps` micro-kernel calls of a
@@ -323,11 +340,15 @@ void gemm_rows(const RowsTask& a) {
     // their widening from 10% to 6% of the GEMM but slowed 32-token batches
     // (10 of 40 alternating runs faster than without it), so it is not done;
     // nor widening the next panel a few rows per micro-kernel call into a
-    // second buffer (3 of 40 faster at 128 tokens, 2 of 40 at 32 and 64), or
-    // a k block of 96 or 192 (7 and 16 of 40 at 128 tokens).
+    // second buffer (3 of 40 faster at 128 tokens, 2 of 40 at 32 and 64).
+    // Once the scratch was on huge pages: the same L2 fetch, 1-3 lines every
+    // 8 k steps from inside the micro-kernel, was +5% at 32 tokens in the lab
+    // (weights from L3) but slowed bench-model's 128-token prefill 5-15%
+    // (weights from DRAM; L2 already holds x^T and the panel), and fetching
+    // the next x^T block to L1 during a block's last tiles was 15-20% slower.
     int64_t steps = 0;
     for (const TokenBlock& b : blocks) {
-      const int rows = b.width == 48 ? kWideRows : kNarrowRows;
+      const int rows = tile_rows(b.width);
       steps += (np + rows - 1) / rows;
     }
     steps *= (n_in + kKc - 1) / kKc;
@@ -337,11 +358,11 @@ void gemm_rows(const RowsTask& a) {
       const int64_t kc = std::min(kKc, n_in - k0);
       for (const TokenBlock& b : blocks) {
         const float* xb = xt + b.offset + k0 * b.width;
-        const int tile_rows = b.width == 48 ? kWideRows : kNarrowRows;
-        for (int64_t r0 = 0; r0 < np; r0 += tile_rows) {
-          const int nr = static_cast<int>(std::min<int64_t>(tile_rows, np - r0));
+        const int rows = tile_rows(b.width);
+        for (int64_t r0 = 0; r0 < np; r0 += rows) {
+          const int nr = static_cast<int>(std::min<int64_t>(rows, np - r0));
           out_lines.step();
-          const KernelFn fn = b.width == 48 ? kWideKernels[nr - 1][b.vecs - 1] : kNarrowKernels[nr - 1][b.vecs - 1];
+          const KernelFn fn = kernel_for(b.width, nr, b.vecs);
           fn(panel.data() + r0 * ldw + k0, ldw, xb, kc, cbuf.data() + r0 * ldc + b.t0, ldc, k0 > 0);
         }
       }
