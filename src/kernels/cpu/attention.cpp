@@ -247,16 +247,35 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
   // The ISA's own kernel when it has one for this head size.
   void (*const fast)(const AttendTask&) = hd % 16 == 0 ? active_kernels().attend : nullptr;
 
-  // Items: a query token against a run of KV heads. The ISA kernel reads a
+  // Query tiles: up to kTileQueries consecutive tokens of one sequence at
+  // consecutive positions (a prefill chunk) go to the ISA kernel together,
+  // which widens each key and value chunk once for all of them
+  // (attention_avx512.cpp); decode tokens are tiles of one. The portable
+  // loop takes one token at a time.
+  constexpr int64_t kTileQueries = 8;
+  thread_local std::vector<int64_t> tile_storage;
+  std::vector<int64_t>& tile_first = tile_storage;  // [n_tiles + 1]: each tile's first token
+  tile_first.clear();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const bool joins = fast != nullptr && t > 0 && t - tile_first.back() < kTileQueries &&
+                       seq_of_token[t] == seq_of_token[t - 1] && positions[t] == positions[t - 1] + 1;
+    if (!joins) tile_first.push_back(t);
+  }
+  const int64_t n_tiles = static_cast<int64_t>(tile_first.size());
+  tile_first.push_back(n_tokens);
+  int64_t max_tile = 1;
+  for (int64_t i = 0; i < n_tiles; ++i) max_tile = std::max(max_tile, tile_first[i + 1] - tile_first[i]);
+
+  // Items: a query tile against a run of KV heads. The ISA kernel reads a
   // run block by block across its heads (adjacent in the pool), so runs are
   // as long as still leaves every thread a few items; the portable loop
   // takes one head at a time.
   const int64_t n_threads = pool.size();
   const int64_t runs_per_token =
-      fast == nullptr ? n_kv_head : std::min<int64_t>(n_kv_head, (4 * n_threads + n_tokens - 1) / n_tokens);
+      fast == nullptr ? n_kv_head : std::min<int64_t>(n_kv_head, (4 * n_threads + n_tiles - 1) / n_tiles);
   const int64_t run_len = (n_kv_head + runs_per_token - 1) / runs_per_token;
   const int64_t n_runs = (n_kv_head + run_len - 1) / run_len;
-  const int64_t n_items = n_tokens * n_runs;
+  const int64_t n_items = n_tiles * n_runs;
   auto run_heads = [&](int64_t run) { return std::min(run_len, n_kv_head - run * run_len); };
 
   // Items split by cost, not count: an item costs about its context length
@@ -274,7 +293,8 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
   constexpr int64_t kStealMinTokens = 8;
   constexpr int64_t kItemFixedCost = 16;
   auto item_cost = [&](int64_t item) {
-    return (positions[item / n_runs] + 1 + kItemFixedCost) * run_heads(item % n_runs);
+    const int64_t tile = item / n_runs, t0 = tile_first[tile], nq = tile_first[tile + 1] - t0;
+    return (nq * (positions[t0] + 1 + kItemFixedCost) + nq * (nq - 1) / 2) * run_heads(item % n_runs);
   };
   int64_t total_cost = 0;
   for (int64_t item = 0; item < n_items; ++item) total_cost += item_cost(item);
@@ -315,8 +335,8 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
       written.arrive_and_wait(nt);
     }
     Scratch& s = scratch();
-    if (static_cast<int64_t>(s.scores.size()) < run_len * group * max_len) {
-      s.scores.resize(static_cast<size_t>(run_len * group * max_len));
+    if (static_cast<int64_t>(s.scores.size()) < run_len * group * max_tile * max_len) {
+      s.scores.resize(static_cast<size_t>(run_len * group * max_tile * max_len));
     }
     if (static_cast<int64_t>(s.kbuf.size()) < bs * hd) {
       s.kbuf.resize(static_cast<size_t>(bs * hd));
@@ -329,14 +349,16 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
     // Item `item`, whose start the item before on this thread fetched when
     // `start_fetched`; it fetches the start of `next` (-1: none) as it ends.
     auto run_item = [&](int64_t item, int64_t next, bool start_fetched) {
-      const int64_t t = item / n_runs, h0 = (item % n_runs) * run_len;
+      const int64_t tile = item / n_runs, t = tile_first[tile], h0 = (item % n_runs) * run_len;
       const int64_t offset = (t * n_head + h0 * group) * hd;
       if (fast != nullptr) {
         AttendTask task{out + offset, q + offset, static_cast<const char*>(kv.k), static_cast<const char*>(kv.v),
                         kv.dtype, block_tables[seq_of_token[t]], positions[t] + 1, h0, n_kv_head, bs, hd,
                         group, scale, s.scores.data(), run_heads(item % n_runs)};
+        task.n_queries = tile_first[tile + 1] - t;
+        task.q_stride = task.out_stride = n_head * hd;
         if (next >= 0) {
-          const int64_t t1 = next / n_runs;
+          const int64_t t1 = tile_first[next / n_runs];
           task.next_table = block_tables[seq_of_token[t1]];
           task.next_len = positions[t1] + 1;
           task.next_h_kv = (next % n_runs) * run_len;
@@ -346,7 +368,7 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
         return;
       }
       if (next >= 0) {
-        const int64_t t1 = next / n_runs;
+        const int64_t t1 = tile_first[next / n_runs];
         prefetch_item_start(kv, block_tables[seq_of_token[t1]], next % n_runs, positions[t1] + 1);
       }
       attend_item(out + offset, q + offset, kv, block_tables[seq_of_token[t]], positions[t] + 1, h0, group, max_len,

@@ -57,6 +57,12 @@ struct AttendTask {
   const int32_t* next_table = nullptr;
   int64_t next_len = 0, next_h_kv = 0;
   bool start_fetched = false;
+  // A tile of n_queries consecutive tokens of one sequence (a prefill
+  // chunk): query i, at q + i * q_stride and written to out + i * out_stride
+  // (floats), attends to positions 0..len+i-1. scores then holds
+  // [n_heads, group, n_queries, len + n_queries - 1].
+  int64_t n_queries = 1;
+  int64_t q_stride = 0, out_stride = 0;
 };
 
 struct IsaKernels {
@@ -86,8 +92,8 @@ struct IsaKernels {
   // lockstep (two streams per core read faster on some machines).
   float (*read_sum)(const float* p, int64_t n, int streams);
   double (*fma_burn)(int64_t iters, float* sink);
-  // Attention for one AttendTask with head_dim % 16 == 0; nullptr: the
-  // portable loop in attention.cpp serves.
+  // Attention for one AttendTask (any n_queries) with head_dim % 16 == 0;
+  // nullptr: the portable loop in attention.cpp serves.
   void (*attend)(const AttendTask& task);
   // f32 -> q8_0 rows of a quantized KV cache (n a multiple of 32); nullptr:
   // quant.h's reference quantize_row serves.
