@@ -72,16 +72,25 @@ int run_bench_model(const BenchModelCli& b) {
   // last: 24 with the default 3 repetitions, as many as the stand-alone probe.
   const int kProbePasses = std::max(1, 24 / (b.repetitions + 1));
 
-  // Prefill: the whole prompt in one forward, best of --repetitions.
+  // Prefill: the whole prompt in one forward, best of --repetitions, each
+  // after a pass of the FMA probe on the same threads (and the last passes
+  // after them), so that the peak and the prefill see the same moments of a
+  // shared host, as the bandwidth probe and decode do below. NOTE: with the
+  // probe run once after the decode runs, F16 prefill fractions of one build
+  // spread over 0.56-0.68 in a noisy phase of the Ice Lake host.
+  cpu::FmaProbe fma_probe(engine.driver_pool());
+  constexpr int kFmaPasses = 5;
   ForwardBatch batch;
   double prefill_s = 1e30;
   for (int r = 0; r < b.repetitions; ++r) {
+    fma_probe.run(1);
     batch.clear();
     batch.add_sequence_tokens(prompt.data(), b.prompt_len, 0, 0, table.data(), bs, true);
     auto t0 = clock::now();
     engine.forward(batch);
     prefill_s = std::min(prefill_s, std::chrono::duration<double>(clock::now() - t0).count());
   }
+  fma_probe.run(std::max(1, kFmaPasses - b.repetitions));
   // Decode: gen_len single-token steps, greedy, best of --repetitions. As in
   // llama-bench's tg test, the headline number starts from an empty context
   // (the weights dominate); the same steps after the prompt are reported too,
@@ -147,8 +156,7 @@ int run_bench_model(const BenchModelCli& b) {
   const std::vector<RankStats> stats = engine.rank_stats();
   const double decode_steps = static_cast<double>(b.gen_len * b.repetitions);
   const double bandwidth = probe.best_gb_per_s();
-  ThreadPool pool(threads);
-  const double fma_peak = cpu::measure_fma_peak_gflops(pool) * engine.world_size();
+  const double fma_peak = fma_probe.best_gflops() * engine.world_size();
 
   size_t streamed = 0;
   for (size_t w : engine.rank_weight_bytes()) streamed += w;

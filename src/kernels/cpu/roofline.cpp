@@ -82,7 +82,7 @@ double measure_memory_bandwidth_gb_per_s(ThreadPool& pool) {
   return probe.best_gb_per_s();
 }
 
-double measure_fma_peak_gflops(ThreadPool& pool) {
+FmaProbe::FmaProbe(ThreadPool& pool) : pool_(pool) {
   const IsaKernels& k = active_kernels();
   float sink = 0;
   // Calibrate: iterations for about 50 ms on one thread.
@@ -92,26 +92,35 @@ double measure_fma_peak_gflops(ThreadPool& pool) {
     k.fma_burn(iters, &sink);
     const double dt = now_s() - t0;
     if (dt > 0.01) {
-      iters = static_cast<int64_t>(static_cast<double>(iters) * 0.05 / dt) + 1;
+      iters_ = static_cast<int64_t>(static_cast<double>(iters) * 0.05 / dt) + 1;
       break;
     }
     iters *= 4;
   }
-  double best = 0;
-  for (int pass = 0; pass < 5; ++pass) {
+  PARALLM_CHECK(sink != -1.0f);  // keeps the sums alive
+}
+
+void FmaProbe::run(int passes) {
+  const IsaKernels& k = active_kernels();
+  for (int pass = 0; pass < passes; ++pass) {
     std::atomic<double> flops{0};
     const double t0 = now_s();
-    pool.run([&](int, int) {
+    pool_.run([&](int, int) {
       float s = 0;
-      const double f = k.fma_burn(iters, &s);
+      const double f = k.fma_burn(iters_, &s);
       double cur = flops.load();
       while (!flops.compare_exchange_weak(cur, cur + f + (s == -1.0f ? 1 : 0))) {
       }
     });
     const double dt = now_s() - t0;
-    best = std::max(best, flops.load() / dt / 1e9);
+    best_ = std::max(best_, flops.load() / dt / 1e9);
   }
-  return best;
+}
+
+double measure_fma_peak_gflops(ThreadPool& pool) {
+  FmaProbe probe(pool);
+  probe.run(5);
+  return probe.best_gflops();
 }
 
 }  // namespace parallm::cpu

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 
 #include "util/thread_pool.h"
 
@@ -47,7 +48,22 @@ class BandwidthProbe {
 
 // FP32 FMA peak in GFLOP/s (2 flops per FMA lane) with pool.size() threads,
 // using the active ISA with enough independent accumulators to cover FMA
-// latency; best of a few passes, about 0.3 s in all.
+// latency; best of 5 passes, about 0.3 s in all.
 double measure_fma_peak_gflops(ThreadPool& pool);
+
+// The same probe in pieces, like BandwidthProbe: calibrated at construction
+// (a pass is ~50 ms), every run() adds timed passes; best_gflops() is the
+// best pass so far.
+class FmaProbe {
+ public:
+  explicit FmaProbe(ThreadPool& pool);
+  void run(int passes);
+  double best_gflops() const { return best_; }
+
+ private:
+  ThreadPool& pool_;
+  int64_t iters_ = 0;
+  double best_ = 0;
+};
 
 }  // namespace parallm::cpu
