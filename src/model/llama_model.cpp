@@ -160,9 +160,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KvPool& kv, float* hidden, f
   const ModelConfig& c = config_;
   const int64_t n = batch.n_tokens(), hd = c.head_dim;
   PARALLM_CHECK(n > 0);
-  auto fit = [](HugeVector<float>& v, int64_t size) {
-    if (static_cast<int64_t>(v.size()) < size) v.resize(static_cast<size_t>(size));
-  };
+  auto fit = [](HugeVector<float>& v, int64_t size) { grown(v, static_cast<size_t>(size)); };
   fit(act_.h, n * c.n_embd);
   fit(act_.q, n * shape_.n_head_local * hd);
   fit(act_.k, n * shape_.n_kv_head_local * hd);

@@ -271,9 +271,9 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
   // as long as still leaves every thread a few items; the portable loop
   // takes one head at a time.
   const int64_t n_threads = pool.size();
-  const int64_t runs_per_token =
+  const int64_t runs_per_tile =
       fast == nullptr ? n_kv_head : std::min<int64_t>(n_kv_head, (4 * n_threads + n_tiles - 1) / n_tiles);
-  const int64_t run_len = (n_kv_head + runs_per_token - 1) / runs_per_token;
+  const int64_t run_len = (n_kv_head + runs_per_tile - 1) / runs_per_tile;
   const int64_t n_runs = (n_kv_head + run_len - 1) / run_len;
   const int64_t n_items = n_tiles * n_runs;
   auto run_heads = [&](int64_t run) { return std::min(run_len, n_kv_head - run * run_len); };

@@ -11,8 +11,9 @@
 //     (row-major, this is where f16/bf16/q8_0/... are widened);
 //   - the micro-kernel keeps a tile of 6 rows x 64 tokens (8 x 48, 12 x 32)
 //     in 24 zmm accumulators: per k it loads 4 (3, 2) vectors of x^T and
-//     broadcasts 6 (8, 12) weights, 24 FMAs; no horizontal sums. K is blocked only past
-//     kKc, so that a token block of x^T and the panel stay in L2;
+//     broadcasts 6 (8, 12) weights, 24 FMAs; no horizontal sums. K is
+//     blocked only past kKc, so that a token block of x^T and the panel stay
+//     in L2;
 //   - results collect in a panel-sized buffer c[row][token] that is
 //     transposed into out[token][row] once per panel.
 // NOTE: 6 x 64 needs 10 loads per 24 FMAs, 8 x 48 11, 12 x 32 14. Alone on
@@ -41,7 +42,7 @@ namespace parallm::cpu::avx512 {
 namespace {
 
 constexpr int64_t kPanelRows = 48;  // a multiple of every tile's rows
-// k block: a 48-token block of x^T (384 KB) and the panel (384 KB) in L2.
+// k block: a 64-token block of x^T (512 KB) and the panel (384 KB) in L2.
 // NOTE: with the scratch on huge pages, llama-110m's f16 GEMM at 128 tokens
 // in one process, alternating against k blocks of 128 (sized for L1, the
 // earlier choice): 256 +3-5%, 1024 and 2048 (whole rows here) +6-8%, in 14-20
