@@ -19,17 +19,22 @@
 //            so the speed from the LLC shows; "-shared": all 32 sequences
 //            read the same blocks (~0.5 MB a layer, in L2), so the kernel's
 //            arithmetic shows, not the memory's.
+//   attention/prefill<N>-hd<D>: the causal attention of one N-token prompt
+//            (f16 cache, 768 / D heads of D) over 12 layers; reports GFLOP/s
+//            (4 * D per visible key and head) and the fraction of the FMA peak.
 // Threads: PARALLM_THREADS (default 2). ISA: PARALLM_ISA (default the best).
 // Run: build/bench/bench_matmul [--benchmark_filter=decode]
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -252,6 +257,54 @@ void run_attention(benchmark::State& state, int64_t n_seqs, int64_t ctx, DType k
   state.counters["of_bw"] = gbs / lim.bandwidth_gb_per_s;
 }
 
+// A prefill chunk's attention on every layer: one sequence's n_tokens
+// prompt tokens at positions 0.. (causal), f16 cache; reports GFLOP/s of
+// QK^T and PV (2 * 2 * head_dim per visible key and head) and the fraction
+// of the FMA peak. The chunk's K/V are in the cache already (the forward
+// stores them just before).
+void run_prefill_attention(benchmark::State& state, int64_t n_tokens, int64_t head_dim) {
+  constexpr int64_t kBlock = 16;
+  const int64_t heads = 768 / head_dim;
+  const Limits& lim = limits();
+  const int64_t n_blocks = (n_tokens + kBlock - 1) / kBlock;
+  const size_t row_bytes = parallm::dtype_row_bytes(DType::kF16, head_dim);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> kv_rows(static_cast<size_t>(n_tokens * heads * head_dim));
+  for (auto& x : kv_rows) x = u(rng);
+  std::vector<int64_t> slots(static_cast<size_t>(n_tokens));
+  for (int64_t t = 0; t < n_tokens; ++t) slots[static_cast<size_t>(t)] = t;
+  std::vector<std::vector<uint8_t>> k(kLayers, std::vector<uint8_t>(static_cast<size_t>(n_blocks * heads * kBlock) * row_bytes)), v(k);
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const cpu::PagedKv kv{k[l].data(), v[l].data(), DType::kF16, kBlock, heads, head_dim};
+    cpu::kv_write(kv, kv_rows.data(), kv_rows.data(), slots.data(), n_tokens);
+  }
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  for (int64_t i = 0; i < n_blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  const int32_t* tables[] = {table.data()};
+  std::vector<int32_t> positions(static_cast<size_t>(n_tokens)), seq_of(static_cast<size_t>(n_tokens), 0);
+  for (int64_t t = 0; t < n_tokens; ++t) positions[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+  std::vector<float> q(kv_rows), out(q.size());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  double seconds = 0;
+  int64_t runs = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t l = 0; l < kLayers; ++l) {
+      const cpu::PagedKv kv{k[l].data(), v[l].data(), DType::kF16, kBlock, heads, head_dim};
+      cpu::paged_attention(out.data(), q.data(), kv, positions.data(), seq_of.data(), tables, n_tokens, heads, scale,
+                           pool());
+    }
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++runs;
+  }
+  const double visible = static_cast<double>(n_tokens) * static_cast<double>(n_tokens + 1) / 2;
+  const double flops = 4.0 * static_cast<double>(head_dim * heads) * visible * kLayers;
+  const double gflops = flops / (seconds / static_cast<double>(runs)) / 1e9;
+  state.counters["GFLOP/s"] = gflops;
+  state.counters["of_peak"] = gflops / lim.fma_peak_gflops;
+}
+
 void register_all() {
   benchmark::RegisterBenchmark("call/matvec-32rows", run_call_overhead)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
   benchmark::RegisterBenchmark("attention/decode32", [](benchmark::State& s) { run_attention(s, 32, 160, DType::kF16); })
@@ -288,6 +341,14 @@ void register_all() {
   benchmark::RegisterBenchmark("attention/decode2", [](benchmark::State& s) { run_attention(s, 2, 160, DType::kF16); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
+  for (int64_t n : {128, 512}) {
+    for (int64_t hd : {64, 128}) {
+      benchmark::RegisterBenchmark(("attention/prefill" + std::to_string(n) + "-hd" + std::to_string(hd)).c_str(),
+                                   [n, hd](benchmark::State& s) { run_prefill_attention(s, n, hd); })
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(1.0);
+    }
+  }
   // "-packed": the 16-row layout of kernels/cpu/packed.h, as the engine
   // loads q8_0 / q4_0 on AVX-512.
   struct Type {

@@ -10,8 +10,10 @@
 // one sequence are scattered through the pool. Prefetching two blocks ahead
 // hides that latency.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/avx512_common.h"
@@ -477,83 +479,96 @@ void attend_t(const AttendTask& a) {
   }
 }
 
-// Queries scored together against 16 keys: 8 accumulators of 16 scores.
+// Queries scored together against 16 keys: up to 8 accumulators of 16 scores.
 constexpr int kScoreQueries = 8;
 // Queries whose outputs are accumulated together: 24 of the 32 registers.
 template <int NV>
 constexpr int kValueQueries = 24 / NV;
 
-// scores[i][0..16) = scale * (kt's 16 keys . q[i]) for the first nq <= 8 of
-// the queries, kt = [16 * NV][16] (keys transposed); store[i] of them stored.
-template <int NV>
-inline void tile_scores(const float* kt, const float* const* q, int nq, float scale, float* const* out,
-                        const int64_t* store) {
-  __m512 acc[kScoreQueries];
+// out[i][0..store[i]) = scale * (kt's 16 keys . q[i]) for Q queries,
+// kt = [16 * NV][16] (keys transposed).
+template <int NV, int Q>
+void tile_scores(const float* kt, const float* const* q, float scale, float* const* out, const int64_t* store) {
+  __m512 acc[Q];
 #pragma GCC unroll 8
-  for (int i = 0; i < kScoreQueries; ++i) acc[i] = _mm512_setzero_ps();
-  const float* qq[kScoreQueries];
-  for (int i = 0; i < kScoreQueries; ++i) qq[i] = q[std::min(i, nq - 1)];
-#pragma GCC unroll 4
+  for (int i = 0; i < Q; ++i) acc[i] = _mm512_setzero_ps();
+#pragma GCC unroll 2
   for (int d = 0; d < 16 * NV; ++d) {
     const __m512 kd = _mm512_loadu_ps(kt + 16 * d);
 #pragma GCC unroll 8
-    for (int i = 0; i < kScoreQueries; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(qq[i][d]), kd, acc[i]);
+    for (int i = 0; i < Q; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d]), kd, acc[i]);
   }
   const __m512 sv = _mm512_set1_ps(scale);
-  for (int i = 0; i < nq; ++i) {
+#pragma GCC unroll 8
+  for (int i = 0; i < Q; ++i) {
     if (store[i] > 0) {
       _mm512_mask_storeu_ps(out[i], static_cast<__mmask16>((1u << store[i]) - 1), _mm512_mul_ps(acc[i], sv));
     }
   }
 }
 
-// o[i] += sum over the n rows of w[i][r] * v_r for nq <= kValueQueries<NV>
-// queries, v = [n][16 * NV] f32.
-template <int NV>
-inline void tile_values(const float* v, int64_t n, const float* const* w, int nq, float* const* o) {
-  constexpr int kQ = kValueQueries<NV>;
-  __m512 acc[kQ][NV];
-  const float* ww[kQ];
-  for (int i = 0; i < kQ; ++i) ww[i] = w[std::min(i, nq - 1)];
+// o[i] += sum over the n rows of w[i][r] * v_r for Q queries, v = [n][16 * NV] f32.
+template <int NV, int Q>
+void tile_values(const float* v, int64_t n, const float* const* w, float* const* o) {
+  __m512 acc[Q][NV];
 #pragma GCC unroll 8
-  for (int i = 0; i < kQ; ++i) {
+  for (int i = 0; i < Q; ++i) {
 #pragma GCC unroll 8
-    for (int j = 0; j < NV; ++j) acc[i][j] = i < nq ? _mm512_loadu_ps(o[i] + 16 * j) : _mm512_setzero_ps();
+    for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_loadu_ps(o[i] + 16 * j);
   }
   for (int64_t r = 0; r < n; ++r) {
     __m512 vr[NV];
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) vr[j] = _mm512_loadu_ps(v + r * 16 * NV + 16 * j);
 #pragma GCC unroll 8
-    for (int i = 0; i < kQ; ++i) {
-      const __m512 wi = _mm512_set1_ps(ww[i][r]);
+    for (int i = 0; i < Q; ++i) {
+      const __m512 wi = _mm512_set1_ps(w[i][r]);
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_fmadd_ps(wi, vr[j], acc[i][j]);
     }
   }
-  for (int i = 0; i < nq; ++i) {
+#pragma GCC unroll 8
+  for (int i = 0; i < Q; ++i) {
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) _mm512_storeu_ps(o[i] + 16 * j, acc[i][j]);
   }
 }
 
+// The two kernels by query count, 1..kScoreQueries and 1..kValueQueries<NV>.
+using ScoresFn = void (*)(const float*, const float* const*, float, float* const*, const int64_t*);
+using ValuesFn = void (*)(const float*, int64_t, const float* const*, float* const*);
+template <int NV, int... Qs>
+constexpr std::array<ScoresFn, sizeof...(Qs)> scores_table(std::integer_sequence<int, Qs...>) {
+  return {&tile_scores<NV, Qs + 1>...};
+}
+template <int NV, int... Qs>
+constexpr std::array<ValuesFn, sizeof...(Qs)> values_table(std::integer_sequence<int, Qs...>) {
+  return {&tile_values<NV, Qs + 1>...};
+}
+
 // A tile of consecutive queries of one sequence (a prefill chunk), as small
 // matrix products: each (block, head) chunk of keys is widened to f32 and
-// transposed once, then 8 queries at a time are scored against its 16 keys
-// (one key vector loaded per 8 FMAs, no horizontal sums); each chunk of
-// values is widened once and 6 (head size 64) or 3 (128) queries'
+// transposed once (in registers), then up to 8 queries at a time are scored against its 16
+// keys (one key vector loaded per 8 FMAs, no horizontal sums); each chunk of
+// values is widened once and up to 6 (head size 64) or 3 (128) queries'
 // outputs accumulate in registers over its rows. Single-query tasks read
 // every chunk again per query, widened it in the loop (VCVTPH2PS shares the
 // FMA ports) and folded 16 horizontal sums per 16 keys.
-// NOTE: llama-110m f16 prefill, alternating runs against single-query tasks:
-// 512 tokens 1,053 -> 1,160 tokens/s, 1,024 tokens 886 -> 965; at 128 tokens
-// attention went from ~9.5% to ~6% of the GEMM micro-kernel's time (perf).
-// The transposes are now about as much port-5 work as the scores' FMAs, but
-// tiles of 16 queries (attention.cpp) measured no faster.
+// NOTE: llama-110m f16 prefill, alternating runs against single-query tasks
+// (tiles of 8, keys widened to a buffer, then transposed): 512 tokens 1,053
+// -> 1,160 tokens/s, 1,024 tokens 886 -> 965. Kernel lab
+// (attention/prefill128-hd64 / prefill512-hd64, 12 layers): that version
+// 6.6 / 85.8 ms; kernels by query count (no work on padding queries) and the
+// buffers' pointers held in registers 5.85 / 78.5; tiles of 16 4.55 / 65.4
+// (32: no better); keys widened and transposed in registers 4.27 / 58.1.
+// Each tile reads all its keys and values again, so bigger tiles read less;
+// what is left is the widening of values, the transposes and the exps.
 template <class L, int NV>
 void attend_tile(const AttendTask& a) {
   static_assert(NV > 0 && !kScaledBlocks<L>, "tiles widen float chunks of whole vectors");
   constexpr int64_t kHd = 16 * NV;
+  constexpr auto kScores = scores_table<NV>(std::make_integer_sequence<int, kScoreQueries>());
+  constexpr auto kValues = values_table<NV>(std::make_integer_sequence<int, kValueQueries<NV>>());
   const int64_t bs = a.block_size, nh = a.n_heads, group = a.group, nq = a.n_queries;
   const int64_t len_max = a.len + nq - 1;
   const int64_t n_blocks = (len_max + bs - 1) / bs;
@@ -568,19 +583,37 @@ void attend_tile(const AttendTask& a) {
   thread_local Buffers buf;
   buf.wide.resize(static_cast<size_t>(bs * kHd));
   buf.kt.resize(static_cast<size_t>(kHd * 16));
-  buf.q.resize(static_cast<size_t>(n_q));
-  buf.w.resize(static_cast<size_t>(n_q));
-  buf.sc.resize(static_cast<size_t>(n_q));
-  buf.o.resize(static_cast<size_t>(n_q));
+  for (auto* v : {&buf.q, &buf.w}) v->resize(static_cast<size_t>(n_q));
+  for (auto* v : {&buf.sc, &buf.o}) v->resize(static_cast<size_t>(n_q));
   buf.store.resize(static_cast<size_t>(n_q));
+  // Local copies: the compiler cannot keep a thread_local vector's data
+  // pointer in a register across stores through float pointers.
+  float* const wide = buf.wide.data();
+  float* const kt = buf.kt.data();
+  const float** const qp = buf.q.data();
+  const float** const wp = buf.w.data();
+  float** const scp = buf.sc.data();
+  float** const op = buf.o.data();
+  int64_t* const store = buf.store.data();
   // Query j of head h: query head g = j / nq of the group, token i = j % nq.
   auto scores = [&](int64_t h, int64_t j) { return a.scores + (h * n_q + j) * len_max; };
   auto length = [&](int64_t j) { return a.len + j % nq; };
+  auto output = [&](int64_t h, int64_t j) { return a.out + (j % nq) * a.out_stride + (h * group + j / nq) * kHd; };
   // Rows [0, n) of a chunk as f32 rows of kHd values.
   auto widen = [&](const char* chunk, int64_t n) {
     for (int64_t r = 0; r < n; ++r) {
 #pragma GCC unroll 8
-      for (int j = 0; j < NV; ++j) _mm512_storeu_ps(buf.wide.data() + r * kHd + 16 * j, L::load(chunk + r * rb, 16 * j));
+      for (int j = 0; j < NV; ++j) _mm512_storeu_ps(wide + r * kHd + 16 * j, L::load(chunk + r * rb, 16 * j));
+    }
+  };
+  // Rows [r0, r0 + 16) of a chunk of n rows, widened and transposed into
+  // kt = [kHd][16] (rows past n as zeros).
+  auto transpose_keys = [&](const char* chunk, int64_t r0, int64_t n) {
+    for (int j = 0; j < NV; ++j) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) r[i] = r0 + i < n ? L::load(chunk + (r0 + i) * rb, 16 * j) : _mm512_setzero_ps();
+      transpose16_regs(r, kt + 16 * 16 * j, 16);
     }
   };
 
@@ -588,24 +621,16 @@ void attend_tile(const AttendTask& a) {
     const int64_t p0 = b * bs, rows = std::min(bs, len_max - p0);
     const char* kb = block_heads<L>(a, a.k, b);
     for (int64_t h = 0; h < nh; ++h) {
-      widen(kb + h * cb, rows);
       for (int64_t r0 = 0; r0 < rows; r0 += 16) {
-        if (rows - r0 < 16) {
-          // Fewer than 16 rows left: zero rows past them for the transposes.
-          float tail[16 * kHd] = {};
-          std::copy(buf.wide.data() + r0 * kHd, buf.wide.data() + rows * kHd, tail);
-          for (int j = 0; j < NV; ++j) transpose16(tail + 16 * j, kHd, buf.kt.data() + 16 * 16 * j, 16);
-        } else {
-          for (int j = 0; j < NV; ++j) transpose16(buf.wide.data() + r0 * kHd + 16 * j, kHd, buf.kt.data() + 16 * 16 * j, 16);
-        }
+        transpose_keys(kb + h * cb, r0, rows);
         for (int64_t j = 0; j < n_q; ++j) {
-          buf.q[j] = a.q + (j % nq) * a.q_stride + (h * group + j / nq) * kHd;
-          buf.sc[j] = scores(h, j) + p0 + r0;
-          buf.store[j] = std::clamp<int64_t>(length(j) - p0 - r0, 0, 16);
+          qp[j] = a.q + (j % nq) * a.q_stride + (h * group + j / nq) * kHd;
+          scp[j] = scores(h, j) + p0 + r0;
+          store[j] = std::clamp<int64_t>(length(j) - p0 - r0, 0, 16);
         }
         for (int64_t j0 = 0; j0 < n_q; j0 += kScoreQueries) {
-          const int n = static_cast<int>(std::min<int64_t>(kScoreQueries, n_q - j0));
-          tile_scores<NV>(buf.kt.data(), buf.q.data() + j0, n, a.scale, buf.sc.data() + j0, buf.store.data() + j0);
+          const int64_t n = std::min<int64_t>(kScoreQueries, n_q - j0);
+          kScores[n - 1](kt, qp + j0, a.scale, scp + j0, store + j0);
         }
       }
     }
@@ -616,8 +641,7 @@ void attend_tile(const AttendTask& a) {
       float* sc = scores(h, j);
       k.softmax(sc, length(j));
       std::fill(sc + length(j), sc + len_max, 0.f);  // weights of the positions a query does not see
-      float* o = a.out + (j % nq) * a.out_stride + (h * group + j / nq) * kHd;
-      std::fill(o, o + kHd, 0.f);
+      std::fill(output(h, j), output(h, j) + kHd, 0.f);
     }
   }
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -626,12 +650,12 @@ void attend_tile(const AttendTask& a) {
     for (int64_t h = 0; h < nh; ++h) {
       widen(vb + h * cb, rows);
       for (int64_t j = 0; j < n_q; ++j) {
-        buf.w[j] = scores(h, j) + p0;
-        buf.o[j] = a.out + (j % nq) * a.out_stride + (h * group + j / nq) * kHd;
+        wp[j] = scores(h, j) + p0;
+        op[j] = output(h, j);
       }
       for (int64_t j0 = 0; j0 < n_q; j0 += kValueQueries<NV>) {
-        const int n = static_cast<int>(std::min<int64_t>(kValueQueries<NV>, n_q - j0));
-        tile_values<NV>(buf.wide.data(), rows, buf.w.data() + j0, n, buf.o.data() + j0);
+        const int64_t n = std::min<int64_t>(kValueQueries<NV>, n_q - j0);
+        kValues[n - 1](wide, rows, wp + j0, op + j0);
       }
     }
   }

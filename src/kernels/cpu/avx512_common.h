@@ -57,10 +57,10 @@ inline Block8 quantize_block(const float* x) {
           _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, id))), d};
 }
 
-// dst[k*ldd + i] = src[i*lds + k] for a 16 x 16 block.
-inline void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
-  __m512 r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+// dst[k*ldd + i] = lane k of r[i]: 16 rows in registers stored transposed
+// (r is overwritten).
+inline void transpose16_regs(__m512 r[16], float* dst, int64_t ldd) {
+  __m512 t[16];
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -82,6 +82,13 @@ inline void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) 
     _mm512_storeu_ps(dst + (j + 4) * ldd, _mm512_shuffle_f32x4(b, d, 0x88));
     _mm512_storeu_ps(dst + (j + 12) * ldd, _mm512_shuffle_f32x4(b, d, 0xDD));
   }
+}
+
+// dst[k*ldd + i] = src[i*lds + k] for a 16 x 16 block.
+inline void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m512 r[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  transpose16_regs(r, dst, ldd);
 }
 
 // out[t*ldo + r] = c[r*ldc + t] for r < n_rows, t < n_tokens: a GEMM panel's
