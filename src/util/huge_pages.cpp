@@ -15,6 +15,7 @@ size_t round_up(size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHu
 }  // namespace
 
 void* huge_page_alloc(size_t bytes) {
+  if (bytes > SIZE_MAX - 2 * kHugePage) throw std::bad_alloc();  // the rounding would wrap
   const size_t size = round_up(bytes);
   // Over-map by one huge page, then trim both ends to the aligned range (THP
   // maps only 2 MiB-aligned ranges wholly inside a mapping).

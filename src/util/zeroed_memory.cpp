@@ -1,25 +1,25 @@
 #include "util/zeroed_memory.h"
 
-#include <sys/mman.h>
-
+#include <new>
 #include <string>
 #include <utility>
 
 #include "util/check.h"
+#include "util/huge_pages.h"
 
 namespace parallm {
 
 ZeroedMemory::ZeroedMemory(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
+  // A fresh anonymous mapping (zero pages), 2 MiB-aligned with huge pages
+  // requested (util/huge_pages.h).
+  try {
+    data_ = huge_page_alloc(bytes);
+  } catch (const std::bad_alloc&) {
     size_ = 0;
     throw CapacityError("cannot reserve " + std::to_string(bytes >> 20) +
                         " MiB of memory (lower --memory-utilization or --max-model-len)");
   }
-  // Advice only: without transparent huge pages the buffer still works.
-  madvise(p, bytes, MADV_HUGEPAGE);
-  data_ = p;
 }
 
 void ZeroedMemory::prefault() {
@@ -42,7 +42,7 @@ ZeroedMemory& ZeroedMemory::operator=(ZeroedMemory&& other) noexcept {
 }
 
 void ZeroedMemory::release() {
-  if (data_ != nullptr) munmap(data_, size_);
+  if (data_ != nullptr) huge_page_free(data_, size_);
   data_ = nullptr;
   size_ = 0;
 }
