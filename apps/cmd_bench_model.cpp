@@ -79,7 +79,6 @@ int run_bench_model(const BenchModelCli& b) {
   // probe run once after the decode runs, F16 prefill fractions of one build
   // spread over 0.56-0.68 in a noisy phase of the Ice Lake host.
   cpu::FmaProbe fma_probe(engine.driver_pool());
-  constexpr int kFmaPasses = 5;
   ForwardBatch batch;
   double prefill_s = 1e30;
   for (int r = 0; r < b.repetitions; ++r) {
@@ -90,7 +89,7 @@ int run_bench_model(const BenchModelCli& b) {
     engine.forward(batch);
     prefill_s = std::min(prefill_s, std::chrono::duration<double>(clock::now() - t0).count());
   }
-  fma_probe.run(std::max(1, kFmaPasses - b.repetitions));
+  fma_probe.run(std::max(1, cpu::FmaProbe::kPasses - b.repetitions));
   // Decode: gen_len single-token steps, greedy, best of --repetitions. As in
   // llama-bench's tg test, the headline number starts from an empty context
   // (the weights dominate); the same steps after the prompt are reported too,

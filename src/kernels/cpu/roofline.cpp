@@ -119,7 +119,7 @@ void FmaProbe::run(int passes) {
 
 double measure_fma_peak_gflops(ThreadPool& pool) {
   FmaProbe probe(pool);
-  probe.run(5);
+  probe.run(FmaProbe::kPasses);
   return probe.best_gflops();
 }
 

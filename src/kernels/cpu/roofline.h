@@ -56,6 +56,7 @@ double measure_fma_peak_gflops(ThreadPool& pool);
 // best pass so far.
 class FmaProbe {
  public:
+  static constexpr int kPasses = 5;  // what measure_fma_peak_gflops runs
   explicit FmaProbe(ThreadPool& pool);
   void run(int passes);
   double best_gflops() const { return best_; }
