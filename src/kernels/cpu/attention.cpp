@@ -255,6 +255,8 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
   // lab attention/prefill128-hd64 5.85 -> 4.55 ms, prefill512-hd64 78.5 ->
   // 65.4 (each tile reads its keys and values once); 32 no better.
   constexpr int64_t kTileQueries = 16;
+  // The caller's buffer, reached by reference: the pool's workers read it,
+  // and a thread_local named inside their lambda would be their own.
   thread_local std::vector<int64_t> tile_storage;
   std::vector<int64_t>& tile_first = tile_storage;  // [n_tiles + 1]: each tile's first token
   tile_first.clear();
