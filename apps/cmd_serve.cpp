@@ -1,9 +1,10 @@
 // `parallm serve`: the OpenAI-compatible server. It listens at once (/health
 // answers 503 while the model loads), sizes the paged KV pool from what each
-// device has left after weights and an activation allowance, builds --dp
+// device has left after weights and a profiled activation peak, builds --dp
 // replicas of tp × pp ranks behind the router, and serves until SIGINT/SIGTERM.
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -42,41 +43,72 @@ struct ServeCli {
   bool no_prefix_caching = false;
 };
 
-// KV blocks per replica: (device budget × utilization − weights − activations)
-// / bytes per block, capped at what max_num_seqs sequences of max_model_len
-// could ever hold.
-int64_t size_kv_pool(const ServeCli& s, const EngineOptions& eo, int64_t max_model_len) {
-  std::unique_ptr<ModelFile> mf = open_model(eo.model_path);
-  const ModelConfig& c = mf->config;
-  const int group = std::max(eo.tp, eo.ep);
-  const int world = group * eo.pp;
-  const int64_t budget = eo.device_memory_bytes > 0
-                             ? eo.device_memory_bytes
-                             : static_cast<int64_t>(total_system_memory_bytes() / static_cast<uint64_t>(world * s.dp));
-  const double weights = static_cast<double>(mf->weight_bytes()) / world;  // NOTE: --dtype conversion not reflected
-  const double act = static_cast<double>(s.max_num_batched_tokens) * static_cast<double>(c.n_embd * 16 + c.n_ff * 8) +
-                     static_cast<double>(std::min(s.max_num_seqs, s.max_num_batched_tokens)) * static_cast<double>(c.n_vocab) * 4;
-  const int64_t layers_per_rank = (c.n_layer + eo.pp - 1) / eo.pp;
-  const size_t bpt = KvPool::bytes_per_token(layers_per_rank, std::max<int64_t>(1, c.n_kv_head / eo.tp), c.head_dim, eo.kv_dtype);
-  const double block_bytes = static_cast<double>(bpt) * static_cast<double>(eo.block_size);
-  const double free_bytes = static_cast<double>(budget) * s.memory_utilization - weights - act;
-  const int64_t blocks_per_seq = (max_model_len + eo.block_size - 1) / eo.block_size;
-  int64_t blocks = free_bytes > 0 ? static_cast<int64_t>(free_bytes / block_bytes) : 0;
-  blocks = std::min(blocks, s.max_num_seqs * blocks_per_seq);
-  if (s.kv_blocks > 0) blocks = s.kv_blocks;
-  if (blocks < blocks_per_seq) {
-    throw InputError(strfmt("the KV cache fits %lld blocks per device but one sequence of --max-model-len %lld needs %lld: "
-                            "lower --max-model-len, raise --device-memory / --memory-utilization, or add --tp / --pp",
-                            (long long)blocks, (long long)max_model_len, (long long)blocks_per_seq));
+// The KV pool of a replica: per device, (budget × utilization − weights −
+// activations) / bytes per block, capped at what max_num_seqs sequences of
+// max_model_len could ever hold. The engine is built with the pool an
+// activation estimate leaves, profiles its largest step (Engine::profile_step),
+// and the pool is then resized to what the measured peak leaves.
+struct KvSizing {
+  int64_t budget = 0;         // bytes per device
+  double weights = 0;         // bytes per device
+  double block_bytes = 0;     // one block on one device
+  int64_t blocks_per_seq = 0; // one sequence of max_model_len
+  int64_t max_blocks = 0;     // max_num_seqs such sequences
+  int64_t max_model_len = 0;
+  int64_t block_size = 0;
+  double activation_estimate = 0;  // bytes per device, before the profile
+
+  KvSizing(const ServeCli& s, const EngineOptions& eo, int64_t max_len) : max_model_len(max_len) {
+    std::unique_ptr<ModelFile> mf = open_model(eo.model_path);
+    const ModelConfig& c = mf->config;
+    const int world = std::max(eo.tp, eo.ep) * eo.pp;
+    budget = eo.device_memory_bytes > 0 ? eo.device_memory_bytes
+                                        : static_cast<int64_t>(total_system_memory_bytes() / static_cast<uint64_t>(world * s.dp));
+    weights = static_cast<double>(mf->weight_bytes()) / world;  // NOTE: --dtype conversion not reflected
+    const int64_t layers_per_rank = (c.n_layer + eo.pp - 1) / eo.pp;
+    block_bytes = static_cast<double>(KvPool::bytes_per_token(layers_per_rank, std::max<int64_t>(1, c.n_kv_head / eo.tp),
+                                                              c.head_dim, eo.kv_dtype)) *
+                  static_cast<double>(eo.block_size);
+    block_size = eo.block_size;
+    blocks_per_seq = (max_model_len + eo.block_size - 1) / eo.block_size;
+    max_blocks = s.max_num_seqs * blocks_per_seq;
+    activation_estimate = estimate_activations(s, c);
   }
-  log_info(strfmt("KV cache: %lld blocks of %lld tokens = %lld tokens per replica (%s per device; weights %s, activations "
-                  "%s of a %s budget × %.2f); max concurrency at --max-model-len %lld: %.1f",
-                  (long long)blocks, (long long)eo.block_size, (long long)(blocks * eo.block_size),
-                  format_bytes(static_cast<double>(blocks) * block_bytes).c_str(), format_bytes(weights).c_str(),
-                  format_bytes(act).c_str(), format_bytes(static_cast<double>(budget)).c_str(), s.memory_utilization,
-                  (long long)max_model_len, static_cast<double>(blocks) / static_cast<double>(blocks_per_seq)));
-  return blocks;
-}
+
+  // An allowance for the activations before the profile: the residual
+  // stream, norms, Q/K/V, attention output, projections and FFN of every
+  // batched token in f32 (with room for the kernels' scratch), and a logits
+  // row per sequence.
+  static double estimate_activations(const ServeCli& s, const ModelConfig& c) {
+    return static_cast<double>(s.max_num_batched_tokens) * static_cast<double>(c.n_embd * 16 + c.n_ff * 8) +
+           static_cast<double>(std::min(s.max_num_seqs, s.max_num_batched_tokens)) * static_cast<double>(c.n_vocab) * 4;
+  }
+
+  int64_t blocks(const ServeCli& s, double activations) const {
+    if (s.kv_blocks > 0) return s.kv_blocks;
+    const double free_bytes = static_cast<double>(budget) * s.memory_utilization - weights - activations;
+    const int64_t n = free_bytes > 0 ? static_cast<int64_t>(free_bytes / block_bytes) : 0;
+    if (n < blocks_per_seq) {
+      throw InputError(strfmt("the KV cache fits %lld blocks per device but one sequence of --max-model-len %lld needs %lld "
+                              "(%s budget × %.2f, weights %s, activations %s): lower --max-model-len or "
+                              "--max-num-batched-tokens, raise --device-memory / --memory-utilization, or add --tp / --pp",
+                              (long long)n, (long long)max_model_len, (long long)blocks_per_seq,
+                              format_bytes(static_cast<double>(budget)).c_str(), s.memory_utilization,
+                              format_bytes(weights).c_str(), format_bytes(activations).c_str()));
+    }
+    return std::min(n, max_blocks);
+  }
+
+  void log(const ServeCli& s, int64_t n_blocks, double activations) const {
+    log_info(strfmt("KV cache: %lld blocks of %lld tokens = %lld tokens per replica (%s per device; weights %s, "
+                    "activations %s of a %s budget × %.2f); max concurrency at --max-model-len %lld: %.1f",
+                    (long long)n_blocks, (long long)block_size,
+                    (long long)(n_blocks * block_size), format_bytes(static_cast<double>(n_blocks) * block_bytes).c_str(),
+                    format_bytes(weights).c_str(), format_bytes(activations).c_str(),
+                    format_bytes(static_cast<double>(budget)).c_str(), s.memory_utilization, (long long)max_model_len,
+                    static_cast<double>(n_blocks) / static_cast<double>(blocks_per_seq)));
+  }
+};
 
 // --stream-interval: "auto" or a count of tokens >= 1.
 int64_t parse_stream_interval(const std::string& v) {
@@ -169,7 +201,8 @@ int run_serve(const ServeCli& s) {
   const int64_t ctx = eo.ctx_size > 0 ? eo.ctx_size : probe->config.n_ctx_train;
   probe.reset();
   const int64_t max_model_len = s.max_model_len > 0 ? s.max_model_len : ctx;
-  eo.kv_blocks = size_kv_pool(s, eo, max_model_len);
+  const KvSizing sizing(s, eo, max_model_len);
+  eo.kv_blocks = sizing.blocks(s, sizing.activation_estimate);
 
   ServingOptions sopt;
   sopt.max_num_seqs = s.max_num_seqs;
@@ -187,6 +220,21 @@ int run_serve(const ServeCli& s) {
       return 0;
     }
     if (r == 0) log_info(engine->summary());
+    size_t activations = static_cast<size_t>(sizing.activation_estimate);
+    if (s.kv_blocks == 0) {  // a pool of a given size needs no profile
+      const auto t0 = std::chrono::steady_clock::now();
+      activations = engine->profile_step(s.max_num_batched_tokens, s.max_num_seqs);
+      const int64_t blocks = sizing.blocks(s, static_cast<double>(activations));
+      if (blocks != engine->n_kv_blocks()) engine->resize_kv_pool(blocks);
+      if (r == 0) {
+        log_info(strfmt("profiled a step of %lld tokens / %lld sequences in %.1f s: activations %s per device (estimate %s)",
+                        (long long)s.max_num_batched_tokens, (long long)s.max_num_seqs,
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                        format_bytes(static_cast<double>(activations)).c_str(),
+                        format_bytes(sizing.activation_estimate).c_str()));
+      }
+    }
+    if (r == 0) sizing.log(s, engine->n_kv_blocks(), static_cast<double>(activations));
     std::vector<std::string> names;
     if (!eo.devices.empty()) {
       for (const auto& d : parse_device_list(eo.devices)) names.push_back(strfmt("%s:%d", d.kind == DeviceId::Kind::kCpu ? "cpu" : "cuda", d.index));

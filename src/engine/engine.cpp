@@ -4,11 +4,13 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <malloc.h>
 #include <mutex>
 
 #include "comm/comm_factory.h"
 #include "core/device.h"
 #include "util/check.h"
+#include "util/huge_pages.h"
 #include "util/log.h"
 
 namespace parallm {
@@ -34,6 +36,7 @@ namespace {
 constexpr int64_t kStopCommand = -1;        // followers leave their loop
 constexpr int64_t kResetStatsCommand = -2;  // barrier, then every rank zeroes its stats
 constexpr int64_t kSyncCommand = -3;        // followers finish their step, then barrier
+constexpr int64_t kResizeKvCommand = -4;    // the block count follows; every rank replaces its pool, then barrier
 
 void reset_rank_stats(Engine::Rank& r);
 
@@ -211,8 +214,7 @@ void Engine::build_ranks() {
                                  (long long)(n_kv_blocks_ * options_.block_size), r->world_rank,
                                  format_bytes(static_cast<double>(budget)).c_str(), advice.c_str()));
     }
-    r->kv = std::make_unique<KvPool>(r->model->n_local_layers(), n_kv_blocks_, options_.block_size,
-                                     ls.n_kv_head_local, c.head_dim, options_.kv_dtype);
+    make_kv_pool(*r, n_kv_blocks_);
     r->pool = std::make_unique<ThreadPool>(threads);
     std::lock_guard<std::mutex> lock(mu);
     ranks_[static_cast<size_t>(i)] = std::move(r);
@@ -243,12 +245,26 @@ void Engine::build_ranks() {
   for (size_t i = 1; i < ranks_.size(); ++i) threads_.emplace_back([this, i] { rank_thread_main(ranks_[i].get()); });
 }
 
+void Engine::make_kv_pool(Rank& r, int64_t n_blocks) {
+  r.kv.reset();  // the old pool's memory goes first
+  r.kv = std::make_unique<KvPool>(r.model->n_local_layers(), n_blocks, options_.block_size,
+                                  r.model->shape().n_kv_head_local, model_file_->config.head_dim, options_.kv_dtype);
+}
+
 void Engine::rank_thread_main(Rank* r) {
   try {
     for (;;) {
       int64_t size = 0;
       r->world->broadcast(&size, sizeof(size), 0);
       if (size == kStopCommand) return;
+      if (size == kResizeKvCommand) {
+        int64_t n_blocks = 0;
+        r->world->broadcast(&n_blocks, sizeof(n_blocks), 0);
+        if (r == ranks_[0].get()) n_kv_blocks_ = n_blocks;  // an MPI follower (local ones share the driver's)
+        make_kv_pool(*r, n_blocks);
+        r->world->barrier();
+        continue;
+      }
       if (size == kResetStatsCommand || size == kSyncCommand) {
         r->world->barrier();
         if (size == kResetStatsCommand) reset_rank_stats(*r);
@@ -322,6 +338,61 @@ const float* Engine::forward(const ForwardBatch& batch) {
   return r.logits.data();
 }
 
+namespace {
+// Bytes malloc hands out now (all arenas, and its own mmap'd chunks).
+size_t malloc_in_use() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+}  // namespace
+
+size_t Engine::profile_step(int64_t n_tokens, int64_t n_seqs) {
+  PARALLM_CHECK(is_driver());
+  const int64_t bs = options_.block_size;
+  n_seqs = std::max<int64_t>(1, std::min(n_seqs, n_tokens));
+  // Each sequence at most a context long, and no more of them than the pool
+  // holds (nor can a real step have).
+  const int64_t len = std::min({ctx_size_, (n_tokens + n_seqs - 1) / n_seqs, n_kv_blocks_ * bs});
+  const int64_t blocks_per_seq = (len + bs - 1) / bs;
+  n_seqs = std::max<int64_t>(1, std::min(n_seqs, n_kv_blocks_ / blocks_per_seq));
+  n_tokens = std::min(n_tokens, n_seqs * len);
+  PARALLM_CHECK_MSG(blocks_per_seq * n_seqs <= n_kv_blocks_, "profile_step: the KV pool is smaller than one sequence");
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n_seqs));
+  ForwardBatch batch;
+  const std::vector<int32_t> ids(static_cast<size_t>(len), 1);
+  for (int64_t s = 0, left = n_tokens; s < n_seqs; ++s) {
+    auto& t = tables[static_cast<size_t>(s)];
+    for (int64_t b = 0; b < blocks_per_seq; ++b) t.push_back(static_cast<int32_t>(s * blocks_per_seq + b));
+    const int64_t n = std::min(left, (left + (n_seqs - s) - 1) / (n_seqs - s));  // spread evenly
+    batch.add_sequence_tokens(ids.data(), n, 0, static_cast<int32_t>(s), t.data(), bs, true);
+    left -= n;
+  }
+  huge_page_reset_peak();
+  const size_t huge_before = huge_page_bytes_mapped(), heap_before = malloc_in_use();
+  forward(batch);
+  control(kSyncCommand);  // local followers done with the step
+  const size_t heap_after = malloc_in_use();
+  const size_t grown = (huge_page_bytes_peak() - huge_before) + (heap_after > heap_before ? heap_after - heap_before : 0);
+  activation_bytes_ = grown / ranks_.size();
+  return activation_bytes_;
+}
+
+void Engine::resize_kv_pool(int64_t n_blocks) {
+  PARALLM_CHECK(is_driver());
+  PARALLM_CHECK(n_blocks > 0);
+  n_kv_blocks_ = n_blocks;
+  if (world_size() > 1) {
+    Rank& r = *ranks_[0];
+    int64_t command = kResizeKvCommand;
+    r.world->broadcast(&command, sizeof(command), 0);
+    r.world->broadcast(&n_blocks, sizeof(n_blocks), 0);
+    make_kv_pool(r, n_blocks);
+    r.world->barrier();
+  } else {
+    make_kv_pool(*ranks_[0], n_blocks);
+  }
+}
+
 ThreadPool& Engine::driver_pool() {
   PARALLM_CHECK(is_driver());
   return *ranks_[0]->pool;
@@ -330,6 +401,13 @@ ThreadPool& Engine::driver_pool() {
 std::vector<size_t> Engine::rank_weight_bytes() const {
   std::vector<size_t> out;
   for (const auto& r : ranks_) out.push_back(r->model->weight_bytes());
+  return out;
+}
+
+std::vector<int64_t> Engine::rank_kv_blocks() {
+  control(kSyncCommand);
+  std::vector<int64_t> out;
+  for (const auto& r : ranks_) out.push_back(r->kv->n_blocks());
   return out;
 }
 

@@ -73,8 +73,23 @@ class Engine {
   // Non-driver MPI ranks: follow the driver's steps until it shuts down.
   void serve_forever();
 
+  // Driver only: runs the largest step a scheduler with these limits can form
+  // (n_tokens dummy tokens over n_seqs sequences, each with its last token's
+  // logits, as many as the pool's blocks allow) and measures what it costs:
+  // the memory this process maps for it (activations, kernel scratch,
+  // logits), per local rank. `serve` sizes the KV pool from this profile,
+  // as vLLM does from its profiling run. Call before any other step.
+  size_t profile_step(int64_t n_tokens, int64_t n_seqs);
+  // The last profile_step's bytes per rank (0 before one ran).
+  size_t activation_bytes_per_rank() const { return activation_bytes_; }
+  // Driver only: gives every rank a fresh, empty KV pool of n_blocks blocks
+  // (the old pool is freed first). Sequences' blocks are not kept.
+  void resize_kv_pool(int64_t n_blocks);
+
   // Weight bytes held by each rank, and KV bytes per token on each rank.
   std::vector<size_t> rank_weight_bytes() const;
+  // Blocks of each local rank's KV pool (synchronizes with the followers).
+  std::vector<int64_t> rank_kv_blocks();
   size_t kv_bytes_per_token_per_rank() const;
   // Exact counters of this process's ranks (synchronizes with the followers).
   std::vector<RankStats> rank_stats();
@@ -88,6 +103,7 @@ class Engine {
  private:
   void control(int64_t command);
   void build_ranks();
+  void make_kv_pool(Rank& r, int64_t n_blocks);
   void run_step(Rank& r, const ForwardBatch& batch);
   void rank_thread_main(Rank* r);
 
@@ -96,6 +112,7 @@ class Engine {
   std::unique_ptr<Tokenizer> tokenizer_;
   int64_t ctx_size_ = 0;
   int64_t n_kv_blocks_ = 0;
+  size_t activation_bytes_ = 0;
   int world_rank_ = 0;
   std::vector<std::unique_ptr<Rank>> ranks_;  // local ranks of this process
   std::vector<std::thread> threads_;

@@ -33,7 +33,7 @@ std::vector<DeviceStat> EngineBackend::device_stats() const {
     DeviceStat d;
     d.device = device_names_[i];
     d.kv_cache_usage = m.kv_cache_usage;
-    d.memory_used_bytes = (i < weights.size() ? weights[i] : 0) + kv_bytes;
+    d.memory_used_bytes = (i < weights.size() ? weights[i] : 0) + kv_bytes + engine_->activation_bytes_per_rank();
     out.push_back(d);
   }
   return out;

@@ -57,7 +57,7 @@ std::string ServerMetrics::render(const ServingMetrics& m, const std::vector<Dev
         std::to_string(m.num_preemptions_total));
   gauge("parallm:prompt_tokens_total", "counter", "Prompt tokens processed.", std::to_string(m.prompt_tokens_total));
   gauge("parallm:generation_tokens_total", "counter", "Tokens generated.", std::to_string(m.generation_tokens_total));
-  out += "# HELP parallm:device_memory_used_bytes Weights and KV pool held on each device.\n"
+  out += "# HELP parallm:device_memory_used_bytes Weights, KV pool and profiled activations held on each device.\n"
          "# TYPE parallm:device_memory_used_bytes gauge\n";
   for (const auto& d : devices) out += "parallm:device_memory_used_bytes{device=\"" + d.device + "\"} " + std::to_string(d.memory_used_bytes) + "\n";
   gauge("parallm:request_success_total", "counter", "Requests answered successfully.", std::to_string(requests_ok.load()));

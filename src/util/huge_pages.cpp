@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace parallm {
@@ -11,6 +12,15 @@ namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
 
 size_t round_up(size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
+
+std::atomic<size_t> g_mapped{0}, g_peak{0};
+
+void count_mapped(size_t size) {
+  const size_t now = g_mapped.fetch_add(size) + size;
+  size_t peak = g_peak.load();
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+  }
+}
 
 }  // namespace
 
@@ -28,11 +38,18 @@ void* huge_page_alloc(size_t bytes) {
   if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - (aligned + size));
   // Advice only: without transparent huge pages the buffer still works.
   madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
+  count_mapped(size);
   return reinterpret_cast<void*>(aligned);
 }
 
 void huge_page_free(void* p, size_t bytes) {
-  if (p != nullptr) munmap(p, round_up(bytes));
+  if (p == nullptr) return;
+  munmap(p, round_up(bytes));
+  g_mapped.fetch_sub(round_up(bytes));
 }
+
+size_t huge_page_bytes_mapped() { return g_mapped.load(); }
+size_t huge_page_bytes_peak() { return g_peak.load(); }
+void huge_page_reset_peak() { g_peak.store(g_mapped.load()); }
 
 }  // namespace parallm

@@ -24,6 +24,13 @@ constexpr size_t kHugePageMinBytes = size_t{64} << 10;
 void* huge_page_alloc(size_t bytes);
 void huge_page_free(void* p, size_t bytes);
 
+// Bytes this process holds mapped through huge_page_alloc now, and the most
+// it held since the last reset (a growing vector holds its old and new
+// buffers at once): how `serve` profiles a step's activations.
+size_t huge_page_bytes_mapped();
+size_t huge_page_bytes_peak();
+void huge_page_reset_peak();  // peak = what is mapped now
+
 template <class T>
 struct HugePageAllocator {
   using value_type = T;

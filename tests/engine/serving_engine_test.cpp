@@ -2,7 +2,8 @@
 // model): concurrent greedy and seeded results equal each request run alone
 // with generate_one; a pool too small for all requests preempts and still
 // produces the same tokens; abort frees the blocks; a repeated prompt hits
-// the prefix cache; the admission answers.
+// the prefix cache; the admission answers; a profiled, resized pool (what
+// `serve` does at start) serves on every rank.
 #include "engine/serving_engine.h"
 
 #include <gtest/gtest.h>
@@ -287,6 +288,51 @@ TEST(ServingEngine, DestructorAbortsPendingRequests) {
   }
   ASSERT_TRUE(res.wait(3, 1));
   for (int k = 0; k < 3; ++k) EXPECT_EQ(res.by_key.at(k).finish, "abort");
+}
+
+// `serve` builds the engine, profiles its largest step and resizes the pool:
+// the profile counts at least the residual stream, normed input and
+// projection of every token and the logits rows (per rank, tp = 2), and the
+// resized pools serve on both ranks: a request lands mid-way into the new
+// pool, past the old one's end, and gives the tokens it gives alone.
+TEST(ServingEngine, ProfiledStepAndResizedPoolServe) {
+  EngineOptions o;
+  o.model_path = tiny_model_path();
+  o.threads = 1;
+  o.ctx_size = 256;
+  o.kv_blocks = 16;  // one sequence of the context
+  o.tp = 2;
+  Engine engine(o);
+  const ModelConfig& c = engine.config();
+  const int64_t n_tokens = 300, n_seqs = 12;
+  const size_t bytes = engine.profile_step(n_tokens, n_seqs);
+  // 12 sequences of 25 tokens take 2 blocks each: 16 blocks hold 8 of them.
+  const double tokens = 8 * 25;
+  EXPECT_GE(static_cast<double>(bytes), tokens * static_cast<double>(c.n_embd) * 4 * 3);
+  EXPECT_LT(bytes, size_t{1} << 30);
+  EXPECT_EQ(engine.activation_bytes_per_rank(), bytes);
+
+  engine.resize_kv_pool(96);
+  EXPECT_EQ(engine.n_kv_blocks(), 96);
+  EXPECT_EQ(engine.rank_kv_blocks(), (std::vector<int64_t>{96, 96}));
+  const auto prompt = make_prompts(engine, 1, 40, 40, 9)[0];
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  auto fresh = make_engine(tiny_model_path(), 0);
+  const std::vector<int32_t> expect = alone(*fresh, prompt, 20, greedy, true);
+  Results res;
+  {
+    ServingEngine serving(engine, ServingOptions{});
+    ServingRequest r;
+    r.prompt = prompt;
+    r.max_tokens = 20;
+    r.sampling = greedy;
+    r.ignore_eos = true;
+    uint64_t id = 0;
+    ASSERT_EQ(serving.submit(r, res.callback(0), &id), SubmitStatus::kOk);
+    ASSERT_TRUE(res.wait(1));
+  }
+  EXPECT_EQ(res.by_key.at(0).tokens, expect);
 }
 
 }  // namespace
