@@ -19,6 +19,7 @@ struct Engine::Rank {
   int world_rank = 0, stage = 0, group_rank = 0;
   std::unique_ptr<Communicator> world;  // all ranks (batch broadcast, pipeline send/recv)
   std::unique_ptr<Communicator> group;  // the tp / ep ranks of this stage
+  std::unique_ptr<Communicator> peers;  // the same ranks, for the driver's steps and commands to stage 0
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<KvPool> kv;
@@ -136,10 +137,11 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
 
 Engine::~Engine() {
   if (!ranks_.empty() && is_driver() && world_size() > 1) {
-    // Tell the followers to stop (a negative batch size).
+    // Drain the pipe, then tell the followers to stop.
     try {
-      int64_t stop = kStopCommand;
-      ranks_[0]->world->broadcast(&stop, sizeof(stop), 0);
+      while (!in_pipe_.empty()) receive_oldest();
+      ready_.clear();
+      control(kStopCommand);
     } catch (const std::exception& e) {
       log_warn(std::string("shutting down ranks: ") + e.what());
     }
@@ -174,7 +176,12 @@ void Engine::build_ranks() {
     r->world_rank = r->world ? r->world->rank() : 0;
     r->stage = r->world_rank / group;
     r->group_rank = r->world_rank % group;
-    if (r->world && group > 1) r->group = r->world->split(r->stage, r->group_rank);
+    if (r->world && group > 1) {
+      r->group = r->world->split(r->stage, r->group_rank);
+      // Steps reach stage 0's tp peers on a communicator of their own, so
+      // that the group's counters stay the model's collectives.
+      r->peers = r->world->split(r->stage, r->group_rank);
+    }
     ModelOptions mo;
     mo.shard.tp_size = options_.tp;
     mo.shard.tp_rank = options_.tp > 1 ? r->group_rank : 0;
@@ -251,29 +258,70 @@ void Engine::make_kv_pool(Rank& r, int64_t n_blocks) {
                                   r.model->shape().n_kv_head_local, model_file_->config.head_dim, options_.kv_dtype);
 }
 
+// How a step or a command reaches a rank (see engine.h): stage 0's tp
+// peers get it from the driver by the stage's group broadcast; every rank of
+// a later stage gets it, with the residual stream, from the same tp rank of
+// the stage before (point to point, in order), so a stage can take the next
+// micro-batch while later stages still work on earlier ones. A message is a
+// header (the packed batch's size, or a command < 0) and a payload: the
+// packed batch, or the command's argument.
+void Engine::receive_message(Rank& r, int64_t* header, std::vector<int32_t>* packed, int64_t* arg) {
+  const int group = std::max(options_.tp, options_.ep);
+  if (r.stage == 0) {
+    r.peers->broadcast(header, sizeof(*header), 0);
+    if (*header > 0) {
+      packed->resize(static_cast<size_t>(*header));
+      r.peers->broadcast(packed->data(), packed->size() * 4, 0);
+    } else {
+      r.peers->broadcast(arg, sizeof(*arg), 0);
+    }
+    return;
+  }
+  const int up = (r.stage - 1) * group + r.group_rank;
+  r.world->recv(header, sizeof(*header), up);
+  if (*header > 0) {
+    packed->resize(static_cast<size_t>(*header));
+    r.world->recv(packed->data(), packed->size() * 4, up);
+  } else {
+    r.world->recv(arg, sizeof(*arg), up);
+  }
+}
+
+// To the same tp rank of the next stage: a command, or a step's batch and
+// the residual stream this stage leaves.
+void Engine::send_down(Rank& r, int64_t header, const std::vector<int32_t>* packed, int64_t arg, int64_t n_tokens) {
+  if (r.stage == options_.pp - 1) return;
+  const int group = std::max(options_.tp, options_.ep);
+  const int down = (r.stage + 1) * group + r.group_rank;
+  r.world->send(&header, sizeof(header), down);
+  if (header > 0) {
+    r.world->send(packed->data(), packed->size() * 4, down);
+    r.world->send(r.hidden.data(), static_cast<size_t>(n_tokens * model_file_->config.n_embd) * 4, down);
+  } else {
+    r.world->send(&arg, sizeof(arg), down);
+  }
+}
+
 void Engine::rank_thread_main(Rank* r) {
   try {
+    std::vector<int32_t> packed;
     for (;;) {
-      int64_t size = 0;
-      r->world->broadcast(&size, sizeof(size), 0);
-      if (size == kStopCommand) return;
-      if (size == kResizeKvCommand) {
-        int64_t n_blocks = 0;
-        r->world->broadcast(&n_blocks, sizeof(n_blocks), 0);
-        if (r == ranks_[0].get()) n_kv_blocks_ = n_blocks;  // an MPI follower (local ones share the driver's)
-        make_kv_pool(*r, n_blocks);
+      int64_t header = 0, arg = 0;
+      receive_message(*r, &header, &packed, &arg);
+      if (header < 0) {
+        send_down(*r, header, nullptr, arg, 0);
+        if (header == kStopCommand) return;
+        if (header == kResizeKvCommand) {
+          if (r == ranks_[0].get()) n_kv_blocks_ = arg;  // an MPI follower (local ones share the driver's)
+          make_kv_pool(*r, arg);
+        }
         r->world->barrier();
+        if (header == kResetStatsCommand) reset_rank_stats(*r);
         continue;
       }
-      if (size == kResetStatsCommand || size == kSyncCommand) {
-        r->world->barrier();
-        if (size == kResetStatsCommand) reset_rank_stats(*r);
-        continue;
-      }
-      std::vector<int32_t> packed(static_cast<size_t>(size));
-      r->world->broadcast(packed.data(), packed.size() * 4, 0);
       unpack_batch(packed, options_.block_size, &r->batch, &r->tables);
       run_step(*r, r->batch);
+      send_down(*r, header, &packed, 0, r->batch.n_tokens());
     }
   } catch (const std::exception& e) {
     log_message(LogLevel::kError, strfmt("rank %d: %s", r->world_rank, e.what()));
@@ -286,6 +334,8 @@ void Engine::serve_forever() {
   rank_thread_main(ranks_[0].get());
 }
 
+// Receives this stage's input (stages > 0), runs its layers, and on the last
+// stage's first tp rank sends the logits to the driver (unless it is the driver).
 void Engine::run_step(Rank& r, const ForwardBatch& batch) {
   const ModelConfig& c = model_file_->config;
   const int group = std::max(options_.tp, options_.ep);
@@ -301,7 +351,6 @@ void Engine::run_step(Rank& r, const ForwardBatch& batch) {
   const size_t hidden_bytes = static_cast<size_t>(n * c.n_embd) * 4;
   if (r.stage > 0) r.world->recv(r.hidden.data(), hidden_bytes, (r.stage - 1) * group + r.group_rank);
   r.model->forward(batch, *r.kv, r.hidden.data(), last ? r.logits.data() : nullptr, *r.pool);
-  if (!last) r.world->send(r.hidden.data(), hidden_bytes, (r.stage + 1) * group + r.group_rank);
   if (last && r.group_rank == 0 && r.world_rank != 0) {
     r.world->send(r.logits.data(), static_cast<size_t>(n_logits * c.n_vocab) * 4, 0);
   }
@@ -310,32 +359,67 @@ void Engine::run_step(Rank& r, const ForwardBatch& batch) {
   r.stats.comm_s += comm_after - comm_before;
   r.stats.compute_s += total - (comm_after - comm_before);
   r.stats.group_bytes_sent = r.group ? r.group->stats().bytes_sent() : 0;
-  r.stats.bytes_sent = (r.world ? r.world->stats().bytes_sent() : 0) + r.stats.group_bytes_sent;
+  r.stats.bytes_sent = (r.world ? r.world->stats().bytes_sent() : 0) + r.stats.group_bytes_sent +
+                       (r.peers ? r.peers->stats().bytes_sent() : 0);
 }
 
-const float* Engine::forward(const ForwardBatch& batch) {
+void Engine::submit(const ForwardBatch& batch) {
   PARALLM_CHECK(is_driver());
+  PARALLM_CHECK_MSG(static_cast<int>(in_pipe_.size() + ready_.size()) < options_.pp,
+                    "Engine::submit: pp steps are in flight already; collect() first");
   for (int32_t p : batch.positions) {
     if (p >= ctx_size_) throw InputError(strfmt("position %d is past the context size %lld", p, (long long)ctx_size_));
   }
   Rank& r = *ranks_[0];
-  const ModelConfig& c = model_file_->config;
-  if (world_size() > 1) {
-    std::vector<int32_t> packed = pack_batch(batch, options_.block_size);
-    int64_t size = static_cast<int64_t>(packed.size());
-    r.world->broadcast(&size, sizeof(size), 0);
-    r.world->broadcast(packed.data(), packed.size() * 4, 0);
+  const int64_t n_logits = static_cast<int64_t>(batch.logit_rows.size());
+  if (world_size() == 1) {
+    run_step(r, batch);
+    ready_.emplace_back();  // the logits stay in the rank's buffer
+    return;
+  }
+  std::vector<int32_t> packed = pack_batch(batch, options_.block_size);
+  int64_t header = static_cast<int64_t>(packed.size());
+  if (r.peers) {
+    r.peers->broadcast(&header, sizeof(header), 0);
+    r.peers->broadcast(packed.data(), packed.size() * 4, 0);
   }
   run_step(r, batch);
-  const int64_t n_logits = static_cast<int64_t>(batch.logit_rows.size());
-  if (options_.pp > 1) {
-    // The last stage's first rank sends the logits here.
-    logits_.resize(static_cast<size_t>(n_logits * c.n_vocab));
-    const int group = std::max(options_.tp, options_.ep);
-    r.world->recv(logits_.data(), logits_.size() * 4, (options_.pp - 1) * group);
-    return logits_.data();
+  if (options_.pp == 1) {
+    ready_.emplace_back();
+    return;
   }
-  return r.logits.data();
+  // The pipe is full: take the oldest step's logits before handing this one
+  // on. Stage 1 reads its next input only after its previous step, and a
+  // large send may wait for that read (MPI), so sending first could leave
+  // the driver waiting on stage 1 while the last stage waits on the driver.
+  if (static_cast<int>(in_pipe_.size()) == options_.pp - 1) receive_oldest();
+  send_down(r, header, &packed, 0, batch.n_tokens());
+  in_pipe_.push_back(n_logits);
+}
+
+void Engine::receive_oldest() {
+  const ModelConfig& c = model_file_->config;
+  const int group = std::max(options_.tp, options_.ep);
+  const int64_t n_logits = in_pipe_.front();
+  in_pipe_.pop_front();
+  std::vector<float> logits(static_cast<size_t>(n_logits * c.n_vocab));
+  ranks_[0]->world->recv(logits.data(), logits.size() * 4, (options_.pp - 1) * group);
+  ready_.push_back(std::move(logits));
+}
+
+const float* Engine::collect() {
+  PARALLM_CHECK(is_driver());
+  PARALLM_CHECK_MSG(!in_pipe_.empty() || !ready_.empty(), "Engine::collect: no step in flight");
+  if (ready_.empty()) receive_oldest();
+  logits_ = std::move(ready_.front());
+  ready_.pop_front();
+  if (options_.pp == 1) return ranks_[0]->logits.data();
+  return logits_.data();
+}
+
+const float* Engine::forward(const ForwardBatch& batch) {
+  submit(batch);
+  return collect();
 }
 
 namespace {
@@ -381,16 +465,8 @@ void Engine::resize_kv_pool(int64_t n_blocks) {
   PARALLM_CHECK(is_driver());
   PARALLM_CHECK(n_blocks > 0);
   n_kv_blocks_ = n_blocks;
-  if (world_size() > 1) {
-    Rank& r = *ranks_[0];
-    int64_t command = kResizeKvCommand;
-    r.world->broadcast(&command, sizeof(command), 0);
-    r.world->broadcast(&n_blocks, sizeof(n_blocks), 0);
-    make_kv_pool(r, n_blocks);
-    r.world->barrier();
-  } else {
-    make_kv_pool(*ranks_[0], n_blocks);
-  }
+  make_kv_pool(*ranks_[0], n_blocks);
+  control(kResizeKvCommand, n_blocks);
 }
 
 ThreadPool& Engine::driver_pool() {
@@ -421,17 +497,23 @@ void reset_rank_stats(Engine::Rank& r) {
   r.stats = RankStats{};
   if (r.world) r.world->reset_stats();
   if (r.group) r.group->reset_stats();
+  if (r.peers) r.peers->reset_stats();
 }
 }  // namespace
 
 // Followers may still be recording the tail of the last step when the driver
 // returns from forward(); a control command plus a barrier makes every rank
 // finish first, so the counters read or reset are exact.
-void Engine::control(int64_t command) {
+void Engine::control(int64_t command, int64_t arg) {
   Rank& r = *ranks_[0];
   if (world_size() == 1) return;
-  r.world->broadcast(&command, sizeof(command), 0);
-  r.world->barrier();
+  PARALLM_CHECK_MSG(in_pipe_.empty() && ready_.empty(), "Engine: a command while steps are in flight");
+  if (r.peers) {
+    r.peers->broadcast(&command, sizeof(command), 0);
+    r.peers->broadcast(&arg, sizeof(arg), 0);
+  }
+  send_down(r, command, nullptr, arg, 0);
+  if (command != kStopCommand) r.world->barrier();
 }
 
 std::vector<RankStats> Engine::rank_stats() {

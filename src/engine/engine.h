@@ -2,12 +2,17 @@
 // meets the compute side (model shards, KV pools, communicators).
 //
 // A model runs on tp × pp ranks (× ep for experts, which reuses the tp ranks).
-// Every rank runs the same step: rank 0, the driver, broadcasts the batch over
-// the world communicator; each rank runs its shard's layers; pipeline stages
-// pass the residual stream with send/recv; the last stage's tp-rank 0 sends
-// the logits to the driver. With the local backend the ranks are threads of
-// this process; with MPI they are processes and ranks > 0 run serve_forever().
+// Every rank runs the same step: rank 0, the driver, broadcasts the batch to
+// the tp ranks of stage 0; each rank runs its shard's layers and hands the
+// batch and the residual stream to the same tp rank of the next stage (send /
+// recv, in order); the last stage's tp-rank 0 sends the logits to the driver.
+// Nothing in a step is collective across stages, so up to pp steps on
+// disjoint sequences can be in the pipe at once (submit / collect): stage 0
+// computes the next micro-batch while the later stages finish earlier ones.
+// With the local backend the ranks are threads of this process; with MPI
+// they are processes and ranks > 0 run serve_forever().
 #pragma once
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,8 +70,17 @@ class Engine {
   bool is_driver() const { return world_rank_ == 0; }
   const EngineOptions& options() const { return options_; }
 
-  // Driver only: runs one step; returns logits [batch.logit_rows.size(), n_vocab].
+  // Driver only: runs one step; returns logits [batch.logit_rows.size(), n_vocab],
+  // valid until the next forward() or collect(). Same as submit + collect.
   const float* forward(const ForwardBatch& batch);
+  // Driver only, pipeline micro-batches: submit() runs the step's first stage
+  // on this thread and hands it down the pipeline; up to pp steps may be in
+  // flight (on disjoint sequences: a step's K/V writes and reads are not
+  // ordered against another in-flight step's). collect() returns the oldest
+  // step's logits, waiting for them. With pp = 1 submit() runs the whole step.
+  void submit(const ForwardBatch& batch);
+  const float* collect();
+  int steps_in_flight() const { return static_cast<int>(in_pipe_.size() + ready_.size()); }
   // Driver only: the threads of the driver's rank, idle between forward()
   // calls (for work on the step's results, such as sampling).
   ThreadPool& driver_pool();
@@ -101,9 +115,12 @@ class Engine {
   struct Rank;  // one rank hosted by this process (engine.cpp)
 
  private:
-  void control(int64_t command);
+  void control(int64_t command, int64_t arg = 0);
   void build_ranks();
   void make_kv_pool(Rank& r, int64_t n_blocks);
+  void receive_message(Rank& r, int64_t* header, std::vector<int32_t>* packed, int64_t* arg);
+  void send_down(Rank& r, int64_t header, const std::vector<int32_t>* packed, int64_t arg, int64_t n_tokens);
+  void receive_oldest();
   void run_step(Rank& r, const ForwardBatch& batch);
   void rank_thread_main(Rank* r);
 
@@ -116,7 +133,9 @@ class Engine {
   int world_rank_ = 0;
   std::vector<std::unique_ptr<Rank>> ranks_;  // local ranks of this process
   std::vector<std::thread> threads_;
-  std::vector<float> logits_;
+  std::vector<float> logits_;           // the last collect()'s (pp > 1)
+  std::deque<int64_t> in_pipe_;         // logits rows of the steps handed down, oldest first
+  std::deque<std::vector<float>> ready_;  // logits received (pp > 1), or a marker (pp = 1), not yet collected
   ForwardBatch step_batch_;
 };
 
