@@ -1,11 +1,16 @@
 // ServingEngine: the executor of the serving step loop (see serving_engine.h).
-// One background thread owns the Scheduler, the BlockManager and each live
+// One background thread owns the Schedulers, the BlockManagers and each live
 // request's Sampler; other threads only touch the inbox (new requests and
 // aborts) and the published metrics, both under mutexes. Each step:
 //   schedule() -> one ForwardBatch (each sequence's tokens contiguous, logits
-//   for the sequences whose computed count catches up) -> Engine::forward ->
-//   one sample per such sequence -> update() -> events to the callbacks.
-// Idle, the thread sleeps on a condition variable.
+//   for the sequences whose computed count catches up) -> Engine::submit /
+//   collect -> one sample per such sequence -> update() -> events.
+// With pp pipeline stages the requests are spread over pp lanes, each a
+// Scheduler over its own share of the KV blocks (vLLM's "virtual engines"):
+// a lane has at most one step in flight, so up to pp micro-batches are in
+// the pipe at once and no stage waits for the others; since a lane plans its
+// next step only after its last one's results, each lane's scheduler runs
+// unchanged. Idle, the thread sleeps on a condition variable.
 #include "engine/serving_engine.h"
 
 #include <algorithm>
@@ -46,6 +51,7 @@ struct ServingEngine::Impl {
     ServingRequest request;
     std::function<void(const TokenEvent&)> on_event;
   };
+  struct Lane;
   struct Live {
     std::function<void(const TokenEvent&)> on_event;
     Sampler sampler;
@@ -61,6 +67,7 @@ struct ServingEngine::Impl {
     std::vector<int32_t> prompt_tokens;  // only with prompt_logprobs
     std::vector<TokenLogprobs> prompt;   // [0, prompt.size()) reported or computed so far
     bool prompt_sent = false;
+    Lane* lane = nullptr;
   };
   // A logits row at a prompt position: it predicts the prompt's next token.
   struct PromptRow {
@@ -69,26 +76,70 @@ struct ServingEngine::Impl {
     int64_t target_pos;  // the prompt position it predicts
   };
 
+  // One lane: a scheduler over blocks [first_block, first_block + its pool),
+  // with the scratch of its step, which lives until the step's results are in.
+  struct Lane {
+    Lane(const Engine& e, const ServingOptions& o, int64_t first, int64_t n_blocks, int64_t max_seqs)
+        : first_block(first),
+          kv(n_blocks, e.block_size(), o.enable_prefix_caching),
+          sched(lane_options(e, o, max_seqs), kv, [&e](int32_t id) { return e.tokenizer().is_stop_token(id); }) {}
+    static SchedulerOptions lane_options(const Engine& e, const ServingOptions& o, int64_t max_seqs) {
+      SchedulerOptions s = scheduler_options(e, o);
+      s.max_num_seqs = max_seqs;
+      return s;
+    }
+    const int64_t first_block;
+    BlockManager kv;
+    Scheduler sched;
+    int64_t n_live = 0;     // requests given to this lane and not finished
+    bool in_flight = false;
+    const StepPlan* plan = nullptr;
+    ForwardBatch batch;
+    std::vector<std::vector<int32_t>> tables;  // the plan's block tables in pool ids
+    std::vector<int32_t> sampled;
+    std::vector<size_t> sample_rows;   // plan.seqs indices that sample this step
+    std::vector<Live*> sample_lives;   // their requests, in the same order
+    std::vector<int64_t> sample_logit_rows;  // their rows of the logits
+    std::vector<PromptRow> prompt_rows;      // logits rows at prompt positions (prompt logprobs)
+  };
+
   Impl(Engine& e, const ServingOptions& o)
-      : engine(e),
-        kv(e.n_kv_blocks(), e.block_size(), o.enable_prefix_caching),
-        sched(scheduler_options(e, o), kv, [&e](int32_t id) { return e.tokenizer().is_stop_token(id); }),
-        n_vocab(static_cast<int32_t>(e.config().n_vocab)),
-        max_queue(o.max_queue) {
+      : engine(e), n_vocab(static_cast<int32_t>(e.config().n_vocab)), max_queue(o.max_queue) {
     for (int32_t id = 0; id < n_vocab; ++id) {
       if (e.tokenizer().is_stop_token(id)) stop_ids.push_back(id);
+    }
+    // pp lanes (fewer when fewer sequences may run), each with an equal share
+    // of the blocks and of max_num_seqs.
+    const int64_t n_lanes = std::max<int64_t>(1, std::min<int64_t>(e.options().pp, o.max_num_seqs));
+    const int64_t blocks = e.n_kv_blocks();
+    for (int64_t k = 0, first = 0; k < n_lanes; ++k) {
+      const int64_t n = blocks / n_lanes + (k < blocks % n_lanes ? 1 : 0);
+      const int64_t seqs = o.max_num_seqs / n_lanes + (k < o.max_num_seqs % n_lanes ? 1 : 0);
+      lanes.push_back(std::make_unique<Lane>(e, o, first, n, seqs));
+      first += n;
     }
     publish_metrics();
   }
 
   void loop();
   void step();
+  void submit_step(Lane& lane);
+  void finish_step(Lane& lane);
+  void fail_step(Lane& lane, const std::exception& ex);
   void emit_final(uint64_t id, const char* reason, const std::string& error);
   void publish_metrics();
+  Lane& least_loaded_lane(int64_t n_prompt, int64_t max_tokens);
+  bool has_work() const {
+    for (const auto& l : lanes) {
+      if (l->sched.has_work() || l->in_flight) return true;
+    }
+    return false;
+  }
 
   Engine& engine;
-  BlockManager kv;       // loop thread only
-  Scheduler sched;       // loop thread only
+  std::vector<std::unique_ptr<Lane>> lanes;  // loop thread only (check() is const and may run anywhere)
+  std::deque<Lane*> in_flight;               // lanes with a step in the pipe, oldest first
+  size_t next_lane = 0;                      // round robin for submitting
   const int32_t n_vocab;
   const int64_t max_queue;
   std::vector<int32_t> stop_ids;  // the tokenizer's stop tokens (min_tokens keeps them out)
@@ -120,13 +171,7 @@ struct ServingEngine::Impl {
   uint64_t prompt_tokens_total = 0, generation_tokens_total = 0;  // loop thread
 
   // Scratch reused every step (no per-token allocations).
-  ForwardBatch batch;
-  std::vector<int32_t> sampled;
   std::vector<SeqEvent> events;
-  std::vector<size_t> sample_rows;   // plan.seqs indices that sample this step
-  std::vector<Live*> sample_lives;   // their requests, in the same order
-  std::vector<int64_t> sample_logit_rows;  // their rows of the logits
-  std::vector<PromptRow> prompt_rows;      // logits rows at prompt positions (prompt logprobs)
   std::deque<Incoming> taken;
   std::vector<uint64_t> aborts_taken;
   std::thread thread;
@@ -140,35 +185,69 @@ void ServingEngine::Impl::emit_final(uint64_t id, const char* reason, const std:
   ev.finish_reason = reason;
   ev.error = error;
   ev.prompt_tokens = it->second.n_prompt;
+  if (it->second.lane != nullptr) --it->second.lane->n_live;
   auto cb = std::move(it->second.on_event);
   live.erase(it);
   if (cb) cb(ev);
 }
 
+// The lane with the fewest live requests among those whose share of the pool
+// can ever hold this one (shares differ by a block at most).
+ServingEngine::Impl::Lane& ServingEngine::Impl::least_loaded_lane(int64_t n_prompt, int64_t max_tokens) {
+  Lane* best = nullptr;
+  for (const auto& l : lanes) {
+    if (l->sched.check(n_prompt, max_tokens).status == Admission::kNever) continue;
+    if (best == nullptr || l->n_live < best->n_live) best = l.get();
+  }
+  return best != nullptr ? *best : *lanes[0];
+}
+
 void ServingEngine::Impl::publish_metrics() {
-  const int64_t waiting = sched.n_waiting();
+  int64_t waiting = 0, running = 0, blocks = 0, free_blocks = 0;
+  uint64_t preemptions = 0, queried = 0, hits = 0;
+  for (const auto& l : lanes) {
+    waiting += l->sched.n_waiting();
+    running += l->sched.n_running();
+    blocks += l->kv.n_blocks();
+    free_blocks += l->kv.n_free_blocks();
+    preemptions += l->sched.n_preemptions();
+    queried += l->kv.counters().queried_tokens;
+    hits += l->kv.counters().hit_tokens;
+  }
   {
     std::lock_guard<std::mutex> lk(mu);
     n_waiting_published = waiting;
   }
   std::lock_guard<std::mutex> lk(metrics_mu);
-  metrics.num_requests_running = sched.n_running();
+  metrics.num_requests_running = running;
   metrics.num_requests_waiting = waiting;
-  metrics.kv_cache_usage = kv.usage();
-  metrics.prefix_cache_hit_rate = kv.hit_rate();
-  metrics.num_preemptions_total = sched.n_preemptions();
+  metrics.kv_cache_usage = blocks > 0 ? static_cast<double>(blocks - free_blocks) / static_cast<double>(blocks) : 0.0;
+  metrics.prefix_cache_hit_rate = queried > 0 ? static_cast<double>(hits) / static_cast<double>(queried) : 0.0;
+  metrics.num_preemptions_total = preemptions;
   metrics.prompt_tokens_total = prompt_tokens_total;
   metrics.generation_tokens_total = generation_tokens_total;
-  metrics.kv_blocks_total = kv.n_blocks();
-  metrics.kv_blocks_free = kv.n_free_blocks();
+  metrics.kv_blocks_total = blocks;
+  metrics.kv_blocks_free = free_blocks;
 }
 
 void ServingEngine::Impl::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lk(mu);
-      cv.wait(lk, [&] { return stop || !inbox.empty() || !abort_inbox.empty() || sched.has_work(); });
-      if (stop) return;
+      cv.wait(lk, [&] { return stop || !inbox.empty() || !abort_inbox.empty() || has_work(); });
+      if (stop) {
+        lk.unlock();
+        // Steps still in the pipe are drained (their results dropped), so the
+        // engine is left with none in flight.
+        for (; !in_flight.empty(); in_flight.pop_front()) {
+          try {
+            engine.collect();
+          } catch (const std::exception& ex) {
+            log_warn(strfmt("draining a serving step: %s", ex.what()));
+          }
+        }
+        return;
+      }
       taken.swap(inbox);
       aborts_taken.swap(abort_inbox);
     }
@@ -201,7 +280,10 @@ void ServingEngine::Impl::loop() {
         if (!r.ignore_eos) ban.insert(ban.end(), stop_ids.begin(), stop_ids.end());
         l.sampler.ban_until_min_tokens(std::move(ban));
       }
-      const AdmissionResult a = sched.add(std::move(r));
+      Lane& lane = least_loaded_lane(n_prompt, r.max_tokens);
+      l.lane = &lane;
+      ++lane.n_live;
+      const AdmissionResult a = lane.sched.add(std::move(r));
       live.emplace(in.id, std::move(l));
       if (a.status != Admission::kOk) {  // raced past submit()'s checks: report, never drop silently
         emit_final(in.id, "error", a.reason);
@@ -210,57 +292,106 @@ void ServingEngine::Impl::loop() {
       prompt_tokens_total += static_cast<uint64_t>(n_prompt);
     }
     taken.clear();
-    for (uint64_t id : aborts_taken) sched.abort(id);
+    for (uint64_t id : aborts_taken) {
+      auto it = live.find(id);
+      if (it != live.end()) it->second.lane->sched.abort(id);
+    }
     aborts_taken.clear();
     step();
     publish_metrics();
   }
 }
 
+// Fills the pipe (each lane at most one step in flight, lanes in turn), then
+// takes the oldest step's results. With pp = 1 that is plan, forward, sample.
 void ServingEngine::Impl::step() {
-  const StepPlan& plan = sched.schedule();
+  const int pipe = engine.options().pp;
+  for (size_t tried = 0; tried < lanes.size() && engine.steps_in_flight() < pipe; ++tried) {
+    Lane& lane = *lanes[next_lane];
+    next_lane = (next_lane + 1) % lanes.size();
+    if (!lane.in_flight && lane.sched.has_work()) submit_step(lane);
+  }
+  if (in_flight.empty()) return;
+  Lane& lane = *in_flight.front();
+  in_flight.pop_front();
+  finish_step(lane);
+}
+
+void ServingEngine::Impl::submit_step(Lane& lane) {
+  const StepPlan& plan = lane.sched.schedule();
   for (uint64_t id : plan.aborted) emit_final(id, "abort", "");
   if (plan.seqs.empty()) return;
   const int64_t bs = engine.block_size();
+  ForwardBatch& batch = lane.batch;
   batch.clear();
-  sample_rows.clear();
-  sample_lives.clear();
-  sample_logit_rows.clear();
-  prompt_rows.clear();
+  lane.sample_rows.clear();
+  lane.sample_lives.clear();
+  lane.sample_logit_rows.clear();
+  lane.prompt_rows.clear();
+  if (lane.tables.size() < plan.seqs.size()) lane.tables.resize(plan.seqs.size());
   // Logits rows: each sampling sequence's last token, and (prompt logprobs)
   // the prompt positions of this chunk not reported yet.
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const ScheduledSeq& e = plan.seqs[i];
     const int32_t first_row = static_cast<int32_t>(batch.n_tokens());
-    batch.add_sequence_tokens(e.tokens, e.n_new, static_cast<int32_t>(e.pos0), static_cast<int32_t>(i),
-                              e.block_table, bs, /*want_last_logits=*/false);
+    // The lane's block ids -> the pool's.
+    std::vector<int32_t>& table = lane.tables[i];
+    table.assign(e.block_table, e.block_table + (e.pos0 + e.n_new + bs - 1) / bs);
+    for (int32_t& b : table) b += static_cast<int32_t>(lane.first_block);
+    batch.add_sequence_tokens(e.tokens, e.n_new, static_cast<int32_t>(e.pos0), static_cast<int32_t>(i), table.data(),
+                              bs, /*want_last_logits=*/false);
     if (e.prompt_logits) {
       Live& l = live.at(e.id);
       for (int64_t t = 0; t < e.n_new; ++t) {
         const int64_t target_pos = e.pos0 + t + 1;
         // Past the prompt, or computed (and maybe sent) before a preemption.
         if (l.prompt_sent || target_pos >= l.n_prompt || target_pos < static_cast<int64_t>(l.prompt.size())) continue;
-        prompt_rows.push_back({&l, static_cast<int64_t>(batch.logit_rows.size()), target_pos});
+        lane.prompt_rows.push_back({&l, static_cast<int64_t>(batch.logit_rows.size()), target_pos});
         batch.logit_rows.push_back(first_row + static_cast<int32_t>(t));
       }
     }
     if (e.wants_logits) {
-      sample_rows.push_back(i);
-      sample_lives.push_back(&live.at(e.id));
-      sample_logit_rows.push_back(static_cast<int64_t>(batch.logit_rows.size()));
+      lane.sample_rows.push_back(i);
+      lane.sample_lives.push_back(&live.at(e.id));
+      lane.sample_logit_rows.push_back(static_cast<int64_t>(batch.logit_rows.size()));
       batch.logit_rows.push_back(first_row + static_cast<int32_t>(e.n_new) - 1);
     }
   }
-  for (const PromptRow& pr : prompt_rows) pr.live->prompt.resize(static_cast<size_t>(pr.target_pos) + 1);
-  sampled.assign(plan.seqs.size(), -1);
+  for (const PromptRow& pr : lane.prompt_rows) pr.live->prompt.resize(static_cast<size_t>(pr.target_pos) + 1);
+  lane.sampled.assign(plan.seqs.size(), -1);
+  lane.plan = &plan;
   try {
-    const float* logits = engine.forward(batch);  // [n_logit_rows, n_vocab]
+    engine.submit(batch);
+  } catch (const std::exception& ex) {
+    fail_step(lane, ex);
+    return;
+  }
+  lane.in_flight = true;
+  in_flight.push_back(&lane);
+}
+
+// The step failed as a whole: its requests end with "error"; the loop goes on.
+void ServingEngine::Impl::fail_step(Lane& lane, const std::exception& ex) {
+  log_warn(strfmt("serving step failed: %s", ex.what()));
+  lane.in_flight = false;
+  for (const ScheduledSeq& e : lane.plan->seqs) {
+    lane.sched.abort(e.id);
+    emit_final(e.id, "error", ex.what());
+  }
+}
+
+void ServingEngine::Impl::finish_step(Lane& lane) {
+  const StepPlan& plan = *lane.plan;
+  std::vector<int32_t>& sampled = lane.sampled;
+  try {
+    const float* logits = engine.collect();  // [n_logit_rows, n_vocab]
+    lane.in_flight = false;
     // Sequences sample independently (each has its own generator), so the
     // driver's threads share them: at 32 streams a softmax over the vocabulary
     // per sequence is otherwise a serial tail of every step. Prompt rows
     // (prompt logprobs) are shared out after them.
-    const int64_t n_sample = static_cast<int64_t>(sample_rows.size());
-    const int64_t n_work = n_sample + static_cast<int64_t>(prompt_rows.size());
+    const int64_t n_sample = static_cast<int64_t>(lane.sample_rows.size());
+    const int64_t n_work = n_sample + static_cast<int64_t>(lane.prompt_rows.size());
     engine.driver_pool().run([&](int ti, int nt) {
       int64_t b, e;
       ThreadPool::split(n_work, 1, ti, nt, &b, &e);
@@ -269,7 +400,7 @@ void ServingEngine::Impl::step() {
       auto row_of = [&](int64_t r) { return logits + static_cast<size_t>(r) * static_cast<size_t>(n_vocab); };
       for (int64_t k = b; k < e; ++k) {
         if (k >= n_sample) {
-          const PromptRow& pr = prompt_rows[static_cast<size_t>(k - n_sample)];
+          const PromptRow& pr = lane.prompt_rows[static_cast<size_t>(k - n_sample)];
           const float* lg = row_of(pr.logit_row);
           Live& l = *pr.live;
           TokenLogprobs& out = l.prompt[static_cast<size_t>(pr.target_pos)];
@@ -279,11 +410,11 @@ void ServingEngine::Impl::step() {
           top_logprobs(lg, n_vocab, l.logprobs, lse, &out.top);
           continue;
         }
-        const float* lg = row_of(sample_logit_rows[static_cast<size_t>(k)]);
-        Live& l = *sample_lives[static_cast<size_t>(k)];
+        const float* lg = row_of(lane.sample_logit_rows[static_cast<size_t>(k)]);
+        Live& l = *lane.sample_lives[static_cast<size_t>(k)];
         std::copy(lg, lg + n_vocab, row.begin());
         const int32_t tok = l.sampler.sample(row.data(), n_vocab);
-        sampled[sample_rows[static_cast<size_t>(k)]] = tok;
+        sampled[lane.sample_rows[static_cast<size_t>(k)]] = tok;
         if (l.logprobs >= 0) {
           const float lse = log_sum_exp(lg, n_vocab, &row);
           l.logprob = lg[tok] - lse;
@@ -292,15 +423,10 @@ void ServingEngine::Impl::step() {
       }
     });
   } catch (const std::exception& ex) {
-    // The step failed as a whole: its requests end with "error"; the loop goes on.
-    log_warn(strfmt("serving step failed: %s", ex.what()));
-    for (const ScheduledSeq& e : plan.seqs) {
-      sched.abort(e.id);
-      emit_final(e.id, "error", ex.what());
-    }
+    fail_step(lane, ex);
     return;
   }
-  sched.update(plan, sampled, &events);
+  lane.sched.update(plan, sampled, &events);
   int64_t step_tokens = 0;
   for (const SeqEvent& se : events) step_tokens += se.token >= 0 ? 1 : 0;
   for (const SeqEvent& se : events) {
@@ -326,6 +452,7 @@ void ServingEngine::Impl::step() {
     if (se.finish != FinishReason::kNone) {
       ev.finished = true;
       ev.finish_reason = finish_reason_name(se.finish);
+      --lane.n_live;
       auto cb = std::move(it->second.on_event);
       live.erase(it);
       if (cb) cb(ev);
@@ -373,7 +500,7 @@ SubmitStatus ServingEngine::submit(ServingRequest request, std::function<void(co
     if (t < 0 || t >= n_vocab) throw InputError(strfmt("token id %d is outside the vocabulary (%d)", t, n_vocab));
   }
   request.sampling.validate();
-  const AdmissionResult a = impl_->sched.check(static_cast<int64_t>(request.prompt.size()), request.max_tokens);
+  const AdmissionResult a = impl_->lanes[0]->sched.check(static_cast<int64_t>(request.prompt.size()), request.max_tokens);
   if (a.status == Admission::kNever) return SubmitStatus::kTooLong;
   {
     std::lock_guard<std::mutex> lk(impl_->mu);

@@ -3,7 +3,8 @@
 // with generate_one; a pool too small for all requests preempts and still
 // produces the same tokens; abort frees the blocks; a repeated prompt hits
 // the prefix cache; the admission answers; a profiled, resized pool (what
-// `serve` does at start) serves on every rank.
+// `serve` does at start) serves on every rank; with pp = 2 the lanes of
+// micro-batches give the same tokens.
 #include "engine/serving_engine.h"
 
 #include <gtest/gtest.h>
@@ -38,12 +39,13 @@ const std::string& tiny_model_path() {
   return path;
 }
 
-std::unique_ptr<Engine> make_engine(const std::string& path, int64_t kv_blocks, int64_t ctx = 256) {
+std::unique_ptr<Engine> make_engine(const std::string& path, int64_t kv_blocks, int64_t ctx = 256, int pp = 1) {
   EngineOptions o;
   o.model_path = path;
   o.threads = 1;
   o.ctx_size = ctx;
   o.kv_blocks = kv_blocks;
+  o.pp = pp;
   return std::make_unique<Engine>(o);
 }
 
@@ -110,7 +112,7 @@ void wait_idle(const ServingEngine& s) {
 
 // n concurrent requests equal each one alone; half greedy, half seeded sampling.
 void check_concurrent_equals_alone(const std::string& model, int n, int64_t kv_blocks, bool ignore_eos,
-                                   uint64_t* preemptions, int max_new = 30) {
+                                   uint64_t* preemptions, int max_new = 30, int pp = 1) {
   auto ref_engine = make_engine(model, 0);
   auto prompts = make_prompts(*ref_engine, n, 3, 40, 5);
   if (model == kStories) {  // real text for some, so that stories end with a stop token
@@ -134,7 +136,7 @@ void check_concurrent_equals_alone(const std::string& model, int n, int64_t kv_b
     expect.push_back(alone(*ref_engine, prompts[static_cast<size_t>(i)], max_tokens[static_cast<size_t>(i)], sp,
                            ignore_eos));
   }
-  auto engine = make_engine(model, kv_blocks);
+  auto engine = make_engine(model, kv_blocks, 256, pp);
   ServingOptions so;
   so.max_num_batched_tokens = 64;  // several chunks for the longer prompts
   Results res;
@@ -185,6 +187,15 @@ TEST(ServingEngine, SmallPoolPreemptsAndStillMatches) {
   uint64_t preemptions = 0;
   // 12 requests of up to ~75 tokens (5 blocks each) in 12 blocks.
   check_concurrent_equals_alone(kStories, 12, 12, true, &preemptions);
+  EXPECT_GT(preemptions, 0u);
+}
+
+// pp = 2: two lanes, each with a step in the pipe, give what each request
+// gives alone; and so they do when their halves of a small pool preempt.
+TEST(ServingEngine, PipelineLanesEqualAlone) {
+  check_concurrent_equals_alone(tiny_model_path(), 16, 256, true, nullptr, 30, /*pp=*/2);
+  uint64_t preemptions = 0;
+  check_concurrent_equals_alone(kStories, 12, 24, true, &preemptions, 30, /*pp=*/2);
   EXPECT_GT(preemptions, 0u);
 }
 
