@@ -293,13 +293,23 @@ void Engine::send_down(Rank& r, int64_t header, const std::vector<int32_t>* pack
   if (r.stage == options_.pp - 1) return;
   const int group = std::max(options_.tp, options_.ep);
   const int down = (r.stage + 1) * group + r.group_rank;
+  const double before = r.world->stats().seconds();
   r.world->send(&header, sizeof(header), down);
   if (header > 0) {
     r.world->send(packed->data(), packed->size() * 4, down);
     r.world->send(r.hidden.data(), static_cast<size_t>(n_tokens * model_file_->config.n_embd) * 4, down);
+    // A step's hand-off is its stage's communication.
+    r.stats.comm_s += r.world->stats().seconds() - before;
+    count_traffic(r);
   } else {
     r.world->send(&arg, sizeof(arg), down);
   }
+}
+
+void Engine::count_traffic(Rank& r) {
+  r.stats.group_bytes_sent = r.group ? r.group->stats().bytes_sent() : 0;
+  r.stats.bytes_sent = (r.world ? r.world->stats().bytes_sent() : 0) + r.stats.group_bytes_sent +
+                       (r.peers ? r.peers->stats().bytes_sent() : 0);
 }
 
 void Engine::rank_thread_main(Rank* r) {
@@ -358,9 +368,7 @@ void Engine::run_step(Rank& r, const ForwardBatch& batch) {
   const double comm_after = (r.world ? r.world->stats().seconds() : 0) + (r.group ? r.group->stats().seconds() : 0);
   r.stats.comm_s += comm_after - comm_before;
   r.stats.compute_s += total - (comm_after - comm_before);
-  r.stats.group_bytes_sent = r.group ? r.group->stats().bytes_sent() : 0;
-  r.stats.bytes_sent = (r.world ? r.world->stats().bytes_sent() : 0) + r.stats.group_bytes_sent +
-                       (r.peers ? r.peers->stats().bytes_sent() : 0);
+  count_traffic(r);
 }
 
 void Engine::submit(const ForwardBatch& batch) {

@@ -121,6 +121,7 @@ class Engine {
   void receive_message(Rank& r, int64_t* header, std::vector<int32_t>* packed, int64_t* arg);
   void send_down(Rank& r, int64_t header, const std::vector<int32_t>* packed, int64_t arg, int64_t n_tokens);
   void receive_oldest();
+  void count_traffic(Rank& r);  // the rank's byte counters from its communicators'
   void run_step(Rank& r, const ForwardBatch& batch);
   void rank_thread_main(Rank* r);
 

@@ -219,6 +219,8 @@ class ParallelLayouts(unittest.TestCase):
             with self.subTest(layout=" ".join(layout) or "default"):
                 s = Server(model_args, layout)
                 try:
+                    # The KV pool was sized from a profiled step on this layout.
+                    self.assertRegex(s.log_text(), r"profiled a step of 2048 tokens / 16 sequences .* activations [0-9.]+ [KMG]iB")
                     batch = s.concurrent(PROMPTS)
                     m = s.settled_metrics()
                     running_after = metric(m, "parallm:num_requests_running")
