@@ -738,6 +738,30 @@ TEST_F(HttpServerTest, SixtyFourConcurrentStreams) {
   }
 }
 
+// The issue's "at least 512 concurrent streaming connections": 512 streams
+// of ~1 s each, opened at once, are all held open together (the backend sees
+// 512 requests in flight) and each gets its whole text and [DONE].
+TEST_F(HttpServerTest, FiveHundredTwelveStreamsAreHeldOpenTogether) {
+  constexpr int kStreams = 512, kTokens = 40;
+  start({}, std::chrono::milliseconds(25));
+  std::vector<std::future<std::string>> fs;
+  for (int i = 0; i < kStreams; ++i) {
+    fs.push_back(std::async(std::launch::async, [this, i] {
+      return raw_http(port_, "POST", "/v1/completions",
+                      R"({"prompt":"a","stream":true,"max_tokens":40,"seed":)" + std::to_string(i) + "}");
+    }));
+  }
+  for (int i = 0; i < kStreams; ++i) {
+    const std::string resp = fs[static_cast<size_t>(i)].get();
+    auto data = test::sse_data(resp);
+    ASSERT_FALSE(data.empty()) << i;
+    EXPECT_EQ(data.back(), "[DONE]") << i;
+    EXPECT_EQ(test::sse_text(data), expected_text(static_cast<uint64_t>(i), kTokens)) << i;
+  }
+  EXPECT_EQ(backend_->peak_running.load(), kStreams);
+  EXPECT_EQ(get("/health")->status, 200);
+}
+
 TEST_F(HttpServerTest, DisconnectMidStreamAbortsTheRequest) {
   start({}, std::chrono::milliseconds(5));
   const std::string part = raw_http(port_, "POST", "/v1/completions",

@@ -1,10 +1,11 @@
 // A CompletionBackend without a model for the HTTP tests: a worker thread
 // "generates" a token sequence fixed by the seed (script_token), one token
 // every `token_interval`, with a real tokenizer (stories260K's) so text and
-// detokenization are real. It counts running requests and aborts, and can be
+// detokenization are real. It counts running requests (and their peak) and aborts, and can be
 // told to refuse with kQueueFull, or to report busier steps than it runs
 // (`other_step_tokens`: tokens of sequences it pretends share each step).
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -55,6 +56,7 @@ class ScriptedBackend : public CompletionBackend {
     *id = next_id_++;
     reqs_[*id] = Req{std::move(r), std::move(cb), 0, false};
     ++submitted;
+    peak_running = std::max<int64_t>(peak_running, static_cast<int64_t>(reqs_.size()));
     cv_.notify_all();
     return SubmitStatus::kOk;
   }
@@ -83,6 +85,7 @@ class ScriptedBackend : public CompletionBackend {
   std::atomic<bool> refuse_{false};
   std::atomic<int64_t> other_step_tokens{0};
   std::atomic<int> submitted{0}, aborted{0};
+  std::atomic<int64_t> peak_running{0};  // the most requests in flight at once
 
  private:
   struct Req {
