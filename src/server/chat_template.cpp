@@ -25,6 +25,7 @@ ChatFormatter::ChatFormatter(const std::optional<std::string>& template_source, 
       tool_call_format_(uses_default_                                              ? ToolCallFormat::kNone
                         : template_source->find("<tool_call>") != std::string::npos    ? ToolCallFormat::kHermes
                         : template_source->find("<|python_tag|>") != std::string::npos ? ToolCallFormat::kLlamaJson
+                        : template_source->find("[TOOL_CALLS]") != std::string::npos   ? ToolCallFormat::kMistral
                                                                                        : ToolCallFormat::kNone) {}
 
 ChatFormatter ChatFormatter::for_tokenizer(const Tokenizer& tokenizer, const std::string& override_source) {

@@ -41,7 +41,8 @@ class ChatFormatter {
   bool uses_default() const { return uses_default_; }
   // How the template asks the model to write tool calls (tool_calls.h):
   // Hermes when it mentions <tool_call> (Qwen2.5, Qwen3, Hermes), Llama JSON
-  // when it mentions <|python_tag|> (Llama 3.1 and later), else none.
+  // when it mentions <|python_tag|> (Llama 3.1 and later), Mistral when it
+  // writes [TOOL_CALLS] (Mistral Nemo, Small, Large), else none.
   ToolCallFormat tool_call_format() const { return tool_call_format_; }
 
  private:

@@ -2,6 +2,8 @@
 
 #include "server/stop_matcher.h"
 
+#include <algorithm>
+#include <cctype>
 #include <random>
 
 namespace parallm {
@@ -10,6 +12,8 @@ namespace {
 constexpr const char* kOpen = "<tool_call>";
 constexpr const char* kClose = "</tool_call>";
 constexpr const char* kPythonTag = "<|python_tag|>";
+constexpr const char* kMistralTag = "[TOOL_CALLS]";
+constexpr const char* kMistralArgs = "[ARGS]";
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
@@ -20,11 +24,14 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b);
 }
 
-std::string call_id() {
+// OpenAI-style "call_" + 24 alphanumerics; Mistral's templates refuse any id
+// but 9 alphanumerics.
+std::string call_id(ToolCallFormat format) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   static const char* alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += alnum[rng() % 62];
+  const bool mistral = format == ToolCallFormat::kMistral;
+  std::string id = mistral ? "" : "call_";
+  for (int i = 0; i < (mistral ? 9 : 24); ++i) id += alnum[rng() % 62];
   return id;
 }
 
@@ -36,8 +43,29 @@ std::string ToolCallSplitter::push(const std::string& text) {
     return "";
   }
   if (format_ == ToolCallFormat::kLlamaJson) return push_llama(text);
+  if (format_ == ToolCallFormat::kMistral && !plain_) {
+    // An answer that opens with '[' is the call list ([TOOL_CALLS] itself
+    // opens with '['); leading whitespace is held until that is known.
+    pending_ += text;
+    const size_t first = pending_.find_first_not_of(" \n\t\r");
+    if (first == std::string::npos) return "";
+    if (pending_[first] == '[') {
+      started_ = true;
+      kept_.swap(pending_);
+      pending_.clear();
+      return "";
+    }
+    plain_ = true;
+    const std::string held = std::move(pending_);
+    pending_.clear();
+    return push_tagged(held, kMistralTag);
+  }
+  return push_tagged(text, format_ == ToolCallFormat::kMistral ? kMistralTag : kOpen);
+}
+
+// Content streams until `tag`; from it on the text is kept.
+std::string ToolCallSplitter::push_tagged(const std::string& text, const std::string& open) {
   pending_ += text;
-  const std::string open = kOpen;
   const size_t at = pending_.find(open);
   if (at != std::string::npos) {
     started_ = true;
@@ -46,7 +74,7 @@ std::string ToolCallSplitter::push(const std::string& text) {
     pending_.clear();
     return out;
   }
-  // Hold back the longest tail that is a prefix of "<tool_call>".
+  // Hold back the longest tail that is a prefix of the tag.
   const size_t hold = partial_marker_tail(pending_, open);
   std::string out = pending_.substr(0, pending_.size() - hold);
   pending_.erase(0, pending_.size() - hold);
@@ -83,10 +111,17 @@ std::string ToolCallSplitter::flush() {
 
 namespace {
 
+bool is_mistral_id(const nlohmann::ordered_json& id) {
+  if (!id.is_string() || id.get<std::string>().size() != 9) return false;
+  for (char c : id.get<std::string>()) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
 // One call object: {"name": str, "arguments" | "parameters": object or JSON string}.
-std::optional<nlohmann::json> call_of(const std::string& body) {
-  const auto j = nlohmann::ordered_json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
+std::optional<nlohmann::json> call_of_json(const nlohmann::ordered_json& j, ToolCallFormat format) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
   std::string args = "{}";
   const char* key = j.contains("arguments") ? "arguments" : j.contains("parameters") ? "parameters" : nullptr;
   if (key != nullptr) {
@@ -99,9 +134,17 @@ std::optional<nlohmann::json> call_of(const std::string& body) {
       return std::nullopt;
     }
   }
-  return nlohmann::json{{"id", call_id()},
+  // A Mistral model may write the id it was trained to give the call.
+  const bool own_id = format == ToolCallFormat::kMistral && j.contains("id") && is_mistral_id(j["id"]);
+  return nlohmann::json{{"id", own_id ? j["id"].get<std::string>() : call_id(format)},
                         {"type", "function"},
                         {"function", {{"name", j["name"].get<std::string>()}, {"arguments", args}}}};
+}
+
+std::optional<nlohmann::json> call_of(const std::string& body, ToolCallFormat format = ToolCallFormat::kHermes) {
+  const auto j = nlohmann::ordered_json::parse(body, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  return call_of_json(j, format);
 }
 
 std::optional<nlohmann::json> parse_hermes(const std::string& kept) {
@@ -149,12 +192,57 @@ std::optional<nlohmann::json> parse_llama_json(const std::string& kept) {
   return calls;
 }
 
+// Mistral: [TOOL_CALLS] (or nothing) then a JSON array of calls (or one call
+// object); or, per call, [TOOL_CALLS]name[ARGS]{arguments}.
+std::optional<nlohmann::json> parse_mistral(const std::string& kept) {
+  const std::string tag = kMistralTag, args_tag = kMistralArgs;
+  std::string text = trim(kept);
+  nlohmann::json calls = nlohmann::json::array();
+  if (text.find(args_tag) != std::string::npos) {
+    size_t pos = 0;
+    while (pos < text.size()) {
+      if (text.compare(pos, tag.size(), tag) != 0) return std::nullopt;
+      pos += tag.size();
+      const size_t a = text.find(args_tag, pos);
+      if (a == std::string::npos) return std::nullopt;
+      const std::string name = trim(text.substr(pos, a - pos));
+      const size_t next = std::min(text.find(tag, a), text.size());
+      const auto args = nlohmann::ordered_json::parse(trim(text.substr(a + args_tag.size(), next - a - args_tag.size())),
+                                                      nullptr, false);
+      if (name.empty() || args.is_discarded() || !args.is_object()) return std::nullopt;
+      auto call = call_of_json(nlohmann::ordered_json{{"name", name}, {"arguments", args}}, ToolCallFormat::kMistral);
+      if (!call) return std::nullopt;
+      calls.push_back(std::move(*call));
+      pos = next;
+    }
+    if (calls.empty()) return std::nullopt;
+    return calls;
+  }
+  if (text.compare(0, tag.size(), tag) == 0) text = trim(text.substr(tag.size()));
+  const auto j = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  if (j.is_object()) {
+    auto call = call_of_json(j, ToolCallFormat::kMistral);
+    if (!call) return std::nullopt;
+    calls.push_back(std::move(*call));
+    return calls;
+  }
+  if (!j.is_array() || j.empty()) return std::nullopt;
+  for (const auto& one : j) {
+    auto call = call_of_json(one, ToolCallFormat::kMistral);
+    if (!call) return std::nullopt;
+    calls.push_back(std::move(*call));
+  }
+  return calls;
+}
+
 }  // namespace
 
 std::optional<nlohmann::json> parse_tool_calls(ToolCallFormat format, const std::string& kept) {
   switch (format) {
     case ToolCallFormat::kHermes: return parse_hermes(kept);
     case ToolCallFormat::kLlamaJson: return parse_llama_json(kept);
+    case ToolCallFormat::kMistral: return parse_mistral(kept);
     case ToolCallFormat::kNone: break;
   }
   return std::nullopt;

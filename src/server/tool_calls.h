@@ -7,9 +7,16 @@
 //   Llama 3.1+ JSON (vLLM's `llama3_json` parser): the whole answer is
 //     [<|python_tag|>]{"name": "get_weather", "parameters": {"city": "Paris"}}
 //     with further calls after a ';'.
+//   Mistral (templates that write [TOOL_CALLS]; vLLM's `mistral` parser):
+//     [TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}, ...]
+//     or, from v11 tokenizers, [TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}
+//     per call. [TOOL_CALLS] is a control token, so the text may lack it:
+//     then an answer that opens with '[' is taken as the call list. Call
+//     ids are 9 alphanumerics, the only ids Mistral templates accept back.
 //
 // ToolCallSplitter lets content stream until a call begins (Hermes: the
-// first <tool_call>; Llama: an answer whose first non-space character is '{')
+// first <tool_call>; Llama: an answer whose first non-space character is '{';
+// Mistral: the first [TOOL_CALLS], or an answer that opens with '[')
 // and keeps the rest; parse_tool_calls turns the kept part into OpenAI
 // `tool_calls` when every call is a JSON object with a string "name" and
 // object (or string) arguments. Anything else stays content, as vLLM's
@@ -22,7 +29,7 @@
 
 namespace parallm {
 
-enum class ToolCallFormat { kNone, kHermes, kLlamaJson };
+enum class ToolCallFormat { kNone, kHermes, kLlamaJson, kMistral };
 
 class ToolCallSplitter {
  public:
@@ -37,11 +44,12 @@ class ToolCallSplitter {
 
  private:
   std::string push_llama(const std::string& text);
+  std::string push_tagged(const std::string& text, const std::string& tag);
 
   ToolCallFormat format_;
   std::string pending_, kept_;
   bool started_ = false;
-  bool plain_ = false;  // Llama: the answer began as text, so it has no call
+  bool plain_ = false;  // Llama / Mistral: the answer began as text (Mistral: a tag may still come)
 };
 
 // kept: what the splitter kept. The OpenAI tool_calls array

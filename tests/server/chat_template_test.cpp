@@ -10,6 +10,7 @@
 
 #include "server/api_error.h"
 #include "server/chat_template.h"
+#include "server/tool_calls.h"
 #include "server/jinja/jinja.h"
 #include "util/check.h"
 
@@ -142,8 +143,35 @@ TEST(ChatTemplate, ToolCallFormatFollowsTheTemplate) {
   EXPECT_EQ(ChatFormatter(read_template("Qwen-Qwen2.5-7B-Instruct.jinja"), "", "").tool_call_format(), ToolCallFormat::kHermes);
   EXPECT_EQ(ChatFormatter(read_template("meta-llama-Llama-3.1-8B-Instruct.jinja"), "", "").tool_call_format(),
             ToolCallFormat::kLlamaJson);
+  EXPECT_EQ(ChatFormatter(read_template("mistralai-Mistral-Nemo-Instruct-2407.jinja"), "", "").tool_call_format(),
+            ToolCallFormat::kMistral);
   EXPECT_EQ(ChatFormatter(read_template("google-gemma-2-2b-it.jinja"), "", "").tool_call_format(), ToolCallFormat::kNone);
   EXPECT_EQ(ChatFormatter(std::nullopt, "", "").tool_call_format(), ToolCallFormat::kNone);
+}
+
+// A Mistral answer's calls, as the API returns them, go back through the
+// Nemo template with the tool's result: the template accepts the ids (it
+// raises for any id but 9 alphanumerics) and writes the calls as the model
+// wrote them.
+TEST(ChatTemplate, MistralToolCallsRoundTrip) {
+  ChatFormatter f(read_template("mistralai-Mistral-Nemo-Instruct-2407.jinja"), "<s>", "</s>");
+  const auto calls = parse_tool_calls(ToolCallFormat::kMistral,
+                                      R"([TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}])");
+  ASSERT_TRUE(calls.has_value());
+  const std::string id = (*calls)[0]["id"];
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  messages.push_back({{"role", "user"}, {"content", "Weather in Paris?"}});
+  // As a client sends the call back (the function's name first).
+  const auto& fn = (*calls)[0]["function"];
+  nlohmann::ordered_json call = {{"id", id},
+                                 {"type", "function"},
+                                 {"function", {{"name", fn["name"]}, {"arguments", fn["arguments"]}}}};
+  messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", nlohmann::ordered_json::array({call})}});
+  messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", "sunny"}});
+  EXPECT_EQ(f.render(messages, true),
+            "<s>[INST]Weather in Paris?[/INST][TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+            "\"Paris\"}, \"id\": \"" + id + "\"}]</s>[TOOL_RESULTS]{\"content\": sunny, \"call_id\": \"" + id +
+            "\"}[/TOOL_RESULTS]");
 }
 
 // What a request adds to the template: tools in the request's key order,

@@ -1,8 +1,10 @@
-// Hermes-style tool calls: the streaming splitter and the parser, on answers
-// split at every byte and on malformed ones.
+// Tool calls (Hermes, Llama JSON, Mistral): the streaming splitter and the
+// parsers, on answers split at every byte and on malformed ones.
 #include "server/tool_calls.h"
 
 #include <gtest/gtest.h>
+
+#include <cctype>
 
 namespace parallm {
 namespace {
@@ -98,6 +100,64 @@ TEST(HermesToolCalls, MalformedAnswersAreNotCalls) {
                           "<tool_call>{\"name\": \"f\"}</tool_call> and some text", "<tool_call>[1, 2]</tool_call>",
                           "<tool_call></tool_call>", ""}) {
     EXPECT_FALSE(parse_hermes_tool_calls(bad).has_value()) << bad;
+  }
+}
+
+TEST(ToolCallSplitter, MistralAnswerIsACallAtTheTagOrAnOpeningBracket) {
+  const std::string tagged = "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]";
+  const std::string bare = " \n[{\"name\": \"f\", \"arguments\": {}}]";  // the control token not written
+  const std::string later = "Let me look. [TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]";
+  const std::string text = "Sunny (mostly) [sic] today.";
+  for (size_t step = 1; step <= 8; ++step) {
+    ToolCallSplitter a(ToolCallFormat::kMistral);
+    EXPECT_EQ(split(tagged, step, &a), "") << step;
+    EXPECT_EQ(a.kept(), tagged);
+    ToolCallSplitter b(ToolCallFormat::kMistral);
+    EXPECT_EQ(split(bare, step, &b), "") << step;
+    EXPECT_TRUE(b.started());
+    ToolCallSplitter c(ToolCallFormat::kMistral);
+    EXPECT_EQ(split(later, step, &c), "Let me look. ") << step;
+    EXPECT_EQ(c.kept(), later.substr(later.find("[TOOL_CALLS]")));
+    ToolCallSplitter d(ToolCallFormat::kMistral);
+    EXPECT_EQ(split(text, step, &d), text) << step;
+    EXPECT_FALSE(d.started());
+  }
+}
+
+bool mistral_id(const json& call) {
+  const std::string id = call["id"];
+  if (id.size() != 9) return false;
+  for (char ch : id) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) return false;
+  }
+  return true;
+}
+
+TEST(MistralToolCalls, ParsesListsV11CallsAndKeepsNineCharacterIds) {
+  auto calls = parse_tool_calls(ToolCallFormat::kMistral,
+                                "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
+                                "{\"name\": \"get_time\", \"arguments\": {}, \"id\": \"abc123XYZ\"}]");
+  ASSERT_TRUE(calls.has_value());
+  ASSERT_EQ(calls->size(), 2u);
+  EXPECT_EQ((*calls)[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse((*calls)[0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+  EXPECT_TRUE(mistral_id((*calls)[0]));
+  EXPECT_EQ((*calls)[1]["id"], "abc123XYZ");  // the model's own id, which the template will accept back
+
+  auto bare = parse_tool_calls(ToolCallFormat::kMistral, "[{\"name\": \"f\", \"arguments\": {\"x\": 1}}]");
+  ASSERT_TRUE(bare.has_value());
+  EXPECT_TRUE(mistral_id((*bare)[0]));
+
+  auto v11 = parse_tool_calls(ToolCallFormat::kMistral,
+                              "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]get_time[ARGS]{}");
+  ASSERT_TRUE(v11.has_value());
+  ASSERT_EQ(v11->size(), 2u);
+  EXPECT_EQ((*v11)[1]["function"]["name"], "get_time");
+  EXPECT_EQ(json::parse((*v11)[0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+
+  for (const char* bad : {"[TOOL_CALLS]", "[TOOL_CALLS][]", "[1, 2]", "[{\"arguments\": {}}]", "[TOOL_CALLS]not json",
+                          "[TOOL_CALLS]f[ARGS]not json", "[TOOL_CALLS][ARGS]{}", "[see the docs]"}) {
+    EXPECT_FALSE(parse_tool_calls(ToolCallFormat::kMistral, bad).has_value()) << bad;
   }
 }
 
