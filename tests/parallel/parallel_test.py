@@ -123,10 +123,16 @@ class TensorParallelTraffic(unittest.TestCase):
 @unittest.skipIf(MPIRUN is None, "mpirun not installed")
 class LostRank(unittest.TestCase):
     def test_killed_rank_is_named_within_timeout(self):
+        # tp: the driver waits in an all-reduce; pp: in the recv of the last stage's logits.
+        for layout in (["--tp", "2"], ["--pp", "2"]):
+            with self.subTest(layout=" ".join(layout)):
+                self.check_killed_rank(layout)
+
+    def check_killed_rank(self, layout):
         m = os.path.join(ARGS.shared, "models", "stories260K")
         cmd = [*mpi_prefix(2), ARGS.binary, "generate", "--model", os.path.join(m, "stories260K.bin"),
                "--tokenizer", os.path.join(m, "tok512.bin"), "--prompt", PROMPT, "-n", "60000", "--ctx-size", "60000",
-               "--ignore-eos", "--temperature", "0", "--tp", "2", "--comm", "mpi", "--comm-timeout", "5",
+               "--ignore-eos", "--temperature", "0", *layout, "--comm", "mpi", "--comm-timeout", "5",
                "--threads", "1"]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         # Find rank 1 (OMPI_COMM_WORLD_RANK=1 in its environment) once generation runs.
@@ -138,8 +144,10 @@ class LostRank(unittest.TestCase):
                 if not pid.isdigit():
                     continue
                 try:
-                    env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-                    cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+                    with open(f"/proc/{pid}/environ", "rb") as f:
+                        env = f.read().split(b"\0")
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        cmdline = f.read()
                 except OSError:
                     continue
                 if b"OMPI_COMM_WORLD_RANK=1" in env and b"generate" in cmdline and b"parallm" in cmdline:
