@@ -186,7 +186,10 @@ int run_serve(const ServeCli& s) {
     }
     so.served_model_name = name;
   }
-  const bool driver_process = eo.comm == "local" || !comm_session.active();
+  // Under mpirun only rank 0 listens; the others follow its steps.
+  // NOTE: this was `!comm_session.active()`, so under MPI no process listened
+  // and rank 0 crashed on the missing server once the model was loaded.
+  const bool driver_process = comm_session.rank() == 0;
   std::unique_ptr<HttpServer> server;
   if (driver_process) {
     server = std::make_unique<HttpServer>(so);

@@ -88,6 +88,7 @@ CommSession::CommSession(const std::string& comm) {
   if (b == CommBackend::kMpi || (b == CommBackend::kNccl && mpi_world_size() > 0)) {
     init_mpi(nullptr, nullptr);
     active_ = true;
+    rank_ = mpi_world_rank();
   }
 #else
   (void)b;

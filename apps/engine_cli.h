@@ -28,9 +28,13 @@ class CommSession {
   explicit CommSession(const std::string& comm);
   ~CommSession();
   bool active() const { return active_; }
+  // This process's rank among the MPI processes (0 without MPI): rank 0 is
+  // the driver, known before any engine is built.
+  int rank() const { return rank_; }
 
  private:
   bool active_ = false;
+  int rank_ = 0;
 };
 
 }  // namespace parallm

@@ -5,8 +5,8 @@ For stories260K and a generated model (`make-model --preset tiny`), a
 single-device server answers eight greedy completions one at a time; those
 answers are checked against `parallm generate --json` (same prompt token ids,
 same tokens), then the same eight requests are sent concurrently to servers
-laid out as default, --tp 2, --pp 2 and --dp 2, and each must equal its
-single-device answer alone. Then preemption: a KV pool of 8 blocks (two
+laid out as default, --tp 2, --pp 2, --dp 2 and (with mpirun) --pp 2 over
+two MPI processes, and each must equal its single-device answer alone. Then preemption: a KV pool of 8 blocks (two
 sequences of --max-model-len 64) under 12 concurrent requests must preempt
 (metric > 0) and still give every request exactly its greedy answer alone.
 Last, 64 connections opened at once are all answered without waiting for a
@@ -57,10 +57,10 @@ PROMPTS = [
 class Server:
     """One `parallm serve` child process; close() always kills it."""
 
-    def __init__(self, model_args, extra=(), start_timeout_s=90):
+    def __init__(self, model_args, extra=(), start_timeout_s=90, launcher=()):
         self.log_path = os.path.join(TMP, f"serve_{time.monotonic_ns()}.log")
         self.log = open(self.log_path, "wb")
-        cmd = [ARGS.binary, "serve", *model_args, "--host", "127.0.0.1", "--port", "0", "--threads", "1",
+        cmd = [*launcher, ARGS.binary, "serve", *model_args, "--host", "127.0.0.1", "--port", "0", "--threads", "1",
                "--device-memory", "256M", "--max-num-seqs", "16", *extra]
         self.cmd = " ".join(cmd)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, stdin=subprocess.DEVNULL)
@@ -194,6 +194,11 @@ def tiny_model():
 
 
 LAYOUTS = [[], ["--tp", "2"], ["--pp", "2"], ["--dp", "2"]]
+MPIRUN = shutil.which("mpirun")
+
+
+def mpi_launcher(n):
+    return [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(n)] if MPIRUN else None
 
 
 class ParallelLayouts(unittest.TestCase):
@@ -215,9 +220,13 @@ class ParallelLayouts(unittest.TestCase):
         # The texts must tell requests apart, else equality proves little.
         self.assertGreater(len({a["text"] for a in alone}), len(PROMPTS) // 2)
 
-        for layout in LAYOUTS:
-            with self.subTest(layout=" ".join(layout) or "default"):
-                s = Server(model_args, layout)
+        # And pipeline stages as MPI processes (rank 0 serves, rank 1 follows).
+        runs = [(layout, ()) for layout in LAYOUTS]
+        if MPIRUN:
+            runs.append((["--pp", "2", "--comm", "mpi", "--comm-timeout", "30"], mpi_launcher(2)))
+        for layout, launcher in runs:
+            with self.subTest(layout=" ".join([*launcher[-2:], *layout]) or "default"):
+                s = Server(model_args, layout, launcher=launcher)
                 try:
                     # The KV pool was sized from a profiled step on this layout.
                     self.assertRegex(s.log_text(), r"profiled a step of 2048 tokens / 16 sequences .* activations [0-9.]+ [KMG]iB")
