@@ -199,8 +199,10 @@ TEST(ServingEngine, PipelineLanesEqualAlone) {
   EXPECT_GT(preemptions, 0u);
 }
 
-TEST(ServingEngine, AbortFreesBlocks) {
-  auto engine = make_engine(kStories, 64);
+// With pp = 2 a second request keeps the other lane's steps in the pipe
+// while the first is aborted.
+void check_abort_frees_blocks(int pp) {
+  auto engine = make_engine(kStories, 64, 256, pp);
   ServingEngine serving(*engine, ServingOptions{});
   Results res;
   ServingRequest r;
@@ -210,7 +212,7 @@ TEST(ServingEngine, AbortFreesBlocks) {
   std::mutex mu;
   std::condition_variable cv;
   bool got_token = false;
-  uint64_t id = 0;
+  uint64_t id = 0, other = 0;
   auto inner = res.callback(0);
   ASSERT_EQ(serving.submit(r, [&](const TokenEvent& ev) {
     inner(ev);
@@ -218,20 +220,34 @@ TEST(ServingEngine, AbortFreesBlocks) {
     got_token = true;
     cv.notify_all();
   }, &id), SubmitStatus::kOk);
+  if (pp > 1) {
+    ServingRequest r2 = r;
+    r2.max_tokens = 40;
+    ASSERT_EQ(serving.submit(r2, res.callback(1), &other), SubmitStatus::kOk);
+  }
   {
     std::unique_lock<std::mutex> lk(mu);
     ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(30), [&] { return got_token; }));
   }
   serving.abort(id);
-  ASSERT_TRUE(res.wait(1));
+  ASSERT_TRUE(res.wait(pp > 1 ? 2 : 1));
   EXPECT_EQ(res.by_key.at(0).finish, "abort");
   EXPECT_LT(res.by_key.at(0).tokens.size(), 200u);
+  if (pp > 1) {
+    EXPECT_EQ(res.by_key.at(1).finish, "length");
+    EXPECT_EQ(res.by_key.at(1).tokens.size(), 40u);
+  }
   wait_idle(serving);
   const ServingMetrics m = serving.metrics();
   EXPECT_EQ(m.num_requests_running, 0);
   EXPECT_DOUBLE_EQ(m.kv_cache_usage, 0.0);
   EXPECT_EQ(m.kv_blocks_free, m.kv_blocks_total);
   serving.abort(id);  // unknown by now: ignored
+}
+
+TEST(ServingEngine, AbortFreesBlocks) {
+  check_abort_frees_blocks(1);
+  check_abort_frees_blocks(2);
 }
 
 TEST(ServingEngine, RepeatedPromptHitsThePrefixCache) {
