@@ -2,6 +2,7 @@
 // answers 503 while the model loads), sizes the paged KV pool from what each
 // device has left after weights and a profiled activation peak, builds --dp
 // replicas of tp × pp ranks behind the router, and serves until SIGINT/SIGTERM.
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "core/device.h"
 #include "default_model.h"
 #include "engine_cli.h"
+#include "engine/engine.h"
 #include "loader/model_file.h"
 #include "model/kv_pool.h"
 #include "server/engine_backend.h"
@@ -65,7 +67,10 @@ struct KvSizing {
     budget = eo.device_memory_bytes > 0 ? eo.device_memory_bytes
                                         : static_cast<int64_t>(total_system_memory_bytes() / static_cast<uint64_t>(world * s.dp));
     weights = static_cast<double>(mf->weight_bytes()) / world;  // NOTE: --dtype conversion not reflected
-    const int64_t layers_per_rank = (c.n_layer + eo.pp - 1) / eo.pp;
+    // Every rank holds the same blocks for its own layers: the stage with the
+    // most layers bounds the pool.
+    const std::vector<int64_t> stages = pipeline_stage_layers(c, eo.pp, eo.pp_layers);
+    const int64_t layers_per_rank = *std::max_element(stages.begin(), stages.end());
     block_bytes = static_cast<double>(KvPool::bytes_per_token(layers_per_rank, std::max<int64_t>(1, c.n_kv_head / eo.tp),
                                                               c.head_dim, eo.kv_dtype)) *
                   static_cast<double>(eo.block_size);

@@ -39,7 +39,7 @@ struct EngineOptions {
   int64_t block_size = 16;
   int64_t kv_blocks = 0;                // 0 = enough for one sequence of ctx_size
   int tp = 1, pp = 1, ep = 1;
-  std::vector<int64_t> pp_layers;       // --pp-layers (empty: balanced)
+  std::vector<int64_t> pp_layers;       // --pp-layers (empty: balanced by count)
   std::string comm = "local";           // local | mpi | nccl
   double comm_timeout_s = 60.0;
   int64_t device_memory_bytes = 0;      // per device budget (0 = RAM / devices)
@@ -52,6 +52,10 @@ struct RankStats {
   uint64_t bytes_sent = 0;        // all traffic of this rank
   uint64_t group_bytes_sent = 0;  // tensor/expert-parallel collectives only
 };
+
+// Layers per pipeline stage: --pp-layers when given (checked), else by count
+// (the first stages one more).
+std::vector<int64_t> pipeline_stage_layers(const ModelConfig& config, int pp, const std::vector<int64_t>& pinned);
 
 class Engine {
  public:
@@ -104,6 +108,9 @@ class Engine {
   std::vector<size_t> rank_weight_bytes() const;
   // Blocks of each local rank's KV pool (synchronizes with the followers).
   std::vector<int64_t> rank_kv_blocks();
+  // Bytes of each local rank's KV pool (its layers' share; no synchronization:
+  // pools change only in resize_kv_pool, before serving).
+  std::vector<size_t> rank_kv_bytes() const;
   size_t kv_bytes_per_token_per_rank() const;
   // Exact counters of this process's ranks (synchronizes with the followers).
   std::vector<RankStats> rank_stats();

@@ -26,14 +26,16 @@ ServingMetrics EngineBackend::metrics() const { return serving_->metrics(); }
 std::vector<DeviceStat> EngineBackend::device_stats() const {
   const ServingMetrics m = serving_->metrics();
   const std::vector<size_t> weights = engine_->rank_weight_bytes();
-  const size_t kv_bytes = engine_->kv_bytes_per_token_per_rank() *
-                          static_cast<size_t>(engine_->n_kv_blocks() * engine_->block_size());
+  // Ranks of other (MPI) processes are not visible here: their pools are
+  // counted as this process's first, their weights as unknown.
+  const std::vector<size_t> kv = engine_->rank_kv_bytes();
   std::vector<DeviceStat> out;
   for (size_t i = 0; i < device_names_.size(); ++i) {
     DeviceStat d;
     d.device = device_names_[i];
     d.kv_cache_usage = m.kv_cache_usage;
-    d.memory_used_bytes = (i < weights.size() ? weights[i] : 0) + kv_bytes + engine_->activation_bytes_per_rank();
+    d.memory_used_bytes = (i < weights.size() ? weights[i] : 0) + (i < kv.size() ? kv[i] : kv[0]) +
+                          engine_->activation_bytes_per_rank();
     out.push_back(d);
   }
   return out;

@@ -1,6 +1,7 @@
 // Engine::submit / collect with pipeline micro-batches: with pp = 2 (and tp =
 // 2 inside each stage) two steps on disjoint sequences are in flight at once
 // and each gives the logits the same step gives alone on a one-rank engine.
+// pipeline_stage_layers: layers by count, or --pp-layers (checked).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -103,6 +104,21 @@ TEST(Pipeline, DestroyedWithStepsInFlight) {
   e->submit(prefill(make_seq(0, 10)));
   e->submit(prefill(make_seq(1, 10)));
   e.reset();
+}
+
+TEST(PipelineStageLayers, ByCountUnlessPinned) {
+  ModelConfig c;
+  c.n_layer = 12;
+  EXPECT_EQ(pipeline_stage_layers(c, 1, {}), (std::vector<int64_t>{12}));
+  EXPECT_EQ(pipeline_stage_layers(c, 2, {}), (std::vector<int64_t>{6, 6}));
+  c.n_layer = 5;
+  EXPECT_EQ(pipeline_stage_layers(c, 2, {}), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(pipeline_stage_layers(c, 3, {}), (std::vector<int64_t>{2, 2, 1}));
+  EXPECT_EQ(pipeline_stage_layers(c, 2, {4, 1}), (std::vector<int64_t>{4, 1}));
+  EXPECT_THROW(pipeline_stage_layers(c, 2, {3, 3}), InputError);
+  EXPECT_THROW(pipeline_stage_layers(c, 2, {5, 0}), InputError);
+  EXPECT_THROW(pipeline_stage_layers(c, 2, {1, 1, 3}), InputError);
+  EXPECT_THROW(pipeline_stage_layers(c, 6, {}), InputError);
 }
 
 }  // namespace
