@@ -85,8 +85,8 @@ class Engine {
   void submit(const ForwardBatch& batch);
   const float* collect();
   int steps_in_flight() const { return static_cast<int>(in_pipe_.size() + ready_.size()); }
-  // Driver only: the threads of the driver's rank, idle between forward()
-  // calls (for work on the step's results, such as sampling).
+  // Driver only: the threads of the driver's rank, idle between forward() /
+  // submit() calls (for work on the step's results, such as sampling).
   ThreadPool& driver_pool();
   // Non-driver MPI ranks: follow the driver's steps until it shuts down.
   void serve_forever();
@@ -104,14 +104,14 @@ class Engine {
   // (the old pool is freed first). Sequences' blocks are not kept.
   void resize_kv_pool(int64_t n_blocks);
 
-  // Weight bytes held by each rank, and KV bytes per token on each rank.
+  // Weight bytes held by each rank, and KV bytes per token on the driver's rank.
   std::vector<size_t> rank_weight_bytes() const;
+  size_t kv_bytes_per_token_per_rank() const;
   // Blocks of each local rank's KV pool (synchronizes with the followers).
   std::vector<int64_t> rank_kv_blocks();
   // Bytes of each local rank's KV pool (its layers' share; no synchronization:
   // pools change only in resize_kv_pool, before serving).
   std::vector<size_t> rank_kv_bytes() const;
-  size_t kv_bytes_per_token_per_rank() const;
   // Exact counters of this process's ranks (synchronizes with the followers).
   std::vector<RankStats> rank_stats();
   void reset_stats();
