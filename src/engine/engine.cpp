@@ -417,7 +417,14 @@ void Engine::receive_oldest() {
   const int group = std::max(options_.tp, options_.ep);
   const int64_t n_logits = in_pipe_.front();
   in_pipe_.pop_front();
-  std::vector<float> logits(static_cast<size_t>(n_logits * c.n_vocab));
+  // A buffer of an earlier step (no fresh pages per step: 4 MB at 32 rows of
+  // a 32,000-token vocabulary).
+  std::vector<float> logits;
+  if (!spare_logits_.empty()) {
+    logits.swap(spare_logits_.back());
+    spare_logits_.pop_back();
+  }
+  logits.resize(static_cast<size_t>(n_logits * c.n_vocab));
   ranks_[0]->world->recv(logits.data(), logits.size() * 4, (options_.pp - 1) * group);
   ready_.push_back(std::move(logits));
 }
@@ -426,6 +433,9 @@ const float* Engine::collect() {
   PARALLM_CHECK(is_driver());
   PARALLM_CHECK_MSG(!in_pipe_.empty() || !ready_.empty(), "Engine::collect: no step in flight");
   if (ready_.empty()) receive_oldest();
+  // The previous collect()'s buffer is free again (pp = 1 steps leave an
+  // empty marker, nothing to keep).
+  if (logits_.capacity() > 0) spare_logits_.push_back(std::move(logits_));
   logits_ = std::move(ready_.front());
   ready_.pop_front();
   if (options_.pp == 1) return ranks_[0]->logits.data();

@@ -144,6 +144,7 @@ class Engine {
   std::vector<float> logits_;           // the last collect()'s (pp > 1)
   std::deque<int64_t> in_pipe_;         // logits rows of the steps handed down, oldest first
   std::deque<std::vector<float>> ready_;  // logits received (pp > 1), or a marker (pp = 1), not yet collected
+  std::vector<std::vector<float>> spare_logits_;  // buffers of collected steps, for the next receives
   ForwardBatch step_batch_;
 };
 
