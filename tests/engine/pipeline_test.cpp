@@ -8,24 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "common/generated_model.h"
 #include "engine/engine.h"
-#include "loader/make_model.h"
 #include "util/check.h"
 
 namespace parallm {
 namespace {
 
-const std::string& model_path() {
-  static const std::string path = [] {
-    MakeModelOptions o;
-    o.preset = "tiny";
-    o.seed = 5;
-    o.out_path = testing::TempDir() + "/pipeline_tiny.gguf";
-    make_model(o);
-    return o.out_path;
-  }();
-  return path;
-}
+const std::string& model_path() { return test::generated_model("tiny", 5); }
 
 std::unique_ptr<Engine> engine_with(int tp, int pp) {
   EngineOptions o;

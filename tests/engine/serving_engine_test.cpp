@@ -18,8 +18,8 @@
 #include <string>
 #include <thread>
 
+#include "common/generated_model.h"
 #include "engine/generate.h"
-#include "loader/make_model.h"
 #include "util/check.h"
 
 namespace parallm {
@@ -27,17 +27,7 @@ namespace {
 
 const std::string kStories = std::string(PARALLM_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
 
-const std::string& tiny_model_path() {
-  static const std::string path = [] {
-    MakeModelOptions o;
-    o.preset = "tiny";
-    o.seed = 11;
-    o.out_path = testing::TempDir() + "/serving_tiny.gguf";
-    make_model(o);
-    return o.out_path;
-  }();
-  return path;
-}
+const std::string& tiny_model_path() { return test::generated_model("tiny", 11); }
 
 std::unique_ptr<Engine> make_engine(const std::string& path, int64_t kv_blocks, int64_t ctx = 256, int pp = 1) {
   EngineOptions o;
