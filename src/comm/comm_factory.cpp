@@ -61,6 +61,13 @@ CommBackend parse_comm_backend(std::string_view text) {
   return backend;
 }
 
+std::string lost_peer_processes() {
+#ifdef PARALLM_HAVE_MPI
+  if (mpi_initialized()) return mpi_lost_local_peers();
+#endif
+  return "";
+}
+
 std::vector<std::unique_ptr<Communicator>> make_communicators(CommBackend backend, int n_ranks,
                                                               const CommOptions& options) {
   if (n_ranks < 1) throw InputError(strfmt("need at least 1 rank, got %d", n_ranks));

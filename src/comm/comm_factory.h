@@ -3,6 +3,7 @@
 // compiled in (STYLE.md principle 7: dispatch in one place per axis).
 #pragma once
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct CommOptions {
 //  - nccl:  under mpirun (MPI initialized, world size == n_ranks): one, on
 //           cuda:(rank among the processes of this host); otherwise n_ranks ranks in
 //           this process on cuda:0 .. cuda:n_ranks-1 (one thread each).
+// Ranks of this job (MPI processes on this host) whose process exited, named
+// ("rank 1 (pid 4242)"), or "" when none or not under MPI. Any thread.
+std::string lost_peer_processes();
+
 std::vector<std::unique_ptr<Communicator>> make_communicators(CommBackend backend, int n_ranks,
                                                               const CommOptions& options = {});
 

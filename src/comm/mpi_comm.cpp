@@ -491,6 +491,15 @@ int mpi_launched_world_size() {
   return 0;
 }
 
+std::string mpi_lost_local_peers() {
+  std::string lost;
+  for (int i = 0; i < g_sig_count; ++i) {
+    if (process_alive(g_sig_pids[i])) continue;
+    lost += (lost.empty() ? "" : ", ") + strfmt("rank %d (pid %d)", g_sig_ranks[i], static_cast<int>(g_sig_pids[i]));
+  }
+  return lost;
+}
+
 int mpi_world_rank() { return g_peers.world_rank; }
 int mpi_world_size() { return g_peers.world_size; }
 int mpi_local_rank() { return g_peers.local_rank; }

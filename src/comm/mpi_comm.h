@@ -21,6 +21,7 @@
 // process just exits with the caller's non-zero status.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "comm/communicator.h"
 
@@ -38,6 +39,11 @@ int mpi_world_rank();
 int mpi_world_size();
 // This process's rank among the ranks on its host (for picking cuda:N).
 int mpi_local_rank();
+// The ranks of this job on this host whose process has exited, e.g.
+// "rank 1 (pid 4242)"; "" when none (or before init_mpi). Cheap (a kill(0)
+// and a /proc read per peer) and safe from any thread: a server polls it to
+// notice a lost rank while it is idle, before any collective times out.
+std::string mpi_lost_local_peers();
 
 // A communicator over all processes (a duplicate of MPI_COMM_WORLD). Needs init_mpi().
 std::unique_ptr<Communicator> make_mpi_world(double timeout_s = kDefaultCommTimeoutS);
