@@ -22,6 +22,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "comm/comm_error.h"
 #include "kv/block_manager.h"
 #include "sched/scheduler.h"
 #include "util/check.h"
@@ -167,6 +168,7 @@ struct ServingEngine::Impl {
   uint64_t next_id = 1;
 
   mutable std::mutex metrics_mu;
+  std::string failure;  // under metrics_mu: set once a step failed in communication
   ServingMetrics metrics;
   uint64_t prompt_tokens_total = 0, generation_tokens_total = 0;  // loop thread
 
@@ -373,6 +375,10 @@ void ServingEngine::Impl::submit_step(Lane& lane) {
 // The step failed as a whole: its requests end with "error"; the loop goes on.
 void ServingEngine::Impl::fail_step(Lane& lane, const std::exception& ex) {
   log_warn(strfmt("serving step failed: %s", ex.what()));
+  if (dynamic_cast<const CommError*>(&ex) != nullptr) {
+    std::lock_guard<std::mutex> lk(metrics_mu);
+    if (failure.empty()) failure = ex.what();
+  }
   lane.in_flight = false;
   for (const ScheduledSeq& e : lane.plan->seqs) {
     lane.sched.abort(e.id);
@@ -522,6 +528,11 @@ void ServingEngine::abort(uint64_t id) {
     impl_->abort_inbox.push_back(id);
   }
   impl_->cv.notify_one();
+}
+
+std::string ServingEngine::failure() const {
+  std::lock_guard<std::mutex> lk(impl_->metrics_mu);
+  return impl_->failure;
 }
 
 ServingMetrics ServingEngine::metrics() const {

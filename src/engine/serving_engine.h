@@ -85,6 +85,9 @@ class ServingEngine {
   void abort(uint64_t id);
 
   ServingMetrics metrics() const;
+  // Why this engine can no longer serve ("" while it can): a step failed in
+  // communication (a lost or stalled rank), which leaves the ranks out of step.
+  std::string failure() const;
   const Engine& engine() const { return engine_; }
   const ServingOptions& options() const { return options_; }
 

@@ -32,6 +32,9 @@ class CompletionBackend {
   virtual std::vector<DeviceStat> device_stats() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;
   virtual int64_t max_model_len() const = 0;
+  // Why the backend can no longer generate ("" while it can): a lost rank, a
+  // broken communicator. The server then answers 503 and the process exits.
+  virtual std::string failure() const { return ""; }
 };
 
 }  // namespace parallm

@@ -5,8 +5,8 @@
 namespace parallm {
 
 EngineBackend::EngineBackend(std::unique_ptr<Engine> engine, const ServingOptions& options,
-                             std::vector<std::string> device_names)
-    : engine_(std::move(engine)), device_names_(std::move(device_names)) {
+                             std::vector<std::string> device_names, std::function<std::string()> lost_ranks)
+    : engine_(std::move(engine)), device_names_(std::move(device_names)), lost_ranks_(std::move(lost_ranks)) {
   serving_ = std::make_unique<ServingEngine>(*engine_, options);
 }
 
@@ -39,6 +39,15 @@ std::vector<DeviceStat> EngineBackend::device_stats() const {
     out.push_back(d);
   }
   return out;
+}
+
+std::string EngineBackend::failure() const {
+  std::string why = serving_->failure();
+  if (why.empty() && lost_ranks_) {
+    const std::string lost = lost_ranks_();
+    if (!lost.empty()) why = "lost " + lost + ": its process exited";
+  }
+  return why;
 }
 
 const Tokenizer& EngineBackend::tokenizer() const { return engine_->tokenizer(); }

@@ -25,6 +25,15 @@ class ReplicaSetBackend : public CompletionBackend {
   std::vector<DeviceStat> device_stats() const override;
   const Tokenizer& tokenizer() const override { return replicas_[0]->tokenizer(); }
   int64_t max_model_len() const override { return replicas_[0]->max_model_len(); }
+  // The first replica's failure: replicas share this process, so one failed
+  // replica means the process must be restarted.
+  std::string failure() const override {
+    for (const auto& r : replicas_) {
+      std::string why = r->failure();
+      if (!why.empty()) return why;
+    }
+    return "";
+  }
   std::vector<ReplicaLoad> loads() const { return router_.loads(); }
 
  private:
