@@ -14,6 +14,8 @@
 #include <iterator>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include "command_registry.h"
 #include "core/device.h"
 #include "default_model.h"
@@ -21,9 +23,12 @@
 #include "engine/engine.h"
 #include "loader/model_file.h"
 #include "model/kv_pool.h"
+#include "comm/comm_factory.h"
+#include "server/api_keys.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
 #include "server/jinja/jinja.h"
+#include "server/origin_policy.h"
 #include "server/replica_set_backend.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -36,9 +41,11 @@ void on_signal(int) { g_stop = true; }
 
 struct ServeCli {
   EngineCli engine;
-  std::string host = "127.0.0.1", api_key, served_model_name, chat_template, reasoning_parser, max_body = "8M", routing = "least-outstanding-tokens";
-  std::string stream_interval = "auto";
-  int port = 8000, dp = 1, http_threads = 1024;
+  std::string host = "127.0.0.1", api_key, api_key_file, metrics_api_key, served_model_name, chat_template, reasoning_parser,
+      max_body = "8M", max_tokenize_body = "2M", routing = "least-outstanding-tokens";
+  std::string stream_interval = "auto", allowed_origins, allowed_hosts;
+  int port = 8000, dp = 1, http_threads = 4, max_connections = 8192, max_connections_per_client = 2048, max_json_depth = 128;
+  double header_timeout = 10, body_timeout = 60, keep_alive_timeout = 5, write_timeout = 30;
   int64_t max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, max_queue = 1024, kv_blocks = 0;
   int64_t max_input_tokens = 0, max_output_tokens = 0, long_prompt_threshold = 0;
   double memory_utilization = 0.9, rate_limit = 0;
@@ -149,6 +156,55 @@ std::string read_chat_template(const std::string& v) {
   return source;
 }
 
+// The server's options from the command line and the environment; checked
+// before the model loads.
+ServerOptions server_options(const ServeCli& s) {
+  ServerOptions so;
+  so.host = s.host;
+  so.port = s.port;
+  so.api_key = s.api_key.empty() ? ApiKeys::from_environment() : s.api_key;
+  if (!s.api_key_file.empty()) so.api_keys = ApiKeys::read_file(s.api_key_file);
+  so.metrics_api_key = s.metrics_api_key;
+  so.allowed_origins = OriginPolicy::parse_list("--allowed-origins", s.allowed_origins);
+  so.allowed_hosts = OriginPolicy::parse_list("--allowed-hosts", s.allowed_hosts);
+  so.max_input_tokens = s.max_input_tokens;
+  so.max_output_tokens = s.max_output_tokens;
+  so.max_body_bytes = static_cast<size_t>(parse_size(s.max_body));
+  so.max_tokenize_bytes = static_cast<size_t>(parse_size(s.max_tokenize_body));
+  if (s.max_json_depth < 1) throw InputError("--max-json-depth must be >= 1");
+  so.max_json_depth = s.max_json_depth;
+  if (s.rate_limit < 0) throw InputError("--rate-limit must be >= 0");
+  so.rate_limit_per_minute = s.rate_limit;
+  so.http_threads = s.http_threads;
+  so.max_connections = s.max_connections;
+  so.max_connections_per_client = s.max_connections_per_client;
+  for (double t : {s.header_timeout, s.body_timeout, s.keep_alive_timeout, s.write_timeout}) {
+    if (!(t > 0)) throw InputError("--http-*-timeout values must be > 0 seconds");
+  }
+  so.header_timeout_s = s.header_timeout;
+  so.body_timeout_s = s.body_timeout;
+  so.keep_alive_timeout_s = s.keep_alive_timeout;
+  so.write_timeout_s = s.write_timeout;
+  so.stream_interval = parse_stream_interval(s.stream_interval);
+  so.chat_template = read_chat_template(s.chat_template);  // before any slow work
+  so.reasoning_format = parse_reasoning_format(s.reasoning_parser);
+  return so;
+}
+
+// Connections need descriptors: lift the soft limit to the hard one.
+void raise_open_files_limit(int wanted) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t want = static_cast<rlim_t>(wanted) + 256;
+  if (rl.rlim_cur >= want) return;
+  rl.rlim_cur = std::min(rl.rlim_max, want);
+  ::setrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < want) {
+    log_warn(strfmt("open files limit %llu is below --max-connections %d: raise ulimit -n", (unsigned long long)rl.rlim_cur,
+                    wanted));
+  }
+}
+
 int run_serve(const ServeCli& s) {
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGINT, on_signal);
@@ -158,30 +214,24 @@ int run_serve(const ServeCli& s) {
   if (s.max_num_seqs < 1 || s.max_num_batched_tokens < 1 || s.max_queue < 0) {
     throw InputError("--max-num-seqs and --max-num-batched-tokens must be >= 1, --max-queue >= 0");
   }
+  ServerOptions so = server_options(s);
   CommSession comm_session(s.engine.comm);
+  // Over MPI's own SIGTERM handler (which dies at once): the driver must
+  // live long enough to answer its clients when mpirun ends the job because
+  // a rank died. Followers keep it: they never look at g_stop.
+  if (comm_session.rank() == 0) {
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+  }
   EngineOptions eo = s.engine.to_options();
   if (s.dp > 1 && !eo.devices.empty()) throw InputError("--devices with --dp > 1 is not supported yet");
   if (s.dp > 1 && eo.comm != "local") throw InputError("--dp > 1 needs --comm local");
-  const std::string chat_template = read_chat_template(s.chat_template);  // before any slow work
-  const ReasoningFormat reasoning_format = parse_reasoning_format(s.reasoning_parser);
   if (eo.model_path.empty()) eo.model_path = ensure_default_model();
   if (s.max_model_len > 0 && eo.ctx_size == 0) eo.ctx_size = s.max_model_len;
   if (s.max_model_len > 0 && s.max_model_len > eo.ctx_size) throw InputError("--max-model-len must be <= --ctx-size");
   const int world = std::max(eo.tp, eo.ep) * eo.pp;
   if (eo.threads == 0) eo.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / (world * s.dp));
 
-  ServerOptions so;
-  so.host = s.host;
-  so.port = s.port;
-  so.api_key = s.api_key;
-  so.max_input_tokens = s.max_input_tokens;
-  so.max_output_tokens = s.max_output_tokens;
-  so.max_body_bytes = static_cast<size_t>(parse_size(s.max_body));
-  so.rate_limit_per_minute = s.rate_limit;
-  so.http_threads = s.http_threads;
-  so.stream_interval = parse_stream_interval(s.stream_interval);
-  so.chat_template = chat_template;
-  so.reasoning_format = reasoning_format;
   {
     std::string name = s.served_model_name;
     if (name.empty()) {
@@ -197,6 +247,7 @@ int run_serve(const ServeCli& s) {
   const bool driver_process = comm_session.rank() == 0;
   std::unique_ptr<HttpServer> server;
   if (driver_process) {
+    raise_open_files_limit(so.max_connections);
     server = std::make_unique<HttpServer>(so);
     const int port = server->bind();
     server->start();
@@ -249,7 +300,9 @@ int run_serve(const ServeCli& s) {
     } else {
       for (int i = 0; i < world; ++i) names.push_back(strfmt("cpu:%d", r * world + i));
     }
-    replicas.push_back(std::make_unique<EngineBackend>(std::move(engine), sopt, names));
+    std::function<std::string()> lost_ranks;
+    if (comm_session.active()) lost_ranks = [] { return lost_peer_processes(); };
+    replicas.push_back(std::make_unique<EngineBackend>(std::move(engine), sopt, names, std::move(lost_ranks)));
   }
   std::unique_ptr<CompletionBackend> backend;
   if (replicas.size() == 1) backend = std::move(replicas[0]);
@@ -257,7 +310,25 @@ int run_serve(const ServeCli& s) {
   server->set_backend(backend.get());
   std::fprintf(stderr, "parallm serve: ready, model '%s', max model len %lld, %d replica(s)\n",
                so.served_model_name.c_str(), (long long)max_model_len, s.dp);
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (!g_stop && server->failure().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // A lost rank (seen by the server's tick, or the reason mpirun sent SIGTERM):
+  // the requests in flight are ended with the error, /health answers 503;
+  // once they are out, exit non-zero. Not through the destructors: the step
+  // thread may wait in a collective with the dead rank until its timeout.
+  std::string failure = server->failure();
+  if (failure.empty() && comm_session.active()) {
+    const std::string lost = lost_peer_processes();
+    if (!lost.empty()) failure = "lost " + lost;
+  }
+  if (!failure.empty()) {
+    for (int i = 0; i < 50 && (server->failure().empty() || server->active_requests() > 0); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the loop sends what was queued
+    std::fprintf(stderr, "parallm: error: serving failed: %s\n", failure.c_str());
+    std::fflush(stderr);
+    std::_Exit(3);
+  }
   std::fprintf(stderr, "parallm serve: shutting down\n");
   server->set_backend(nullptr);
   server->stop();
@@ -272,7 +343,27 @@ const bool registered = register_command(
        sub.add_option("--host", s->host, "Address to bind")->capture_default_str();
        sub.add_option("--port", s->port, "Port (0 = any free port)")->capture_default_str();
        sub.add_option("--dp", s->dp, "Data-parallel replicas behind the built-in router")->capture_default_str();
-       sub.add_option("--api-key", s->api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
+       sub.add_option("--api-key", s->api_key,
+                      "Require 'Authorization: Bearer KEY' on the API (also PARALLM_API_KEY or VLLM_API_KEY)");
+       sub.add_option("--api-key-file", s->api_key_file, "Accept every key of this file (one per line)");
+       sub.add_option("--metrics-api-key", s->metrics_api_key, "Require 'Authorization: Bearer KEY' on /metrics");
+       sub.add_option("--allowed-origins", s->allowed_origins,
+                      "CORS: origins that web pages may call from ('*', a JSON list or comma-separated; default none)");
+       sub.add_option("--allowed-hosts", s->allowed_hosts,
+                      "Answer only requests whose Host is one of these names (comma-separated; default any)");
+       sub.add_option("--max-connections", s->max_connections, "Open connections at most (503 past it)")->capture_default_str();
+       sub.add_option("--max-connections-per-client", s->max_connections_per_client,
+                      "Open connections per client address (429 past it)")->capture_default_str();
+       sub.add_option("--http-header-timeout", s->header_timeout, "Seconds for a request's headers to arrive")->capture_default_str();
+       sub.add_option("--http-body-timeout", s->body_timeout, "Seconds for a request's body to arrive")->capture_default_str();
+       sub.add_option("--http-keep-alive-timeout", s->keep_alive_timeout, "Seconds an idle connection stays open")
+           ->capture_default_str();
+       sub.add_option("--http-write-timeout", s->write_timeout, "Seconds a client may stop reading its response")
+           ->capture_default_str();
+       sub.add_option("--max-json-depth", s->max_json_depth, "Deepest nesting of a request body's JSON (400 past it)")
+           ->capture_default_str();
+       sub.add_option("--max-tokenize-body", s->max_tokenize_body, "Largest /tokenize or /detokenize body (413 above)")
+           ->capture_default_str();
        sub.add_option("--served-model-name", s->served_model_name, "Model name in the API (default: the file name)");
        sub.add_option("--reasoning-parser", s->reasoning_parser,
                       "Split <think>...</think> into reasoning_content: deepseek_r1 or qwen3");
@@ -288,8 +379,10 @@ const bool registered = register_command(
        sub.add_option("--max-input-tokens", s->max_input_tokens, "Longest prompt accepted (default: --max-model-len)");
        sub.add_option("--max-output-tokens", s->max_output_tokens, "Largest max_tokens accepted (default: --max-model-len)");
        sub.add_option("--max-body", s->max_body, "Largest request body (413 above)")->capture_default_str();
-       sub.add_option("--rate-limit", s->rate_limit, "Requests per minute per API key or client (0 = off)");
-       sub.add_option("--http-threads", s->http_threads, "HTTP worker threads = concurrent connections")->capture_default_str();
+       sub.add_option("--rate-limit", s->rate_limit,
+                      "Requests per minute per API key, or per client address without keys (0 = off)");
+       sub.add_option("--http-threads", s->http_threads,
+                      "Threads that run request handlers and streams (connections need none)")->capture_default_str();
        sub.add_option("--stream-interval", s->stream_interval,
                       "Tokens per streamed write after the first: N, or auto (grows with the load; docs/server.md)")
            ->capture_default_str();

@@ -1,13 +1,12 @@
 // The completion flow (see completion_flow.h). The backend reports events on
-// its step thread into a RequestChannel (a mutex-guarded queue); the HTTP
-// thread drains it, detokenizes with a StreamDecoder (UTF-8 safe), applies stop
-// strings, and writes. The channel is shared with the callback, so a request
-// that ends early (stop string, client gone) can return at once.
+// its step thread into a RequestChannel; the request's CompletionFlow runs on
+// a worker when woken (or ticked), detokenizes with a StreamDecoder (UTF-8
+// safe), applies stop strings, and writes to the exchange. A request that
+// ends early (stop string, client gone) aborts its sequences at once.
 #include "server/completion_flow.h"
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -19,6 +18,7 @@
 #include "server/reasoning.h"
 #include "server/tool_calls.h"
 #include "server/openai_request.h"
+#include "server/request_channel.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
@@ -28,65 +28,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-// NOTE: on this kind of host (2 cores, system calls through a hypervisor) a
-// wake-up per token costs ~50 us of the HTTP thread's CPU (futex, poll, send,
-// the client's wake-up), taken from the compute threads: ~2 ms of a 17 ms
-// step at 32 streams. So the step thread wakes the HTTP thread only when it
-// has something to do: the first token (time to first token), every
-// `interval` tokens (--stream-interval), and the final event. A request that
-// is neither streamed nor has stop strings waits for its final event.
-//
-// With --stream-interval auto (the default) the interval follows the load: a
-// step that gave tokens to n sequences wakes each stream every ceil(n / 4)
-// tokens, so a step pays at most ~4 wake-ups whatever the concurrency. Up to
-// 4 streams still get every token at once; at 32 the interval is 8, which
-// gave 13% more tokens/s than every token (docs/PERFORMANCE.md). The HTTP
-// thread also takes what is there every 100 ms, which bounds the delay.
-constexpr int64_t kWakesPerStep = 4;
-
-// Events of one request's choices (several with `n` > 1 or a batch of
-// prompts), in the order the backend made them.
-struct ChoiceEvent {
-  size_t choice;
-  TokenEvent event;
-};
-
-struct RequestChannel {
-  RequestChannel(bool ends_only, int64_t interval) : ends_only(ends_only), interval(interval) {}
-
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<ChoiceEvent> events;
-  const bool ends_only;    // wake only for the first and the final events
-  const int64_t interval;  // tokens per wake-up, or kStreamIntervalAuto
-  int64_t tokens = 0, unwoken = 0;
-
-  int64_t tokens_per_wake(const TokenEvent& e) const {
-    if (interval != kStreamIntervalAuto) return interval;
-    return std::max<int64_t>(1, (e.step_tokens + kWakesPerStep - 1) / kWakesPerStep);
-  }
-  void push(size_t choice, const TokenEvent& e) {
-    bool wake;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      events.push_back({choice, e});
-      if (e.token >= 0) ++tokens, ++unwoken;
-      wake = e.finished || tokens == 1 || (!ends_only && unwoken >= tokens_per_wake(e));
-      if (wake) unwoken = 0;
-    }
-    if (wake) cv.notify_one();
-  }
-  // Waits up to timeout for events; returns those available.
-  std::deque<ChoiceEvent> take(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait_for(lock, timeout, [&] { return !events.empty() && unwoken == 0; });
-    std::deque<ChoiceEvent> out;
-    out.swap(events);
-    unwoken = 0;
-    return out;
-  }
-};
 
 std::string random_id(const char* prefix) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -350,177 +291,322 @@ json stream_choice(bool chat, size_t index, const std::string& text, json logpro
   return {{"index", index}, {"text", text}, {"logprobs", std::move(logprobs)}, {"finish_reason", finish}};
 }
 
-}  // namespace
+// One request in flight, from submission to its last byte. pump() runs on a
+// worker (never two at once for one flow) whenever the channel wakes it or
+// the server's tick finds it due; it renders what arrived and writes it.
+class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this<CompletionFlow> {
+ public:
+  CompletionFlow(const CompletionContext& ctx, std::shared_ptr<Prepared> prepared,
+                 std::shared_ptr<net::HttpExchange> exchange, bool chat)
+      : work_(ctx.work),
+        active_(ctx.active),
+        tok_(ctx.backend.tokenizer()),
+        prepared_(std::move(prepared)),
+        exchange_(std::move(exchange)),
+        chat_(chat),
+        stream_(prepared_->params.stream),
+        include_usage_(prepared_->params.include_usage),
+        heartbeat_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ctx.options.heartbeat_s))),
+        id_(random_id(chat ? "chatcmpl-" : "cmpl-")),
+        created_(static_cast<int64_t>(std::time(nullptr))),
+        model_(ctx.options.served_model_name),
+        extra_headers_(ctx.extra_headers) {}
 
-void handle_completion(const CompletionContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat) {
-  auto prepared = std::make_shared<Prepared>(prepare(ctx, req.body, chat));
-  const CompletionParams& cp = prepared->params;
-  const size_t n = static_cast<size_t>(cp.n);
+  // Submits every choice, registers the flow, starts the response. Throws
+  // ApiError (nothing sent yet) when the backend refuses. Under the lock, so
+  // that a pump woken by an early event waits until all is in place.
+  void start(const CompletionContext& ctx) {
+    std::lock_guard<std::mutex> lock(mu_);
+    submit(ctx);
+    if (active_) active_->add(shared_from_this());
+    begin(&ctx.metrics);
+  }
 
-  const ToolCallFormat tool_format = chat && !cp.tools.is_null() ? ctx.chat.tool_call_format() : ToolCallFormat::kNone;
-  auto channel = std::make_shared<RequestChannel>(!cp.stream && cp.stop.empty(), ctx.options.stream_interval);
-  auto choices = std::make_shared<Choices>();
-  // Choice p * n + j is prompt p's j-th generation; with a seed, generation j
-  // draws with seed + j (as vLLM seeds parallel samples), so choices differ
-  // and the same request still gives the same choices.
-  for (size_t p = 0; p < prepared->prompts.size(); ++p) {
-    const PreparedPrompt& pp = prepared->prompts[p];
-    choices->prompt_tokens += static_cast<int64_t>(pp.tokens.size());
-    for (size_t j = 0; j < n; ++j) {
-      const size_t index = p * n + j;
-      ServingRequest sreq;
-      sreq.prompt = pp.tokens;
-      sreq.max_tokens = pp.max_tokens;
-      sreq.sampling = cp.sampling;
-      sreq.sampling.seed = cp.sampling.seed + j;
-      sreq.ignore_eos = cp.ignore_eos;
-      sreq.priority = cp.priority;
-      sreq.logprobs = cp.logprobs;
-      sreq.prompt_logprobs = cp.echo && cp.logprobs >= 0;
-      sreq.stop_token_ids = cp.stop_token_ids;
-      uint64_t backend_id = 0;
-      const SubmitStatus st = ctx.backend.submit(
-          std::move(sreq), [channel, index](const TokenEvent& e) { channel->push(index, e); }, &backend_id);
-      if (st != SubmitStatus::kOk) {
-        choices->abort_unfinished();  // the choices already queued
-        if (st == SubmitStatus::kQueueFull) {
-          res.set_header("Retry-After", "1");
-          throw ApiError(429, "the server is at its queue limit (--max-queue); retry later", "rate_limit_error", "",
-                         "queue_full");
+ private:
+  void submit(const CompletionContext& ctx) {
+    const CompletionParams& cp = prepared_->params;
+    const size_t n = static_cast<size_t>(cp.n);
+    const ToolCallFormat tool_format = chat_ && !cp.tools.is_null() ? ctx.chat.tool_call_format() : ToolCallFormat::kNone;
+    std::weak_ptr<CompletionFlow> weak = weak_from_this();
+    channel_ = std::make_shared<RequestChannel>(!cp.stream && cp.stop.empty(), ctx.options.stream_interval, [weak] {
+      if (auto f = weak.lock()) f->schedule();
+    });
+    // Choice p * n + j is prompt p's j-th generation; with a seed, generation j
+    // draws with seed + j (as vLLM seeds parallel samples), so choices differ
+    // and the same request still gives the same choices.
+    for (size_t p = 0; p < prepared_->prompts.size(); ++p) {
+      const PreparedPrompt& pp = prepared_->prompts[p];
+      choices_.prompt_tokens += static_cast<int64_t>(pp.tokens.size());
+      for (size_t j = 0; j < n; ++j) {
+        const size_t index = p * n + j;
+        ServingRequest sreq;
+        sreq.prompt = pp.tokens;
+        sreq.max_tokens = pp.max_tokens;
+        sreq.sampling = cp.sampling;
+        sreq.sampling.seed = cp.sampling.seed + j;
+        sreq.ignore_eos = cp.ignore_eos;
+        sreq.priority = cp.priority;
+        sreq.logprobs = cp.logprobs;
+        sreq.prompt_logprobs = cp.echo && cp.logprobs >= 0;
+        sreq.stop_token_ids = cp.stop_token_ids;
+        uint64_t backend_id = 0;
+        std::shared_ptr<RequestChannel> channel = channel_;
+        const SubmitStatus st = ctx.backend.submit(
+            std::move(sreq), [channel, index](const TokenEvent& e) { channel->push(index, e); }, &backend_id);
+        if (st != SubmitStatus::kOk) {
+          choices_.abort_unfinished();  // the choices already queued
+          if (st == SubmitStatus::kQueueFull) {
+            throw ApiError(429, "the server is at its queue limit (--max-queue); retry later", "rate_limit_error", "",
+                           "queue_full");
+          }
+          throw ApiError(400, "the prompt plus 'max_tokens' can never fit in the KV cache of this server",
+                         "invalid_request_error", "max_tokens", "context_length_exceeded");
         }
-        throw ApiError(400, "the prompt plus 'max_tokens' can never fit in the KV cache of this server",
-                       "invalid_request_error", "max_tokens", "context_length_exceeded");
+        choices_.gens.push_back(std::make_unique<Generation>(ctx, cp, index, backend_id, pp.echo_text));
+        Generation& g = *choices_.gens.back();
+        if (chat_ && ctx.options.reasoning_format != ReasoningFormat::kNone) g.reasoning_splitter.emplace(ctx.options.reasoning_format);
+        if (tool_format != ToolCallFormat::kNone) {
+          g.tool_format = tool_format;
+          g.tool_splitter.emplace(tool_format);
+        }
       }
-      choices->gens.push_back(std::make_unique<Generation>(ctx, cp, index, backend_id, pp.echo_text));
-      if (chat && ctx.options.reasoning_format != ReasoningFormat::kNone) {
-        choices->gens.back()->reasoning_splitter.emplace(ctx.options.reasoning_format);
-      }
-      if (tool_format != ToolCallFormat::kNone) {
-        choices->gens.back()->tool_format = tool_format;
-        choices->gens.back()->tool_splitter.emplace(tool_format);
-      }
+    }
+    texts_.resize(choices_.gens.size());
+    reasonings_.resize(choices_.gens.size());
+    logged_.resize(choices_.gens.size());
+    for (size_t i = 0; i < choices_.gens.size(); ++i) texts_[i] = choices_.gens[i]->echo_text;
+  }
+
+  // After submit(): the exchange's callbacks, the stream's head, a first pump.
+  void begin(ServerMetrics* metrics) {
+    std::weak_ptr<CompletionFlow> weak = weak_from_this();
+    auto succeeded = success_;
+    exchange_->on_finished([metrics, succeeded](bool delivered) {
+      // Only a response that reached the client whole counts as a success.
+      if (delivered && succeeded->load()) metrics->requests_ok++;
+    });
+    exchange_->on_gone([weak] {
+      if (auto f = weak.lock()) f->client_gone();
+    });
+    if (stream_) {
+      net::HttpHeaders h = {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+      h.insert(h.end(), extra_headers_.begin(), extra_headers_.end());
+      exchange_->start_stream(200, h);
+    }
+    last_write_ns_ = now_ns();
+    schedule();  // the first chunks (role, echo) and whatever has arrived
+  }
+
+ public:
+  void schedule() {
+    if (scheduled_.exchange(true)) return;
+    std::weak_ptr<CompletionFlow> weak = weak_from_this();
+    if (!work_->post([weak] {
+          if (auto f = weak.lock()) f->pump();
+        })) {
+      scheduled_ = false;
     }
   }
 
-  const std::string id = random_id(chat ? "chatcmpl-" : "cmpl-");
-  const int64_t created = static_cast<int64_t>(std::time(nullptr));
-  const std::string model = ctx.options.served_model_name;
-  const Tokenizer& tok = ctx.backend.tokenizer();
+  void tick(Clock::time_point now) override {
+    if (ended_.load()) return;
+    const bool heartbeat_due = stream_ && now.time_since_epoch().count() - last_write_ns_.load() >= heartbeat_.count();
+    if (heartbeat_due || channel_->has_events()) schedule();
+  }
 
-  if (!cp.stream) {
-    std::vector<std::string> texts, reasonings(choices->gens.size());
-    for (const auto& g : choices->gens) texts.push_back(g->echo_text);
-    std::vector<std::vector<TokenLogprobs>> logged(choices->gens.size());
-    while (!choices->all_finished()) {
-      for (const ChoiceEvent& ce : channel->take(std::chrono::milliseconds(1000))) {
-        Generation& g = *choices->gens[ce.choice];
-        texts[ce.choice] += g.consume(ce.event);
-        reasonings[ce.choice] += g.take_reasoning();
-        for (TokenLogprobs& t : g.logprobs) logged[ce.choice].push_back(std::move(t));
-        g.logprobs.clear();
-      }
-      if (choices->failed() != nullptr) choices->abort_unfinished();
+  void fail(int status, const std::string& message) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return;
+    choices_.abort_unfinished();
+    const ApiError e(status, message, "server_error");
+    if (stream_) {
+      exchange_->write("data: " + dump(e.body()) + "\n\ndata: [DONE]\n\n");
+      exchange_->end_stream();
+    } else {
+      net::HttpResponse r;
+      r.status = status;
+      r.set_content(dump(e.body()), "application/json");
+      respond(std::move(r));
     }
-    if (const Generation* f = choices->failed()) throw ApiError(500, "generation failed: " + f->error, "server_error");
+    end();
+  }
+
+ private:
+  static int64_t now_ns() { return Clock::now().time_since_epoch().count(); }
+
+  void client_gone() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return;
+    choices_.abort_unfinished();
+    end();
+  }
+
+  void respond(net::HttpResponse r) {
+    for (const auto& [k, v] : extra_headers_) r.set_header(k, v);
+    exchange_->respond(std::move(r));
+  }
+
+  void end() {
+    ended_ = true;
+    if (active_) active_->remove(this);
+  }
+
+  void pump() {
+    scheduled_ = false;  // events arriving from now on schedule another run
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return;
+    if (stream_) {
+      pump_stream();
+    } else {
+      pump_whole();
+    }
+  }
+
+  void pump_whole() {
+    for (const ChoiceEvent& ce : channel_->take()) {
+      Generation& g = *choices_.gens[ce.choice];
+      texts_[ce.choice] += g.consume(ce.event);
+      reasonings_[ce.choice] += g.take_reasoning();
+      for (TokenLogprobs& t : g.logprobs) logged_[ce.choice].push_back(std::move(t));
+      g.logprobs.clear();
+    }
+    if (choices_.failed() != nullptr) choices_.abort_unfinished();
+    if (!choices_.all_finished()) return;
+    if (const Generation* f = choices_.failed()) {
+      const ApiError e(500, "generation failed: " + f->error, "server_error");
+      net::HttpResponse r;
+      r.status = 500;
+      r.set_content(dump(e.body()), "application/json");
+      respond(std::move(r));
+      end();
+      return;
+    }
     json out_choices = json::array();
-    for (size_t i = 0; i < choices->gens.size(); ++i) {
-      Generation& g = *choices->gens[i];
+    for (size_t i = 0; i < choices_.gens.size(); ++i) {
+      Generation& g = *choices_.gens[i];
       json lp = nullptr;
       if (g.want_logprobs) {
-        lp = chat ? chat_logprobs_json(tok, logged[i]) : completion_logprobs_json(tok, logged[i], &g.text_offset);
+        lp = chat_ ? chat_logprobs_json(tok_, logged_[i]) : completion_logprobs_json(tok_, logged_[i], &g.text_offset);
       }
-      if (chat) {
-        json message = {{"role", "assistant"}, {"content", texts[i]}};
-        if (g.reasoning_splitter) message["reasoning_content"] = g.reasoning_seen ? json(reasonings[i]) : json(nullptr);
+      if (chat_) {
+        json message = {{"role", "assistant"}, {"content", texts_[i]}};
+        if (g.reasoning_splitter) message["reasoning_content"] = g.reasoning_seen ? json(reasonings_[i]) : json(nullptr);
         if (!g.tool_calls.is_null()) {
           message["tool_calls"] = g.tool_calls;
-          if (texts[i].find_first_not_of(" \n\t\r") == std::string::npos) message["content"] = nullptr;
+          if (texts_[i].find_first_not_of(" \n\t\r") == std::string::npos) message["content"] = nullptr;
         }
-        out_choices.push_back(
-            {{"index", i}, {"message", std::move(message)}, {"logprobs", lp}, {"finish_reason", g.finish_reason}});
+        out_choices.push_back({{"index", i}, {"message", std::move(message)}, {"logprobs", lp}, {"finish_reason", g.finish_reason}});
       } else {
-        out_choices.push_back({{"index", i}, {"text", texts[i]}, {"logprobs", lp}, {"finish_reason", g.finish_reason}});
+        out_choices.push_back({{"index", i}, {"text", texts_[i]}, {"logprobs", lp}, {"finish_reason", g.finish_reason}});
       }
     }
-    json out = {{"id", id},           {"object", chat ? "chat.completion" : "text_completion"},
-                {"created", created}, {"model", model},
-                {"choices", out_choices}, {"usage", choices->usage()}};
-    res.set_content(dump(out), "application/json");
-    return;
+    json out = {{"id", id_},           {"object", chat_ ? "chat.completion" : "text_completion"},
+                {"created", created_}, {"model", model_},
+                {"choices", out_choices}, {"usage", choices_.usage()}};
+    success_->store(true);
+    net::HttpResponse r;
+    r.set_content(dump(out), "application/json");
+    respond(std::move(r));
+    end();
   }
 
-  const bool include_usage = cp.include_usage;
-  const double heartbeat_s = ctx.options.heartbeat_s;
-  auto sent_first = std::make_shared<bool>(false);
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [prepared, channel, choices, &tok, id, created, model, chat, include_usage, heartbeat_s, sent_first](
-          size_t, httplib::DataSink& sink) -> bool {
-        auto event = [&](const json& choice_or_null, const json& usage_field) {
-          json c = chunk_base(id, created, model, chat);
-          c["choices"] = choice_or_null.is_null() ? json::array() : json::array({choice_or_null});
-          if (include_usage) c["usage"] = usage_field;
-          return "data: " + dump(c) + "\n\n";
-        };
-        std::string out;
-        if (!*sent_first) {
-          *sent_first = true;
-          for (const auto& g : choices->gens) {
-            if (chat || !g->echo_text.empty()) {
-              out += event(stream_choice(chat, g->index, g->echo_text, nullptr, nullptr, true), nullptr);
-            }
-          }
+  std::string event(const json& choice_or_null, const json& usage_field) const {
+    json c = chunk_base(id_, created_, model_, chat_);
+    c["choices"] = choice_or_null.is_null() ? json::array() : json::array({choice_or_null});
+    if (include_usage_) c["usage"] = usage_field;
+    return "data: " + dump(c) + "\n\n";
+  }
+
+  void pump_stream() {
+    std::string out;
+    if (!sent_first_) {
+      sent_first_ = true;
+      for (const auto& g : choices_.gens) {
+        if (chat_ || !g->echo_text.empty()) out += event(stream_choice(chat_, g->index, g->echo_text, nullptr, nullptr, true), nullptr);
+      }
+    }
+    for (const ChoiceEvent& ce : channel_->take()) {
+      Generation& g = *choices_.gens[ce.choice];
+      if (g.final_sent) continue;
+      const std::string text = g.consume(ce.event);
+      const std::string reasoning = g.take_reasoning();
+      if (!reasoning.empty()) {
+        json ch = stream_choice(chat_, g.index, "", take_logprobs(tok_, g, chat_), nullptr, false);
+        ch["delta"] = {{"reasoning_content", reasoning}};
+        out += event(ch, nullptr);
+      }
+      if (!text.empty()) out += event(stream_choice(chat_, g.index, text, take_logprobs(tok_, g, chat_), nullptr, false), nullptr);
+      if (g.finished && g.error.empty()) {
+        if (!g.tool_calls.is_null()) {
+          json delta_calls = g.tool_calls;
+          for (size_t k = 0; k < delta_calls.size(); ++k) delta_calls[k]["index"] = k;
+          json ch = stream_choice(chat_, g.index, "", nullptr, nullptr, false);
+          ch["delta"] = {{"tool_calls", delta_calls}};
+          out += event(ch, nullptr);
         }
-        auto deadline = Clock::now() + std::chrono::duration<double>(heartbeat_s);
-        while (out.empty() && !choices->all_finished() && Clock::now() < deadline) {
-          for (const ChoiceEvent& ce : channel->take(std::chrono::milliseconds(100))) {
-            Generation& g = *choices->gens[ce.choice];
-            if (g.final_sent) continue;
-            const std::string text = g.consume(ce.event);
-            const std::string reasoning = g.take_reasoning();
-            if (!reasoning.empty()) {
-              json ch = stream_choice(chat, g.index, "", take_logprobs(tok, g, chat), nullptr, false);
-              ch["delta"] = {{"reasoning_content", reasoning}};
-              out += event(ch, nullptr);
-            }
-            if (!text.empty()) {
-              out += event(stream_choice(chat, g.index, text, take_logprobs(tok, g, chat), nullptr, false), nullptr);
-            }
-            if (g.finished && g.error.empty()) {
-              if (!g.tool_calls.is_null()) {
-                json delta_calls = g.tool_calls;
-                for (size_t k = 0; k < delta_calls.size(); ++k) delta_calls[k]["index"] = k;
-                json ch = stream_choice(chat, g.index, "", nullptr, nullptr, false);
-                ch["delta"] = {{"tool_calls", delta_calls}};
-                out += event(ch, nullptr);
-              }
-              json lp = g.logprobs.empty() ? json(nullptr) : take_logprobs(tok, g, chat);
-              out += event(stream_choice(chat, g.index, "", std::move(lp), g.finish_reason, false), nullptr);
-              g.final_sent = true;
-            }
-          }
-          if (choices->failed() != nullptr) choices->abort_unfinished();
-        }
-        const bool done = choices->all_finished();
-        if (done) {
-          if (const Generation* f = choices->failed()) {
-            out += "data: " + dump(ApiError(500, "generation failed: " + f->error, "server_error").body()) + "\n\n";
-          } else if (include_usage) {
-            out += event(nullptr, choices->usage());
-          }
-          out += "data: [DONE]\n\n";
-        }
-        if (out.empty()) out = ": keep-alive\n\n";  // a write that fails tells us the client left
-        if (!sink.write(out.data(), out.size())) {
-          choices->abort_unfinished();
-          return false;
-        }
-        if (done) sink.done();
-        return true;
-      },
-      [choices](bool) { choices->abort_unfinished(); });  // the client went away mid-stream
+        json lp = g.logprobs.empty() ? json(nullptr) : take_logprobs(tok_, g, chat_);
+        out += event(stream_choice(chat_, g.index, "", std::move(lp), g.finish_reason, false), nullptr);
+        g.final_sent = true;
+      }
+    }
+    if (choices_.failed() != nullptr) choices_.abort_unfinished();
+    const bool done = choices_.all_finished();
+    if (done) {
+      if (const Generation* f = choices_.failed()) {
+        out += "data: " + dump(ApiError(500, "generation failed: " + f->error, "server_error").body()) + "\n\n";
+      } else {
+        success_->store(true);
+        if (include_usage_) out += event(nullptr, choices_.usage());
+      }
+      out += "data: [DONE]\n\n";
+    }
+    const int64_t now = now_ns();
+    if (out.empty() && now - last_write_ns_.load() >= heartbeat_.count()) {
+      out = ": keep-alive\n\n";  // proxies keep the stream open; a dead peer shows on the write
+    }
+    if (!out.empty()) {
+      if (!exchange_->write(out)) {
+        choices_.abort_unfinished();
+        end();
+        return;
+      }
+      last_write_ns_ = now;
+    }
+    if (done) {
+      exchange_->end_stream();
+      end();
+    }
+  }
+
+  std::shared_ptr<net::WorkQueue> work_;
+  ActiveRequests* active_;
+  const Tokenizer& tok_;
+  std::shared_ptr<Prepared> prepared_;
+  std::shared_ptr<net::HttpExchange> exchange_;
+  const bool chat_, stream_, include_usage_;
+  const Clock::duration heartbeat_;
+  const std::string id_;
+  const int64_t created_;
+  const std::string model_;
+  const net::HttpHeaders extra_headers_;
+
+  std::shared_ptr<RequestChannel> channel_;
+  std::mutex mu_;  // one pump (or fail / client_gone) at a time
+  Choices choices_;
+  std::vector<std::string> texts_, reasonings_;           // whole responses: so far
+  std::vector<std::vector<TokenLogprobs>> logged_;
+  bool sent_first_ = false;
+  std::atomic<bool> scheduled_{false}, ended_{false};
+  std::atomic<int64_t> last_write_ns_{0};
+  std::shared_ptr<std::atomic<bool>> success_ = std::make_shared<std::atomic<bool>>(false);
+};
+
+}  // namespace
+
+void handle_completion(const CompletionContext& ctx, const std::shared_ptr<net::HttpExchange>& exchange, bool chat) {
+  auto prepared = std::make_shared<Prepared>(prepare(ctx, exchange->request().body, chat));
+  auto flow = std::make_shared<CompletionFlow>(ctx, std::move(prepared), exchange, chat);
+  flow->start(ctx);  // throws before anything was sent
 }
 
 }  // namespace parallm

@@ -1,17 +1,23 @@
-// HttpServer (see http_server.h): routes, authentication, rate limiting and
-// the mapping of every failure to an OpenAI-style JSON error. The completion
-// flow itself lives in completion_flow.cpp.
+// HttpServer (see http_server.h): routes, Host and origin checks,
+// authentication, rate limiting, and the mapping of every failure to an
+// OpenAI-style JSON error. The completion flow itself lives in
+// completion_flow.cpp, the HTTP machinery in net/http_core.cpp.
 #include "server/http_server.h"
 
-#include <httplib.h>
+#include <malloc.h>
 
-#include <sys/socket.h>
-
+#include <chrono>
+#include <cmath>
 #include <mutex>
+#include <thread>
 
+#include "net/http_core.h"
+#include "server/active_requests.h"
 #include "server/api_error.h"
+#include "server/api_keys.h"
 #include "server/chat_template.h"
 #include "server/completion_flow.h"
+#include "server/origin_policy.h"
 #include "server/rate_limiter.h"
 #include "server/tokenize_api.h"
 #include "tokenizer/tokenizer.h"
@@ -20,207 +26,335 @@
 
 namespace parallm {
 
+using net::HttpExchange;
+using net::HttpRequest;
+using net::HttpResponse;
+
+namespace {
+
+// NOTE: a rejected 8 MB body leaves its JSON tree's many small blocks free
+// in the worker's malloc arena, and glibc keeps such memory (RSS grew to
+// ~2 GB under a burst of large bad requests and stayed there). After a large
+// request the heap is trimmed, at most once a second; bodies themselves are
+// mmap'ed (a fixed threshold: glibc's sliding one would move them into the
+// arenas after the first free).
+constexpr size_t kTrimAfterBytes = 256 * 1024;
+constexpr int kMmapThresholdBytes = 1 << 20;
+
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+HttpResponse error_response(const ApiError& e) {
+  HttpResponse r;
+  r.status = e.status();
+  r.set_content(dump(e.body()), "application/json");
+  return r;
+}
+
+// The error the HTTP core answers by itself (framing, caps, deadlines).
+HttpResponse core_error(int status, const std::string& message) {
+  const char* type = status == 429 ? "rate_limit_error" : status >= 500 ? "server_error" : "invalid_request_error";
+  return error_response(ApiError(status, message, type));
+}
+
+std::string bearer_token(const HttpRequest& req) {
+  const std::string_view h = req.header("Authorization");
+  constexpr std::string_view prefix = "Bearer ";
+  if (h.size() > prefix.size() && h.substr(0, prefix.size()) == prefix) return std::string(h.substr(prefix.size()));
+  return "";
+}
+
+std::vector<std::string> all_keys(const ServerOptions& o) {
+  std::vector<std::string> keys = o.api_keys;
+  if (!o.api_key.empty()) keys.push_back(o.api_key);
+  return keys;
+}
+
+enum class RouteKind { kCompletions, kChat, kModels, kModel, kTokenize, kDetokenize, kHealth, kMetrics };
+
+struct Route {
+  RouteKind kind;
+  const char* method;  // GET routes also answer HEAD
+};
+
+// The route of a path, or nullptr; *id gets /v1/models/{id}.
+const Route* find_route(const std::string& path, std::string* id) {
+  static const Route completions{RouteKind::kCompletions, "POST"}, chat{RouteKind::kChat, "POST"},
+      models{RouteKind::kModels, "GET"}, model{RouteKind::kModel, "GET"}, tokenize{RouteKind::kTokenize, "POST"},
+      detokenize{RouteKind::kDetokenize, "POST"}, health{RouteKind::kHealth, "GET"}, metrics{RouteKind::kMetrics, "GET"};
+  if (path == "/v1/completions") return &completions;
+  if (path == "/v1/chat/completions") return &chat;
+  if (path == "/v1/models") return &models;
+  if (path.rfind("/v1/models/", 0) == 0 && path.size() > 11) {
+    *id = path.substr(11);
+    return &model;
+  }
+  if (path == "/tokenize") return &tokenize;
+  if (path == "/detokenize") return &detokenize;
+  if (path == "/health") return &health;
+  if (path == "/metrics") return &metrics;
+  return nullptr;
+}
+
+}  // namespace
+
 struct HttpServer::Impl {
-  explicit Impl(const ServerOptions& o) : limiter(o.rate_limit_per_minute) {}
+  explicit Impl(const ServerOptions& o)
+      : options(o),
+        keys(all_keys(o)),
+        origins(o.allowed_origins, o.allowed_hosts),
+        limiter(o.rate_limit_per_minute) {}
 
   struct Ready {
     CompletionBackend* backend;
     std::unique_ptr<ChatFormatter> chat;
   };
 
-  httplib::Server http;
-  int listen_fd = -1;  // the listening socket, seen through set_socket_options
+  const ServerOptions& options;
+  ApiKeys keys;
+  OriginPolicy origins;
   RateLimiter limiter;
   ServerMetrics metrics;
-  std::mutex mu;
+  ActiveRequests active;
+  std::unique_ptr<net::HttpCore> core;
+  mutable std::mutex mu;
   std::shared_ptr<Ready> ready;  // null until set_backend()
+  std::string failure;           // the backend's, once seen (under mu)
+  std::atomic<int64_t> last_trim_ns{0};
 
-  std::shared_ptr<Ready> get_ready() {
+  std::shared_ptr<Ready> get_ready() const {
     std::lock_guard<std::mutex> lock(mu);
     return ready;
   }
+  std::string get_failure() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return failure;
+  }
+
+  void trim_heap_soon() {
+    const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    int64_t last = last_trim_ns.load();
+    if (now - last < 1'000'000'000 || !last_trim_ns.compare_exchange_strong(last, now)) return;
+    core->post([] { ::malloc_trim(0); });  // after the request that asked for it released its memory
+  }
+
+  // Every ~100 ms on the loop thread: a backend that failed ends every
+  // request in flight with its error; the others take late tokens.
+  void on_tick() {
+    std::shared_ptr<Ready> r = get_ready();
+    if (!r) return;
+    const std::string why = r->backend->failure();
+    if (!why.empty()) {
+      bool first;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        first = failure.empty();
+        if (first) failure = why;
+      }
+      if (first) log_warn("serving failed: " + why + "; ending every request in flight");
+      for (const auto& a : active.snapshot()) {
+        std::weak_ptr<ActiveRequest> w = a;
+        core->post([w, why] {
+          if (auto x = w.lock()) x->fail(503, "the server cannot generate: " + why);
+        });
+      }
+      return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& a : active.snapshot()) a->tick(now);
+  }
+
+  void handle(const std::shared_ptr<HttpExchange>& ex);
+  void serve_route(const Route& route, const std::string& model_id, const std::shared_ptr<HttpExchange>& ex,
+                   const net::HttpHeaders& cors, HttpResponse* res, bool* async);
 };
 
-namespace {
-
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status();
-  res.set_content(e.body().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
-}
-
-std::string bearer_token(const httplib::Request& req) {
-  const std::string h = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
-  if (h.size() > prefix.size() && h.compare(0, prefix.size(), prefix) == 0) return h.substr(prefix.size());
-  return "";
-}
-
-}  // namespace
-
-HttpServer::HttpServer(const ServerOptions& options) : options_(options), impl_(std::make_unique<Impl>(options)) {
-  if (options_.http_threads < 1) throw InputError("--http-threads must be >= 1");
-  auto& http = impl_->http;
-  const size_t n_threads = static_cast<size_t>(options_.http_threads);
-  http.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
-  http.set_payload_max_length(options_.max_body_bytes);
-  http.set_keep_alive_timeout(5);
-  http.set_read_timeout(30);
-  http.set_write_timeout(30);
-  // NOTE: without TCP_NODELAY, Nagle holds each small SSE chunk written after the
-  // headers until the client's delayed ACK (~40 ms on Linux): TTFT +40 ms, tokens bunched.
-  http.set_tcp_nodelay(true);
-  http.set_socket_options([impl = impl_.get()](int sock) {
-    httplib::default_socket_options(sock);
-    impl->listen_fd = sock;
-  });
-  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    std::string msg = res.status == 404   ? "no such route"
-                      : res.status == 413 ? "request body too large"
-                      : res.status == 405 ? "method not allowed"
-                                          : "bad request";
-    send_error(res, ApiError(res.status, msg, res.status >= 500 ? "server_error" : "invalid_request_error"));
-  });
-
-  Impl* impl = impl_.get();
-  const ServerOptions* opts = &options_;
-
-  // Wraps an API route: readiness, authentication, rate limit, error mapping.
-  auto api = [impl, opts](bool limited, std::function<void(Impl::Ready&, const httplib::Request&, httplib::Response&)> fn) {
-    return [impl, opts, limited, fn](const httplib::Request& req, httplib::Response& res) {
-      try {
-        std::shared_ptr<Impl::Ready> ready = impl->get_ready();
-        if (!ready) throw ApiError(503, "the model is still loading", "server_error", "", "not_ready");
-        const std::string key = bearer_token(req);
-        if (!opts->api_key.empty() && key != opts->api_key) {
-          throw ApiError(401, "invalid or missing API key (send 'Authorization: Bearer <key>')", "invalid_request_error",
-                         "", "invalid_api_key");
-        }
-        double retry_s = 1;
-        if (limited && !impl->limiter.allow(key.empty() ? "addr:" + req.remote_addr : "key:" + key, &retry_s)) {
-          res.set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(retry_s))));
-          throw ApiError(429, "rate limit exceeded (--rate-limit requests per minute per key)", "rate_limit_error", "",
-                         "rate_limit_exceeded");
-        }
-        fn(*ready, req, res);
-        if (limited) impl->metrics.requests_ok++;
-      } catch (const ApiError& e) {
-        impl->metrics.requests_rejected++;
-        send_error(res, e);
-      } catch (const InputError& e) {
-        impl->metrics.requests_rejected++;
-        send_error(res, bad_request(e.what()));
-      } catch (const std::exception& e) {
-        impl->metrics.requests_rejected++;
-        log_warn(std::string("request failed: ") + e.what());
-        send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "server_error"));
+void HttpServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
+  const HttpRequest& req = ex->request();
+  HttpResponse res;
+  bool async = false;
+  const std::string acao = origins.allow_origin(req.header("Origin"));
+  net::HttpHeaders cors;
+  if (!acao.empty()) {
+    cors.emplace_back("Access-Control-Allow-Origin", acao);
+    if (acao != "*") cors.emplace_back("Vary", "Origin");
+  }
+  try {
+    if (!origins.host_allowed(req.header("Host"))) {
+      throw ApiError(403, "Host '" + std::string(req.header("Host")) + "' is not one this server answers to (--allowed-hosts)",
+                     "invalid_request_error", "", "host_not_allowed");
+    }
+    std::string model_id;
+    const Route* route = find_route(req.path, &model_id);
+    if (req.method == "OPTIONS") {
+      // A preflight carries no credentials: answered without the key. Only
+      // allowed origins get the CORS headers that let the browser go on.
+      res.status = 204;
+      res.set_header("Allow", route ? std::string(route->method) + ", OPTIONS" : "GET, POST, OPTIONS");
+      if (!acao.empty()) {
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        const std::string asked(req.header("Access-Control-Request-Headers"));
+        res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+        res.set_header("Access-Control-Max-Age", "86400");
       }
-    };
-  };
+    } else if (route == nullptr) {
+      throw ApiError(404, "no such route: " + req.path, "invalid_request_error", "", "not_found");
+    } else if (req.method != route->method && !(req.method == "HEAD" && std::string(route->method) == "GET")) {
+      res.set_header("Allow", std::string(route->method) + ", OPTIONS");
+      throw ApiError(405, "method " + req.method + " is not allowed on " + req.path + " (use " + route->method + ")",
+                     "invalid_request_error", "", "method_not_allowed");
+    } else {
+      serve_route(*route, model_id, ex, cors, &res, &async);
+    }
+  } catch (const ApiError& e) {
+    HttpResponse err = error_response(e);
+    for (auto& h : res.headers) err.set_header(h.first, h.second);  // Allow, Retry-After
+    if (e.status() == 429 && !net::has_header(err.headers, "Retry-After")) err.set_header("Retry-After", "1");
+    res = std::move(err);
+  } catch (const InputError& e) {
+    res = error_response(bad_request(e.what()));
+  } catch (const std::exception& e) {
+    log_warn(std::string("request failed: ") + e.what());
+    res = error_response(ApiError(500, std::string("internal error: ") + e.what(), "server_error"));
+  }
+  if (res.status >= 400) metrics.requests_rejected++;
+  if (!async) {
+    for (auto& h : cors) res.set_header(h.first, h.second);
+    ex->respond(std::move(res));
+  }
+  if (req.body.size() > kTrimAfterBytes) trim_heap_soon();
+}
 
-  auto completion = [impl, opts](bool chat) {
-    return [impl, opts, chat](Impl::Ready& ready, const httplib::Request& req, httplib::Response& res) {
-      CompletionContext ctx{*opts, *ready.backend, *ready.chat, impl->metrics};
-      handle_completion(ctx, req, res, chat);
-    };
-  };
-  http.Post("/v1/completions", api(true, completion(false)));
-  http.Post("/v1/chat/completions", api(true, completion(true)));
-  auto model_card = [opts](const Impl::Ready& ready) {
-    return nlohmann::json{{"id", opts->served_model_name},
+void HttpServer::Impl::serve_route(const Route& route, const std::string& model_id, const std::shared_ptr<HttpExchange>& ex,
+                                   const net::HttpHeaders& cors, HttpResponse* res, bool* async) {
+  const HttpRequest& req = ex->request();
+  switch (route.kind) {
+    case RouteKind::kHealth: {
+      std::shared_ptr<Ready> r = get_ready();
+      const std::string why = r ? r->backend->failure() : "";
+      if (!r) throw ApiError(503, "the model is still loading", "server_error", "", "not_ready");
+      if (!why.empty()) throw ApiError(503, "the server cannot generate: " + why, "server_error", "", "engine_failed");
+      res->set_content("{\"status\":\"ok\"}", "application/json");
+      return;
+    }
+    case RouteKind::kMetrics: {
+      if (!options.metrics_api_key.empty() && !constant_time_equal(bearer_token(req), options.metrics_api_key)) {
+        throw ApiError(401, "/metrics needs 'Authorization: Bearer <key>' (--metrics-api-key)", "invalid_request_error", "",
+                       "invalid_api_key");
+      }
+      std::shared_ptr<Ready> r = get_ready();
+      ServingMetrics m;
+      std::vector<DeviceStat> devices;
+      if (r) {
+        m = r->backend->metrics();
+        devices = r->backend->device_stats();
+      }
+      res->set_content(metrics.render(m, devices), "text/plain; version=0.0.4");
+      return;
+    }
+    default:
+      break;
+  }
+  // The API routes: readiness, authentication, rate limit.
+  std::shared_ptr<Ready> ready = get_ready();
+  if (!ready) throw ApiError(503, "the model is still loading", "server_error", "", "not_ready");
+  const std::string why = ready->backend->failure();
+  if (!why.empty()) throw ApiError(503, "the server cannot generate: " + why, "server_error", "", "engine_failed");
+  const std::string key = bearer_token(req);
+  if (keys.enabled() && !keys.accepts(key)) {
+    throw ApiError(401, "invalid or missing API key (send 'Authorization: Bearer <key>')", "invalid_request_error", "",
+                   "invalid_api_key");
+  }
+  const bool limited = route.kind != RouteKind::kModels && route.kind != RouteKind::kModel;
+  double retry_s = 1;
+  // Keyed by the (verified) key when keys are configured, else by the
+  // client's address: an unverified token must not buy a fresh bucket.
+  if (limited && !limiter.allow(keys.enabled() ? "key:" + key : "addr:" + req.remote_addr, &retry_s)) {
+    res->set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(retry_s))));
+    throw ApiError(429, "rate limit exceeded (--rate-limit requests per minute per key or client)", "rate_limit_error", "",
+                   "rate_limit_exceeded");
+  }
+  CompletionContext ctx{options, *ready->backend, *ready->chat, metrics, core->work_queue(), &active, cors};
+  auto model_card = [&] {
+    return nlohmann::json{{"id", options.served_model_name},
                           {"object", "model"},
                           {"created", static_cast<int64_t>(std::time(nullptr))},
                           {"owned_by", "parallm"},
-                          {"max_model_len", ready.backend->max_model_len()}};
+                          {"max_model_len", ready->backend->max_model_len()}};
   };
-  http.Get("/v1/models", api(false, [model_card](Impl::Ready& ready, const httplib::Request&, httplib::Response& res) {
-             res.set_content(nlohmann::json({{"object", "list"}, {"data", {model_card(ready)}}}).dump(), "application/json");
-           }));
-  http.Get(R"(/v1/models/(.+))", api(false, [model_card, opts](Impl::Ready& ready, const httplib::Request& req,
-                                                               httplib::Response& res) {
-             const std::string id = req.matches[1];
-             if (id != opts->served_model_name) {
-               throw ApiError(404, "model '" + id + "' does not exist; this server serves '" + opts->served_model_name + "'",
-                              "invalid_request_error", "model", "model_not_found");
-             }
-             res.set_content(model_card(ready).dump(), "application/json");
-           }));
-  auto tokenizer_route = [impl, opts](bool encode) {
-    return [impl, opts, encode](Impl::Ready& ready, const httplib::Request& req, httplib::Response& res) {
-      CompletionContext ctx{*opts, *ready.backend, *ready.chat, impl->metrics};
-      if (encode) {
-        handle_tokenize(ctx, req, res);
-      } else {
-        handle_detokenize(ctx, req, res);
+  switch (route.kind) {
+    case RouteKind::kCompletions:
+    case RouteKind::kChat: {
+      handle_completion(ctx, ex, route.kind == RouteKind::kChat);
+      *async = true;
+      return;
+    }
+    case RouteKind::kModels:
+      res->set_content(dump({{"object", "list"}, {"data", {model_card()}}}), "application/json");
+      return;
+    case RouteKind::kModel:
+      if (model_id != options.served_model_name) {
+        throw ApiError(404, "model '" + model_id + "' does not exist; this server serves '" + options.served_model_name + "'",
+                       "invalid_request_error", "model", "model_not_found");
       }
-    };
-  };
-  http.Post("/tokenize", api(false, tokenizer_route(true)));
-  http.Post("/detokenize", api(false, tokenizer_route(false)));
-  http.Get("/health", [impl](const httplib::Request&, httplib::Response& res) {
-    if (impl->get_ready()) {
-      res.set_content("{\"status\":\"ok\"}", "application/json");
-    } else {
-      send_error(res, ApiError(503, "the model is still loading", "server_error", "", "not_ready"));
-    }
-  });
-  // Browsers' cross-origin requests (web UIs calling the API): every answer
-  // allows any origin, and a preflight OPTIONS on any path gets 204 with the
-  // methods and the headers it asked for (Authorization included, which a
-  // wildcard would not cover), without authentication, as browsers send
-  // preflights without credentials. These are vLLM's defaults (allowed
-  // origins, methods and headers "*", no credentials).
-  http.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
-  http.Options(".*", [](const httplib::Request& req, httplib::Response& res) {
-    res.status = 204;
-    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    const std::string asked = req.get_header_value("Access-Control-Request-Headers");
-    res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
-    res.set_header("Access-Control-Max-Age", "86400");
-  });
-  http.Get("/metrics", [impl](const httplib::Request&, httplib::Response& res) {
-    std::shared_ptr<Impl::Ready> ready = impl->get_ready();
-    ServingMetrics m;
-    std::vector<DeviceStat> devices;
-    if (ready) {
-      m = ready->backend->metrics();
-      devices = ready->backend->device_stats();
-    }
-    res.set_content(impl->metrics.render(m, devices), "text/plain; version=0.0.4");
-  });
+      res->set_content(dump(model_card()), "application/json");
+      return;
+    case RouteKind::kTokenize:
+    case RouteKind::kDetokenize:
+      if (req.body.size() > options.max_tokenize_bytes) {
+        throw ApiError(413, "the body has " + std::to_string(req.body.size()) + " bytes; " + req.path + " accepts at most " +
+                                std::to_string(options.max_tokenize_bytes) + " (--max-tokenize-body)");
+      }
+      res->set_content(route.kind == RouteKind::kTokenize ? handle_tokenize(ctx, req.body) : handle_detokenize(ctx, req.body),
+                       "application/json");
+      return;
+    default:
+      return;
+  }
+}
+
+HttpServer::HttpServer(const ServerOptions& options) : options_(options), impl_(std::make_unique<Impl>(options_)) {
+  if (options_.http_threads < 1) throw InputError("--http-threads must be >= 1");
+  ::mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
+  net::HttpCoreOptions co;
+  co.host = options_.host;
+  co.port = options_.port;
+  co.limits.max_body_bytes = options_.max_body_bytes;
+  co.header_timeout_s = options_.header_timeout_s;
+  co.body_timeout_s = options_.body_timeout_s;
+  co.keep_alive_timeout_s = options_.keep_alive_timeout_s;
+  co.write_timeout_s = options_.write_timeout_s;
+  co.max_connections = options_.max_connections;
+  co.max_connections_per_client = options_.max_connections_per_client;
+  co.worker_threads = options_.http_threads;
+  Impl* impl = impl_.get();
+  impl_->core = std::make_unique<net::HttpCore>(
+      co, [impl](const std::shared_ptr<HttpExchange>& ex) { impl->handle(ex); }, core_error);
+  impl_->core->set_tick([impl] { impl->on_tick(); });
 }
 
 HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::bind() {
-  int port = options_.port;
-  if (port == 0) {
-    port = impl_->http.bind_to_any_port(options_.host);
-  } else if (!impl_->http.bind_to_port(options_.host, port)) {
-    port = -1;
-  }
-  if (port <= 0) {
-    throw InputError("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
-                     " (address in use or not local? pass --host / --port)");
-  }
-  // NOTE: libcpp-httplib 0.11 listens with a backlog of 5: a burst of new connections
-  // (bench at concurrency 32, many clients at once) overflows it and each dropped SYN
-  // waits 1 s, 3 s, ... for the kernel's retransmit. listen() again raises the backlog.
-  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, SOMAXCONN);
+  const int port = impl_->core->bind();
   options_.port = port;
   return port;
 }
 
-void HttpServer::run() { impl_->http.listen_after_bind(); }
-
-void HttpServer::start() {
-  thread_ = std::thread([this] { run(); });
-  while (!impl_->http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
+void HttpServer::start() { impl_->core->start(); }
 
 void HttpServer::stop() {
-  impl_->http.stop();
-  if (thread_.joinable()) thread_.join();
+  if (!impl_->core->running()) return;
+  // End what is in flight with an error the clients can read, give the loop
+  // a moment to send it, then close everything.
+  for (const auto& a : impl_->active.snapshot()) {
+    std::weak_ptr<ActiveRequest> w = a;
+    impl_->core->post([w] {
+      if (auto x = w.lock()) x->fail(503, "the server is shutting down");
+    });
+  }
+  for (int i = 0; i < 100 && impl_->active.size() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  impl_->core->stop();
 }
 
 void HttpServer::set_backend(CompletionBackend* backend) {
@@ -233,5 +367,9 @@ void HttpServer::set_backend(CompletionBackend* backend) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->ready = std::move(ready);
 }
+
+size_t HttpServer::active_requests() const { return impl_->active.size(); }
+int HttpServer::connections() const { return impl_->core->connections(); }
+std::string HttpServer::failure() const { return impl_->get_failure(); }
 
 }  // namespace parallm

@@ -1,20 +1,22 @@
-// HttpServer: the OpenAI-compatible HTTP front end (cpp-httplib).
+// HttpServer: the OpenAI-compatible HTTP front end, on parallm's own HTTP
+// core (net/http_core.h: one event loop, a few workers, per-phase deadlines).
 //   POST /v1/completions, POST /v1/chat/completions  (JSON or SSE streams)
-//   GET /v1/models, GET /health, GET /metrics
+//   GET /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
+//   GET /health, GET /metrics
 // It listens before the model is loaded: /health answers 503 and the API 503
-// until set_backend() makes it ready. Limits: bearer API key (401), body size
-// (413), per-key rate limit (429), queue (429 with Retry-After, from the
-// backend), prompt and output lengths (400). Every error body is OpenAI-style.
-//
-// Each connection holds one thread of a pool of `http_threads` (a stream
-// blocks its thread while it waits for tokens), so that many concurrent
-// streams can be open at once.
+// until set_backend() makes it ready, and 503 again once the backend failed
+// (a lost rank). Limits: bearer API keys (401, compared in constant time),
+// body size (413), a rate limit per key or, without keys, per client address
+// (429), queue (429 with Retry-After, from the backend), prompt and output
+// lengths (400), connection caps (503 / 429), header / body / idle deadlines.
+// Every error body is OpenAI-style. CORS headers only for --allowed-origins;
+// a Host allow-list (--allowed-hosts) against DNS rebinding.
 #pragma once
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "server/completion_backend.h"
 #include "server/reasoning.h"
@@ -28,13 +30,22 @@ constexpr int64_t kStreamIntervalAuto = 0;
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                       // 0 = an ephemeral port (tests)
-  std::string api_key;                   // empty = no authentication
+  std::string api_key;                   // empty = no authentication (see api_keys)
+  std::vector<std::string> api_keys;     // more accepted keys (--api-key-file, environment)
+  std::string metrics_api_key;           // --metrics-api-key: a bearer key for /metrics (empty = open)
+  std::vector<std::string> allowed_origins;  // CORS: "*" or origins; empty = no CORS headers
+  std::vector<std::string> allowed_hosts;    // Host header names accepted; empty = any
   std::string served_model_name = "parallm";
   int64_t max_input_tokens = 0;          // 0 = max_model_len
   int64_t max_output_tokens = 0;         // 0 = max_model_len
   size_t max_body_bytes = 8u << 20;
-  double rate_limit_per_minute = 0;      // per key; 0 = off
-  int http_threads = 1024;
+  size_t max_tokenize_bytes = 2u << 20;  // /tokenize and /detokenize bodies (413 above)
+  int max_json_depth = 128;              // nesting of request bodies (400 above)
+  double rate_limit_per_minute = 0;      // per API key, or per client address without keys; 0 = off
+  int http_threads = 4;                  // workers that run handlers and streams (not per connection)
+  int max_connections = 8192;
+  int max_connections_per_client = 2048;
+  double header_timeout_s = 10, body_timeout_s = 60, keep_alive_timeout_s = 5, write_timeout_s = 30;
   double heartbeat_s = 2.0;              // SSE comment while a stream waits (detects gone clients)
   // A stream's tokens are sent in groups of this many (the first at once);
   // kStreamIntervalAuto: groups that grow with the load (completion_flow.cpp).
@@ -54,21 +65,24 @@ class HttpServer {
 
   // Binds; returns the port. Throws InputError when the address is unusable.
   int bind();
-  // Serves on a background thread (after bind()).
+  // Serves on background threads (after bind()).
   void start();
-  // Serves on this thread until stop().
-  void run();
+  // Ends every request in flight with an error, then stops.
   void stop();
   // The backend must outlive the server (or be reset to nullptr first).
   void set_backend(CompletionBackend* backend);
   const ServerOptions& options() const { return options_; }
+  // Requests generating now (completions), and open connections.
+  size_t active_requests() const;
+  int connections() const;
+  // The backend's failure ("" while healthy): requests in flight were ended with it.
+  std::string failure() const;
 
   struct Impl;
 
  private:
   ServerOptions options_;
   std::unique_ptr<Impl> impl_;
-  std::thread thread_;
 };
 
 }  // namespace parallm

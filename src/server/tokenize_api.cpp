@@ -36,13 +36,13 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 }  // namespace
 
-void handle_tokenize(const CompletionContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  const json j = parse_body(req.body);
+std::string handle_tokenize(const CompletionContext& ctx, const std::string& body) {
+  const json j = parse_body(body);
   check_model(ctx, j);
   const Tokenizer& tok = ctx.backend.tokenizer();
   std::vector<int32_t> ids;
   if (j.contains("messages")) {
-    const CompletionParams p = parse_completion_request(req.body, /*chat=*/true);  // messages, tools, kwargs
+    const CompletionParams p = parse_completion_request(body, /*chat=*/true);  // messages, tools, kwargs
     const std::string text = ctx.chat.render(p.messages, flag(j, "add_generation_prompt", true), p.tools,
                                              p.chat_template_kwargs);
     ids = tok.encode(text, flag(j, "add_special_tokens", false), /*parse_special=*/true);
@@ -57,15 +57,11 @@ void handle_tokenize(const CompletionContext& ctx, const httplib::Request& req, 
     strs = json::array();
     for (int32_t id : ids) strs.push_back(tok.token_to_piece(id));
   }
-  res.set_content(dump({{"count", ids.size()},
-                        {"max_model_len", ctx.backend.max_model_len()},
-                        {"tokens", ids},
-                        {"token_strs", strs}}),
-                  "application/json");
+  return dump({{"count", ids.size()}, {"max_model_len", ctx.backend.max_model_len()}, {"tokens", ids}, {"token_strs", strs}});
 }
 
-void handle_detokenize(const CompletionContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  const json j = parse_body(req.body);
+std::string handle_detokenize(const CompletionContext& ctx, const std::string& body) {
+  const json j = parse_body(body);
   check_model(ctx, j);
   if (!j.contains("tokens") || !j["tokens"].is_array()) throw bad_request("'tokens' (an array of token ids) is required", "tokens");
   const Tokenizer& tok = ctx.backend.tokenizer();
@@ -76,7 +72,7 @@ void handle_detokenize(const CompletionContext& ctx, const httplib::Request& req
     }
     ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
-  res.set_content(dump({{"prompt", tok.decode(ids)}}), "application/json");
+  return dump({{"prompt", tok.decode(ids)}});
 }
 
 }  // namespace parallm

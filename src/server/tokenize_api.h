@@ -7,14 +7,15 @@
 // A chat body is rendered with the chat template exactly as
 // /v1/chat/completions renders it, so the count is what a request would use.
 #pragma once
-#include <httplib.h>
+#include <string>
 
 #include "server/completion_flow.h"
 
 namespace parallm {
 
-// Throw ApiError for bad bodies (400) or an unknown model (404).
-void handle_tokenize(const CompletionContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_detokenize(const CompletionContext& ctx, const httplib::Request& req, httplib::Response& res);
+// Each returns the response body (JSON). Throw ApiError for bad bodies (400)
+// or an unknown model (404).
+std::string handle_tokenize(const CompletionContext& ctx, const std::string& body);
+std::string handle_detokenize(const CompletionContext& ctx, const std::string& body);
 
 }  // namespace parallm

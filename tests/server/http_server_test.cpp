@@ -92,6 +92,7 @@ TEST_F(HttpServerTest, HealthIs503UntilReady) {
 TEST_F(HttpServerTest, CrossOriginPreflightAndHeaders) {
   ServerOptions o;
   o.api_key = "k";
+  o.allowed_origins = {"*"};
   start(o);
   const std::string pre = raw_http(port_, "OPTIONS", "/v1/chat/completions", "",
                                    "Origin: http://example.com\r\nAccess-Control-Request-Method: POST\r\n"
@@ -716,8 +717,25 @@ TEST_F(HttpServerTest, QueueFullAndRateLimitGive429) {
   auto limited = post("/v1/completions", R"({"prompt":"a","max_tokens":1})");
   EXPECT_EQ(limited->status, 429);
   EXPECT_GE(std::stoi(limited->get_header_value("Retry-After")), 1);
-  // Another key has its own bucket.
-  EXPECT_EQ(post("/v1/completions", R"({"prompt":"a","max_tokens":1})", {{"Authorization", "Bearer other"}})->status, 200);
+  // Without configured keys a bearer token buys no bucket of its own: the
+  // client's address is the key (random tokens used to bypass the limit).
+  EXPECT_EQ(post("/v1/completions", R"({"prompt":"a","max_tokens":1})", {{"Authorization", "Bearer other"}})->status, 429);
+}
+
+// With keys configured, each (verified) key has its own bucket, and an
+// unknown key is refused before it reaches the limiter.
+TEST_F(HttpServerTest, RateLimitIsPerVerifiedKey) {
+  ServerOptions o;
+  o.rate_limit_per_minute = 2;
+  o.api_keys = {"key-a", "key-b"};
+  start(o);
+  const std::string body = R"({"prompt":"a","max_tokens":1})";
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(post("/v1/completions", body, {{"Authorization", "Bearer key-a"}})->status, 200);
+  EXPECT_EQ(post("/v1/completions", body, {{"Authorization", "Bearer key-a"}})->status, 429);
+  EXPECT_EQ(post("/v1/completions", body, {{"Authorization", "Bearer key-b"}})->status, 200);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(post("/v1/completions", body, {{"Authorization", "Bearer guess-" + std::to_string(i)}})->status, 401);
+  }
 }
 
 TEST_F(HttpServerTest, SixtyFourConcurrentStreams) {
