@@ -6,13 +6,16 @@ within 1e-4 (relative to the row's largest magnitude), on the local backend
 (ranks are threads) and under `mpirun --oversubscribe` (ranks are processes).
 """
 import argparse
+import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -164,6 +167,194 @@ class LostRank(unittest.TestCase):
         self.assertNotEqual(proc.returncode, 0)
         self.assertLess(time.time() - killed_at, 5 + 10)
         self.assertIn("rank 1", err)
+
+
+def descendants_with_rank(root_pid, subcommand):
+    """{rank: pid} of the MPI ranks (OMPI_COMM_WORLD_RANK in their environment) running `parallm <subcommand>`
+    below root_pid, so that another test's ranks running at the same time are never touched."""
+    parents = {}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    parents[int(pid)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    ranks = {}
+    for pid in parents:
+        p, depth = pid, 0
+        while p in parents and p != root_pid and depth < 8:
+            p, depth = parents[p], depth + 1
+        if p != root_pid or pid == root_pid:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().split(b"\0")
+        except OSError:
+            continue
+        rank = [e.split(b"=", 1)[1] for e in env if e.startswith(b"OMPI_COMM_WORLD_RANK=")]
+        if rank and subcommand.encode() in cmdline and b"parallm" in cmdline[0]:
+            ranks[int(rank[0])] = pid
+    return ranks
+
+
+@unittest.skipIf(MPIRUN is None, "mpirun not installed")
+class LostRankServing(unittest.TestCase):
+    """`parallm serve --comm mpi --tp 2` losing rank 1 mid-generation: every in-flight request gets an
+    error (a 5xx JSON body, or for a stream an SSE error event and [DONE]), /health stops saying 200
+    within 1 s (503, or refused once the process is gone), and the server exits non-zero."""
+
+    N_STREAMS, N_PLAIN, MAX_TOKENS = 4, 4, 8000
+
+    def test_killed_rank_fails_in_flight_requests(self):
+        model = os.path.join(ARGS.shared, "models", "stories260K", "stories260K.gguf")
+        log_path = os.path.join(TMP, "lost_rank_serve.log")
+        cmd = [*mpi_prefix(2), ARGS.binary, "serve", "--comm", "mpi", "--tp", "2", "--comm-timeout", "5",
+               "--model", model, "--host", "127.0.0.1", "--port", "0", "--threads", "1", "--ctx-size", "8192",
+               "--max-num-seqs", "16", "--device-memory", "256M"]
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL)
+        ranks = {}
+        try:
+            port = self.wait_ready(proc, log_path)
+            ranks = descendants_with_rank(proc.pid, "serve")
+            self.assertEqual(sorted(ranks), [0, 1], f"ranks below mpirun ({proc.pid}): {ranks}")
+            results, threads = {}, []
+            body = {"prompt": "Once upon a time", "max_tokens": self.MAX_TOKENS, "ignore_eos": True, "temperature": 0}
+            for k in range(self.N_STREAMS + self.N_PLAIN):
+                stream = k < self.N_STREAMS
+                t = threading.Thread(target=self.client, args=(port, {**body, "stream": stream}, results, k),
+                                     daemon=True)
+                t.start()
+                threads.append(t)
+            # All of them generating (streams have their first token, the server counts them all running).
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                started = sum(1 for k in range(self.N_STREAMS) if results.get(k, {}).get("events"))
+                if started == self.N_STREAMS and self.running(port) >= self.N_STREAMS + self.N_PLAIN:
+                    break
+                time.sleep(0.1)
+            else:
+                self.fail(f"the requests never ran together: {results}")
+            killed_at = time.monotonic()
+            os.kill(ranks[1], signal.SIGKILL)
+            health_at, health_seen = None, []
+            while health_at is None and time.monotonic() - killed_at < 3:
+                status = self.health(port)
+                health_seen.append((round(time.monotonic() - killed_at, 2), status))
+                if status in (503, "refused"):
+                    health_at = time.monotonic() - killed_at
+                time.sleep(0.05)
+            for t in threads:
+                t.join(timeout=5 + 25)
+            try:
+                rc = proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                rc = None
+            with open(log_path, "rb") as f:
+                log_tail = f.read().decode("utf-8", "replace")[-3000:]
+
+            # Every expectation is checked, so one run says all that went wrong.
+            problems = []
+            if health_at is None or health_at > 1.0:
+                problems.append(f"/health did not turn 503 (or refused) within 1 s; (s, status): {health_seen[:25]}")
+            for k in range(self.N_STREAMS + self.N_PLAIN):
+                r = results.get(k, {})
+                if k < self.N_STREAMS:
+                    events = r.get("events", [])
+                    last = json.loads(events[-2]) if len(events) >= 2 and events[-2].startswith("{") else {}
+                    if not events or events[-1] != "[DONE]" or "error" not in last:
+                        problems.append(f"stream {k}: no error event then [DONE]; status {r.get('status')}, "
+                                        f"{len(events)} events, last {events[-2:]}, {r.get('error', '')}")
+                else:
+                    status = r.get("status")
+                    try:
+                        has_error = "error" in json.loads(r.get("body", ""))
+                    except ValueError:
+                        has_error = False
+                    if not isinstance(status, int) or status < 500 or not has_error:
+                        problems.append(f"request {k}: want a 5xx JSON error, got {status} "
+                                        f"{r.get('body', '')[:200]!r} {r.get('error', '')}")
+            if rc is None:
+                problems.append("the server did not exit within 30 s of losing a rank")
+            elif rc == 0:
+                problems.append("the server exited 0 after losing a rank")
+            if problems:
+                self.fail("\n".join(problems) + f"\nserver exit status {rc}; log tail:\n{log_tail}")
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=10)
+            for pid in ranks.values():  # ranks that outlived mpirun
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        if b"serve" in f.read():
+                            os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def wait_ready(self, proc, log_path):
+        deadline, port = time.monotonic() + 120, None
+        while time.monotonic() < deadline and proc.poll() is None:
+            with open(log_path, "rb") as f:
+                m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)", f.read())
+            port = int(m.group(1)) if m else None
+            if port and self.health(port) == 200:
+                return port
+            time.sleep(0.1)
+        with open(log_path, "rb") as f:
+            self.fail(f"the MPI server never became healthy (rc {proc.poll()}):\n{f.read().decode()[-3000:]}")
+
+    @staticmethod
+    def health(port):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=0.5)
+            c.request("GET", "/health")
+            status = c.getresponse().status
+            c.close()
+            return status
+        except ConnectionRefusedError:
+            return "refused"
+        except (OSError, http.client.HTTPException) as e:
+            return type(e).__name__
+
+    @staticmethod
+    def running(port):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/metrics")
+            text = c.getresponse().read().decode()
+            c.close()
+        except (OSError, http.client.HTTPException):
+            return 0
+        m = re.search(r"^parallm:num_requests_running (\S+)", text, re.M)
+        return float(m.group(1)) if m else 0
+
+    @staticmethod
+    def client(port, body, results, k):
+        """One request; results[k] gets its status and body (streams: the SSE data payloads as they come)."""
+        out = results.setdefault(k, {})
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5 + 25)
+            c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+            r = c.getresponse()
+            out["status"] = r.status
+            if body["stream"] and r.status == 200:
+                out["events"] = []
+                for line in r:
+                    if line.startswith(b"data:"):
+                        out["events"].append(line[5:].strip().decode("utf-8", "replace"))
+            else:
+                out["body"] = r.read().decode("utf-8", "replace")
+            c.close()
+        except (OSError, http.client.HTTPException) as e:
+            out["error"] = repr(e)
 
 
 if __name__ == "__main__":
