@@ -119,10 +119,8 @@ HttpRequestParser::Status HttpRequestParser::feed(const char* data, size_t n, si
       }
       case Phase::kHeaders: {
         const size_t room = limits_.max_header_bytes > header_bytes_ ? limits_.max_header_bytes - header_bytes_ : 0;
-        const size_t before = pos;
-        const bool complete = take_line(data, n, &pos, room, 431, "header section", &error);
-        header_bytes_ += pos - before;
-        if (!complete) return done(error ? Status::kError : Status::kNeedMore);
+        if (!take_line(data, n, &pos, room, 431, "header section", &error)) return done(error ? Status::kError : Status::kNeedMore);
+        header_bytes_ += line_.size() + 1;  // counted per whole line: the same however the bytes came
         Status s = line_.empty() ? on_headers_done() : on_header_line();
         line_.clear();
         if (s == Status::kError || s == Status::kDone) return done(s);
@@ -165,10 +163,8 @@ HttpRequestParser::Status HttpRequestParser::feed(const char* data, size_t n, si
       }
       case Phase::kTrailers: {
         const size_t room = limits_.max_header_bytes > header_bytes_ ? limits_.max_header_bytes - header_bytes_ : 0;
-        const size_t before = pos;
-        const bool complete = take_line(data, n, &pos, room, 431, "trailer section", &error);
-        header_bytes_ += pos - before;
-        if (!complete) return done(error ? Status::kError : Status::kNeedMore);
+        if (!take_line(data, n, &pos, room, 431, "trailer section", &error)) return done(error ? Status::kError : Status::kNeedMore);
+        header_bytes_ += line_.size() + 1;
         if (line_.empty()) {
           phase_ = Phase::kDone;
           return done(Status::kDone);
