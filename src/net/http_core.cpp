@@ -271,8 +271,12 @@ struct HttpCore::Loop {
     explicit Conn(const HttpLimits& l) : parser(l) {}
   };
 
-  Loop(HttpCore& core, Handler handler, ErrorResponder er)
-      : core(core), options(core.options_), handler(std::move(handler)), error_responder(std::move(er)) {
+  Loop(HttpCore& core, Handler handler, ErrorResponder er, InlinePredicate runs_inline)
+      : core(core),
+        options(core.options_),
+        handler(std::move(handler)),
+        error_responder(std::move(er)),
+        runs_inline(std::move(runs_inline)) {
     waker = std::make_shared<Waker>();
     waker->fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     epfd = ::epoll_create1(EPOLL_CLOEXEC);
@@ -294,6 +298,7 @@ struct HttpCore::Loop {
   const HttpCoreOptions& options;
   Handler handler;
   ErrorResponder error_responder;
+  InlinePredicate runs_inline;
   std::shared_ptr<Waker> waker;
   int epfd = -1, listen_fd = -1, reserve_fd = -1;
   std::atomic<bool> stopping{false};
@@ -451,6 +456,14 @@ struct HttpCore::Loop {
     c.phase = Phase::kHandling;
     auto ex = std::make_shared<HttpExchange>(std::move(req), c.sh);
     Handler* h = &handler;
+    if (runs_inline && runs_inline(ex->request())) {
+      try {
+        (*h)(ex);  // its answer is flushed when this loop drains the wake-ups
+      } catch (const std::exception& e) {
+        log_warn(std::string("http: handler failed: ") + e.what());
+      }
+      return;
+    }
     if (!core.work_->post([h, ex] {
           try {
             (*h)(ex);
@@ -708,13 +721,14 @@ struct HttpCore::Loop {
 
 // -------------------------------------------------------------------- core
 
-HttpCore::HttpCore(const HttpCoreOptions& options, Handler handler, ErrorResponder error_responder)
+HttpCore::HttpCore(const HttpCoreOptions& options, Handler handler, ErrorResponder error_responder,
+                   InlinePredicate runs_inline)
     : options_(options), work_(std::make_shared<WorkQueue>()) {
   if (options_.worker_threads < 1) throw InputError("--http-threads must be >= 1");
   if (options_.max_connections < 1 || options_.max_connections_per_client < 1) {
     throw InputError("--max-connections and --max-connections-per-client must be >= 1");
   }
-  loop_ = std::make_unique<Loop>(*this, std::move(handler), std::move(error_responder));
+  loop_ = std::make_unique<Loop>(*this, std::move(handler), std::move(error_responder), std::move(runs_inline));
 }
 
 HttpCore::~HttpCore() { stop(); }

@@ -52,7 +52,13 @@ class HttpCore {
  public:
   using Handler = std::function<void(const std::shared_ptr<HttpExchange>&)>;
 
-  HttpCore(const HttpCoreOptions& options, Handler handler, ErrorResponder error_responder);
+  // Requests for which `runs_inline` is true are handled on the loop thread
+  // itself (quick answers such as a health probe, which must not wait behind
+  // workers busy with large bodies).
+  using InlinePredicate = std::function<bool(const HttpRequest&)>;
+
+  HttpCore(const HttpCoreOptions& options, Handler handler, ErrorResponder error_responder,
+           InlinePredicate runs_inline = nullptr);
   ~HttpCore();
   HttpCore(const HttpCore&) = delete;
   HttpCore& operator=(const HttpCore&) = delete;

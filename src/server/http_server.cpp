@@ -116,6 +116,11 @@ struct HttpServer::Impl {
   ServerMetrics metrics;
   ActiveRequests active;
   std::unique_ptr<net::HttpCore> core;
+  // Streams and whole answers are rendered here, apart from the core's
+  // workers, so that a burst of large bodies being parsed there does not
+  // hold back the tokens of requests already running.
+  std::shared_ptr<net::WorkQueue> flows = std::make_shared<net::WorkQueue>();
+  std::vector<std::thread> flow_threads;
   mutable std::mutex mu;
   std::shared_ptr<Ready> ready;  // null until set_backend()
   std::string failure;           // the backend's, once seen (under mu)
@@ -153,7 +158,7 @@ struct HttpServer::Impl {
       if (first) log_warn("serving failed: " + why + "; ending every request in flight");
       for (const auto& a : active.snapshot()) {
         std::weak_ptr<ActiveRequest> w = a;
-        core->post([w, why] {
+        flows->post([w, why] {
           if (auto x = w.lock()) x->fail(503, "the server cannot generate: " + why);
         });
       }
@@ -273,7 +278,7 @@ void HttpServer::Impl::serve_route(const Route& route, const std::string& model_
     throw ApiError(429, "rate limit exceeded (--rate-limit requests per minute per key or client)", "rate_limit_error", "",
                    "rate_limit_exceeded");
   }
-  CompletionContext ctx{options, *ready->backend, *ready->chat, metrics, core->work_queue(), &active, cors};
+  CompletionContext ctx{options, *ready->backend, *ready->chat, metrics, flows, &active, cors};
   auto model_card = [&] {
     return nlohmann::json{{"id", options.served_model_name},
                           {"object", "model"},
@@ -327,8 +332,13 @@ HttpServer::HttpServer(const ServerOptions& options) : options_(options), impl_(
   co.max_connections_per_client = options_.max_connections_per_client;
   co.worker_threads = options_.http_threads;
   Impl* impl = impl_.get();
+  // Probes and scrapes are answered on the loop thread: a liveness probe must
+  // not wait behind workers parsing large bodies.
+  auto quick = [](const HttpRequest& r) {
+    return r.method == "OPTIONS" || ((r.method == "GET" || r.method == "HEAD") && (r.path == "/health" || r.path == "/metrics"));
+  };
   impl_->core = std::make_unique<net::HttpCore>(
-      co, [impl](const std::shared_ptr<HttpExchange>& ex) { impl->handle(ex); }, core_error);
+      co, [impl](const std::shared_ptr<HttpExchange>& ex) { impl->handle(ex); }, core_error, quick);
   impl_->core->set_tick([impl] { impl->on_tick(); });
 }
 
@@ -340,7 +350,19 @@ int HttpServer::bind() {
   return port;
 }
 
-void HttpServer::start() { impl_->core->start(); }
+void HttpServer::start() {
+  constexpr int kFlowThreads = 2;
+  for (int i = 0; i < kFlowThreads; ++i) {
+    impl_->flow_threads.emplace_back([q = impl_->flows] {
+      std::function<void()> task;
+      while (q->next(&task)) {
+        task();
+        task = nullptr;
+      }
+    });
+  }
+  impl_->core->start();
+}
 
 void HttpServer::stop() {
   if (!impl_->core->running()) return;
@@ -348,13 +370,16 @@ void HttpServer::stop() {
   // a moment to send it, then close everything.
   for (const auto& a : impl_->active.snapshot()) {
     std::weak_ptr<ActiveRequest> w = a;
-    impl_->core->post([w] {
+    impl_->flows->post([w] {
       if (auto x = w.lock()) x->fail(503, "the server is shutting down");
     });
   }
   for (int i = 0; i < 100 && impl_->active.size() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   impl_->core->stop();
+  impl_->flows->close();
+  for (auto& t : impl_->flow_threads) t.join();
+  impl_->flow_threads.clear();
 }
 
 void HttpServer::set_backend(CompletionBackend* backend) {
