@@ -351,7 +351,7 @@ struct HttpCore::Loop {
         c.sh->finished_state = 2;
       }
       run_soon(std::move(gone));
-      if (finished) run_soon([finished] { finished(false); });
+      if (finished) finished(false);
     }
     conns.erase(c.id);  // c is destroyed here
   }
@@ -440,7 +440,7 @@ struct HttpCore::Loop {
       c.sh->finished_state = 1;
     }
     c.sh.reset();
-    if (finished) run_soon([finished] { finished(true); });
+    if (finished) finished(true);  // here, so that counters agree with what the client has seen
     if (close_after || stopping || (c.half_closed && c.in_pos == c.in.size())) {
       linger(c);
       return true;

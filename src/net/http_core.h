@@ -118,7 +118,8 @@ class HttpExchange {
   // once when the client is already gone.
   void on_gone(std::function<void()> fn);
   // Runs once with true when the response's last byte was handed to the
-  // kernel, or false when the connection died first.
+  // kernel, or false when the connection died first. On the loop thread:
+  // keep it to a counter.
   void on_finished(std::function<void(bool delivered)> fn);
 
  private:

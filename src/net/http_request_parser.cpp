@@ -314,8 +314,10 @@ HttpRequestParser::Status HttpRequestParser::on_headers_done() {
 
 HttpRequestParser::Status HttpRequestParser::on_chunk_size_line() {
   std::string_view line = line_;
-  const size_t semi = line.find(';');  // chunk extensions are ignored
-  const std::string_view digits = trim_ows(line.substr(0, semi));
+  // chunk-size = 1*HEXDIG, then optional whitespace before extensions (ignored).
+  const size_t semi = line.find(';');
+  std::string_view digits = line.substr(0, semi);
+  while (!digits.empty() && (digits.back() == ' ' || digits.back() == '\t')) digits.remove_suffix(1);
   if (digits.empty() || digits.size() > 15) return fail(400, "malformed chunk size");
   uint64_t size = 0;
   for (char c : digits) {

@@ -142,6 +142,8 @@ TEST(HttpRequestParser, RefusesAmbiguousOrOversizedFramingWithItsStatus) {
       {"CL over the limit", "POST /x HTTP/1.1\r\n" + h + "Content-Length: 101\r\n\r\n", 413},
       {"chunked over the limit", "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n65\r\n", 413},
       {"malformed chunk size", "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400},
+      {"chunk size after a space", "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n 1\r\na\r\n0\r\n\r\n", 400},
+      {"chunk size 0x", "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n0x1\r\na\r\n0\r\n\r\n", 400},
       {"chunk longer than said", "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n", 400},
       {"gzip coding", "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: gzip\r\n\r\n", 501},
       {"gzip, chunked", "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: gzip, chunked\r\n\r\n", 501},
