@@ -9,6 +9,11 @@ enum class LogLevel { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
 
 void set_log_level(LogLevel level);
 LogLevel log_level();
+// "error" | "warn" | "warning" | "info" | "debug"; throws InputError otherwise.
+LogLevel parse_log_level(const std::string& name);
+// Prefix each line with the wall-clock time (the server's log; CLI tools keep
+// bare lines): "[parallm info] 12-02 00:45:01.123 message".
+void set_log_timestamps(bool on);
 void log_message(LogLevel level, const std::string& message);
 
 inline void log_info(const std::string& m) { log_message(LogLevel::kInfo, m); }
