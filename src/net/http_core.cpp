@@ -161,7 +161,7 @@ void HttpExchange::respond(HttpResponse r) {
     std::lock_guard<std::mutex> lock(conn_->mu);
     if (conn_->started || conn_->closed) return;
     conn_->started = conn_->done = true;
-    conn_->close_after = !conn_->keep_alive;
+    conn_->close_after = !conn_->keep_alive || r.close;
     conn_->out += serialize_head(r.status, r.headers, &r.body, false, conn_->version_minor, conn_->close_after);
     if (!conn_->head) conn_->out += r.body;
   }

@@ -38,6 +38,7 @@ struct HttpResponse {
   int status = 200;
   HttpHeaders headers;       // Content-Length and Connection are added on the wire
   std::string body;
+  bool close = false;        // close the connection after this response
 
   void set_header(std::string name, std::string value);
   void set_content(std::string b, std::string content_type);

@@ -20,6 +20,10 @@ class ActiveRequest {
   // Ends the request with an error (a 5xx body, or an SSE error event and
   // [DONE]), aborting what it still generates. Runs on a worker thread.
   virtual void fail(int status, const std::string& message) = 0;
+  // Ends the request now with what it has (a graceful shutdown past its
+  // timeout): each unfinished choice gets finish_reason `reason`, a stream
+  // its final chunks and [DONE]. Runs on a worker thread.
+  virtual void finish_now(const std::string& reason) = 0;
 };
 
 class ActiveRequests {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 
+#include "server/access_log.h"
 #include "server/api_error.h"
 #include "server/logprobs_json.h"
 #include "server/reasoning.h"
@@ -310,7 +311,8 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
         id_(random_id(chat ? "chatcmpl-" : "cmpl-")),
         created_(static_cast<int64_t>(std::time(nullptr))),
         model_(ctx.options.served_model_name),
-        extra_headers_(ctx.extra_headers) {}
+        extra_headers_(ctx.extra_headers),
+        log_prompts_(ctx.options.log_prompts) {}
 
   // Submits every choice, registers the flow, starts the response. Throws
   // ApiError (nothing sent yet) when the backend refuses. Under the lock, so
@@ -414,11 +416,31 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
     if (heartbeat_due || channel_->has_events()) schedule();
   }
 
+  void finish_now(const std::string& reason) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return;
+    choices_.abort_unfinished();
+    for (const auto& g : choices_.gens) {
+      if (g->finished) continue;
+      TokenEvent e;
+      e.finished = true;
+      e.finish_reason = reason;
+      e.completion_tokens = g->completion_tokens;
+      channel_->push(g->index, e);  // after the tokens already queued
+    }
+    if (stream_) {
+      pump_stream();
+    } else {
+      pump_whole();
+    }
+  }
+
   void fail(int status, const std::string& message) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (ended_) return;
     choices_.abort_unfinished();
     const ApiError e(status, message, "server_error");
+    if (!stream_) status_ = status;
     if (stream_) {
       exchange_->write("data: " + dump(e.body()) + "\n\ndata: [DONE]\n\n");
       exchange_->end_stream();
@@ -434,7 +456,20 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
  private:
   static int64_t now_ns() { return Clock::now().time_since_epoch().count(); }
 
+  // The request's prompt as the client sent it (--log-prompts).
+  std::string prompt_for_log() const {
+    const CompletionParams& cp = prepared_->params;
+    if (chat_) return dump(cp.messages);
+    std::string out;
+    for (const PromptInput& p : cp.prompts) {
+      if (!out.empty()) out += " | ";
+      out += p.is_tokens ? dump(json(p.tokens)) : p.text;
+    }
+    return out;
+  }
+
   void client_gone() {
+    status_ = 499;  // nginx's "client closed request", in the access log only
     std::lock_guard<std::mutex> lock(mu_);
     if (ended_) return;
     choices_.abort_unfinished();
@@ -442,12 +477,21 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
   }
 
   void respond(net::HttpResponse r) {
+    status_ = r.status;
     for (const auto& [k, v] : extra_headers_) r.set_header(k, v);
     exchange_->respond(std::move(r));
   }
 
   void end() {
     ended_ = true;
+    AccessRecord rec;
+    rec.status = status_;
+    rec.seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
+    rec.prompt_tokens = choices_.prompt_tokens;
+    rec.completion_tokens = 0;
+    for (const auto& g : choices_.gens) rec.completion_tokens += g->completion_tokens;
+    if (log_prompts_) rec.prompt = prompt_for_log();
+    log_access(exchange_->request(), rec);
     if (active_) active_->remove(this);
   }
 
@@ -589,6 +633,10 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
   const int64_t created_;
   const std::string model_;
   const net::HttpHeaders extra_headers_;
+
+  const bool log_prompts_;
+  const Clock::time_point t0_ = Clock::now();
+  int status_ = 200;  // for the access log
 
   std::shared_ptr<RequestChannel> channel_;
   std::mutex mu_;  // one pump (or fail / client_gone) at a time

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "net/http_core.h"
+#include "server/access_log.h"
 #include "server/active_requests.h"
 #include "server/api_error.h"
 #include "server/api_keys.h"
@@ -124,6 +125,7 @@ struct HttpServer::Impl {
   mutable std::mutex mu;
   std::shared_ptr<Ready> ready;  // null until set_backend()
   std::string failure;           // the backend's, once seen (under mu)
+  std::atomic<bool> draining{false};
   std::atomic<int64_t> last_trim_ns{0};
 
   std::shared_ptr<Ready> get_ready() const {
@@ -174,6 +176,7 @@ struct HttpServer::Impl {
 };
 
 void HttpServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
+  const auto t0 = std::chrono::steady_clock::now();
   const HttpRequest& req = ex->request();
   HttpResponse res;
   bool async = false;
@@ -214,6 +217,7 @@ void HttpServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
     HttpResponse err = error_response(e);
     for (auto& h : res.headers) err.set_header(h.first, h.second);  // Allow, Retry-After
     if (e.status() == 429 && !net::has_header(err.headers, "Retry-After")) err.set_header("Retry-After", "1");
+    err.close = res.close;
     res = std::move(err);
   } catch (const InputError& e) {
     res = error_response(bad_request(e.what()));
@@ -224,7 +228,11 @@ void HttpServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
   if (res.status >= 400) metrics.requests_rejected++;
   if (!async) {
     for (auto& h : cors) res.set_header(h.first, h.second);
+    AccessRecord rec;
+    rec.status = res.status;
+    rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ex->respond(std::move(res));
+    log_access(req, rec);  // completions log their own line when they end
   }
   if (req.body.size() > kTrimAfterBytes) trim_heap_soon();
 }
@@ -234,6 +242,10 @@ void HttpServer::Impl::serve_route(const Route& route, const std::string& model_
   const HttpRequest& req = ex->request();
   switch (route.kind) {
     case RouteKind::kHealth: {
+      if (draining) {
+        res->close = true;
+        throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+      }
       std::shared_ptr<Ready> r = get_ready();
       const std::string why = r ? r->backend->failure() : "";
       if (!r) throw ApiError(503, "the model is still loading", "server_error", "", "not_ready");
@@ -260,6 +272,10 @@ void HttpServer::Impl::serve_route(const Route& route, const std::string& model_
       break;
   }
   // The API routes: readiness, authentication, rate limit.
+  if (draining) {
+    res->close = true;
+    throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+  }
   std::shared_ptr<Ready> ready = get_ready();
   if (!ready) throw ApiError(503, "the model is still loading", "server_error", "", "not_ready");
   const std::string why = ready->backend->failure();
@@ -380,6 +396,18 @@ void HttpServer::stop() {
   impl_->flows->close();
   for (auto& t : impl_->flow_threads) t.join();
   impl_->flow_threads.clear();
+}
+
+void HttpServer::begin_drain() { impl_->draining = true; }
+
+void HttpServer::finish_active(const std::string& reason) {
+  for (const auto& a : impl_->active.snapshot()) {
+    std::weak_ptr<ActiveRequest> w = a;
+    impl_->flows->post([w, reason] {
+      if (auto x = w.lock()) x->finish_now(reason);
+    });
+  }
+  for (int i = 0; i < 100 && impl_->active.size() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 void HttpServer::set_backend(CompletionBackend* backend) {

@@ -54,6 +54,7 @@ struct ServerOptions {
   std::string chat_template;
   // --reasoning-parser: split <think> ... </think> into reasoning_content (chat).
   ReasoningFormat reasoning_format = ReasoningFormat::kNone;
+  bool log_prompts = false;  // --log-prompts: prompts in the access log
 };
 
 class HttpServer {
@@ -69,6 +70,12 @@ class HttpServer {
   void start();
   // Ends every request in flight with an error, then stops.
   void stop();
+  // Graceful shutdown: from now on new API requests and /health answer 503
+  // (and close their connection); requests in flight go on.
+  void begin_drain();
+  // Ends the requests still in flight with finish_reason `reason` (their
+  // final chunks and [DONE]); waits up to a second for them to be queued.
+  void finish_active(const std::string& reason);
   // The backend must outlive the server (or be reset to nullptr first).
   void set_backend(CompletionBackend* backend);
   const ServerOptions& options() const { return options_; }
