@@ -36,8 +36,41 @@
 namespace parallm {
 namespace {
 
-std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop = true; }
+// SIGINT / SIGTERM: the first drains (docs/server.md "Shutdown"), a second
+// exits at once.
+std::atomic<int> g_signals{0};
+void on_signal(int sig) {
+  if (g_signals.fetch_add(1) >= 1) ::_exit(128 + sig);
+}
+
+// vLLM's periodic line: throughput since the last line, requests, KV usage.
+// Idle intervals are not logged.
+class StatsLine {
+ public:
+  explicit StatsLine(const CompletionBackend& b) : backend_(b), last_(backend_.metrics()) {}
+  void maybe_log() {
+    const auto now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(now - t_).count();
+    if (dt < kIntervalS) return;
+    const ServingMetrics m = backend_.metrics();
+    const double prompt = static_cast<double>(m.prompt_tokens_total - last_.prompt_tokens_total) / dt;
+    const double gen = static_cast<double>(m.generation_tokens_total - last_.generation_tokens_total) / dt;
+    if (prompt > 0 || gen > 0 || m.num_requests_running > 0 || m.num_requests_waiting > 0) {
+      log_info(strfmt("Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, Running: %lld reqs, "
+                      "Waiting: %lld reqs, KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%",
+                      prompt, gen, (long long)m.num_requests_running, (long long)m.num_requests_waiting,
+                      100.0 * m.kv_cache_usage, 100.0 * m.prefix_cache_hit_rate));
+    }
+    last_ = m;
+    t_ = now;
+  }
+
+ private:
+  static constexpr double kIntervalS = 10.0;
+  const CompletionBackend& backend_;
+  ServingMetrics last_;
+  std::chrono::steady_clock::time_point t_ = std::chrono::steady_clock::now();
+};
 
 struct ServeCli {
   EngineCli engine;
@@ -45,7 +78,9 @@ struct ServeCli {
       max_body = "8M", max_tokenize_body = "2M", routing = "least-outstanding-tokens";
   std::string stream_interval = "auto", allowed_origins, allowed_hosts;
   int port = 8000, dp = 1, http_threads = 4, max_connections = 8192, max_connections_per_client = 2048, max_json_depth = 128;
-  double header_timeout = 10, body_timeout = 60, keep_alive_timeout = 5, write_timeout = 30;
+  double header_timeout = 10, body_timeout = 60, keep_alive_timeout = 5, write_timeout = 30, shutdown_timeout = 30;
+  std::string log_level = "info";
+  bool log_prompts = false;
   int64_t max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, max_queue = 1024, kv_blocks = 0;
   int64_t max_input_tokens = 0, max_output_tokens = 0, long_prompt_threshold = 0;
   double memory_utilization = 0.9, rate_limit = 0;
@@ -188,6 +223,10 @@ ServerOptions server_options(const ServeCli& s) {
   so.stream_interval = parse_stream_interval(s.stream_interval);
   so.chat_template = read_chat_template(s.chat_template);  // before any slow work
   so.reasoning_format = parse_reasoning_format(s.reasoning_parser);
+  so.log_prompts = s.log_prompts;
+  if (!(s.shutdown_timeout >= 0)) throw InputError("--shutdown-timeout must be >= 0 seconds");
+  set_log_level(parse_log_level(s.log_level));
+  set_log_timestamps(true);
   return so;
 }
 
@@ -218,7 +257,7 @@ int run_serve(const ServeCli& s) {
   CommSession comm_session(s.engine.comm);
   // Over MPI's own SIGTERM handler (which dies at once): the driver must
   // live long enough to answer its clients when mpirun ends the job because
-  // a rank died. Followers keep it: they never look at g_stop.
+  // a rank died. Followers keep it: they never look at g_signals.
   if (comm_session.rank() == 0) {
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
@@ -310,7 +349,11 @@ int run_serve(const ServeCli& s) {
   server->set_backend(backend.get());
   std::fprintf(stderr, "parallm serve: ready, model '%s', max model len %lld, %d replica(s)\n",
                so.served_model_name.c_str(), (long long)max_model_len, s.dp);
-  while (!g_stop && server->failure().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  StatsLine stats(*backend);
+  while (g_signals.load() == 0 && server->failure().empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    stats.maybe_log();
+  }
   // A lost rank (seen by the server's tick, or the reason mpirun sent SIGTERM):
   // the requests in flight are ended with the error, /health answers 503;
   // once they are out, exit non-zero. Not through the destructors: the step
@@ -328,6 +371,20 @@ int run_serve(const ServeCli& s) {
     std::fprintf(stderr, "parallm: error: serving failed: %s\n", failure.c_str());
     std::fflush(stderr);
     std::_Exit(3);
+  }
+  // Drain: new requests and /health get 503 (a load balancer takes the
+  // replica out), requests in flight finish, up to --shutdown-timeout; what
+  // is left then ends with finish_reason "abort" and [DONE].
+  log_info(strfmt("shutting down: draining %zu request(s) in flight (up to %.0f s; a second signal exits at once)",
+                  server->active_requests(), s.shutdown_timeout));
+  server->begin_drain();
+  const auto drain_until = std::chrono::steady_clock::now() + std::chrono::duration<double>(s.shutdown_timeout);
+  while (server->active_requests() > 0 && std::chrono::steady_clock::now() < drain_until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (server->active_requests() > 0) {
+    log_warn(strfmt("shutdown timeout: ending %zu request(s) now", server->active_requests()));
+    server->finish_active("abort");
   }
   std::fprintf(stderr, "parallm serve: shutting down\n");
   server->set_backend(nullptr);
@@ -364,6 +421,10 @@ const bool registered = register_command(
            ->capture_default_str();
        sub.add_option("--max-tokenize-body", s->max_tokenize_body, "Largest /tokenize or /detokenize body (413 above)")
            ->capture_default_str();
+       sub.add_option("--shutdown-timeout", s->shutdown_timeout,
+                      "Seconds SIGTERM / SIGINT lets requests in flight finish before ending them")->capture_default_str();
+       sub.add_option("--log-level", s->log_level, "error, warn, info or debug")->capture_default_str();
+       sub.add_flag("--log-prompts", s->log_prompts, "Write prompts into the access log (off: they are users' data)");
        sub.add_option("--served-model-name", s->served_model_name, "Model name in the API (default: the file name)");
        sub.add_option("--reasoning-parser", s->reasoning_parser,
                       "Split <think>...</think> into reasoning_content: deepseek_r1 or qwen3");

@@ -10,6 +10,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"parallm: serve LLMs across devices and decide how"};
+  app.set_version_flag("--version", "parallm " PARALLM_VERSION " (commit " PARALLM_GIT_COMMIT ")");
   app.require_subcommand(1);
   auto& commands = parallm::registered_commands();
   std::sort(commands.begin(), commands.end(),
