@@ -12,6 +12,7 @@
 #include "http_test_util.h"
 #include "scripted_backend.h"
 #include "server/http_server.h"
+#include "util/log.h"
 
 namespace parallm {
 namespace {
@@ -23,6 +24,7 @@ class HttpServerTest : public ::testing::Test {
  protected:
   void start(ServerOptions o = {}, std::chrono::milliseconds interval = std::chrono::milliseconds(1)) {
     std::signal(SIGPIPE, SIG_IGN);
+    set_log_level(LogLevel::kWarn);  // no access-log line per request in the test output
     o.port = 0;
     o.served_model_name = "tiny";
     o.heartbeat_s = 0.2;
