@@ -19,11 +19,11 @@ STATUS_LINE = re.compile(rb"HTTP/\d\.\d (\d{3})")
 class Server:
     """One `parallm serve` child process (stories260K, one thread, a 256-token context); close() kills it."""
 
-    def __init__(self, binary, model, log_dir, extra=(), start_timeout_s=60, launcher=()):
+    def __init__(self, binary, model, log_dir, extra=(), start_timeout_s=60, launcher=(), max_model_len=256):
         self.log_path = os.path.join(log_dir, f"serve_{time.monotonic_ns()}.log")
         self.log = open(self.log_path, "wb")
         self.cmd = [*launcher, binary, "serve", "--model", model, "--host", "127.0.0.1", "--port", "0",
-                    "--threads", "1", "--max-model-len", "256", "--device-memory", "256M", *extra]
+                    "--threads", "1", "--max-model-len", str(max_model_len), "--device-memory", "256M", *extra]
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self.log, stdin=subprocess.DEVNULL)
         self.port = 0
         try:
