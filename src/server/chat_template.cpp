@@ -5,6 +5,7 @@
 #include "server/api_error.h"
 #include "tokenizer/tokenizer.h"
 #include "util/check.h"
+#include "util/json_parse.h"
 #include "util/log.h"
 
 namespace parallm {
@@ -84,17 +85,17 @@ std::string ChatFormatter::render(const nlohmann::ordered_json& messages, bool a
         if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
         auto& fn = call["function"];
         if (fn.contains("arguments") && fn["arguments"].is_string()) {
-          auto parsed = nlohmann::ordered_json::parse(fn["arguments"].get<std::string>(), nullptr, false);
-          if (!parsed.is_discarded() && parsed.is_object()) fn["arguments"] = std::move(parsed);
+          auto parsed = try_parse_json<nlohmann::ordered_json>(fn["arguments"].get<std::string>(),
+                                                                JsonLimits{kRequestJsonDepth});
+          if (parsed && parsed->is_object()) fn["arguments"] = std::move(*parsed);
         }
       }
     }
     clean.push_back(std::move(out));
   }
-  nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
-  if (kwargs.is_object()) {
-    for (const auto& [k, v] : kwargs.items()) ctx[k] = v;
-  }
+  // The kwargs' keys are distinct (parsing kept one of each), so a copy is
+  // what inserting them one by one gave, without a linear search per key.
+  nlohmann::ordered_json ctx = kwargs.is_object() ? kwargs : nlohmann::ordered_json::object();
   ctx["messages"] = std::move(clean);
   if (tools.is_array() && !tools.empty()) ctx["tools"] = tools;
   ctx["add_generation_prompt"] = add_generation_prompt;

@@ -9,7 +9,9 @@
 namespace parallm {
 namespace {
 
-using nlohmann::json;
+// One parse keeps the request's key order: templates print messages and
+// tools (`tojson`) as Python would, in that order.
+using json = nlohmann::ordered_json;
 
 bool present(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
 
@@ -27,7 +29,10 @@ double get_number(const json& j, const char* key, double lo, double hi, double d
 std::optional<int64_t> get_int(const json& j, const char* key, int64_t lo, int64_t hi) {
   if (!present(j, key)) return std::nullopt;
   const json& v = j[key];
-  const bool integral_float = v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>()));
+  // A float names an integer when it is one and fits int64 (2^63 bounds: casting beyond them is undefined).
+  const double d = v.is_number_float() ? v.get<double>() : 0.0;
+  const bool integral_float = v.is_number_float() && d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
+                              d == static_cast<double>(static_cast<int64_t>(d));
   if (!v.is_number_integer() && !integral_float) throw bad_request(std::string("'") + key + "' must be an integer", key);
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
     throw bad_request(std::string("'") + key + "' is out of range", key);
@@ -113,7 +118,7 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& lb) {
 // tools: [{"type": "function", "function": {"name", "description"?, "parameters"?}}];
 // tool_choice: "none" (tools are not shown to the model), "auto", or absent.
 // "required" and a named function need constrained decoding: a 400.
-void parse_tools(const json& j, const nlohmann::ordered_json& oj, CompletionParams* p) {
+void parse_tools(const json& j, CompletionParams* p) {
   if (present(j, "tool_choice")) {
     const json& tc = j["tool_choice"];
     if (!tc.is_string() && !tc.is_object()) throw bad_request("'tool_choice' must be a string or an object", "tool_choice");
@@ -142,18 +147,19 @@ void parse_tools(const json& j, const nlohmann::ordered_json& oj, CompletionPara
       throw bad_request(where + ".function.parameters must be an object", "tools");
     }
   }
-  if (!tools.empty()) p->tools = oj["tools"];
+  if (!tools.empty()) p->tools = tools;
 }
 
 }  // namespace
 
-CompletionParams parse_completion_request(const std::string& body, bool chat) {
-  json j;
-  try {
-    j = json::parse(body);  // rejects invalid UTF-8 inside strings
-  } catch (const json::exception& e) {
-    throw bad_request(std::string("request body is not valid JSON: ") + e.what());
+CompletionParams parse_completion_request(const std::string& body, bool chat, const JsonLimits& limits) {
+  JsonError error;
+  std::optional<json> parsed = try_parse_json<json>(body, limits, &error);  // rejects invalid UTF-8 too
+  if (!parsed) {
+    if (error.too_deep) throw bad_request("request body: " + error.message);
+    throw bad_request("request body is not valid JSON at byte " + std::to_string(error.byte) + ": " + error.detail);
   }
+  const json& j = *parsed;
   if (!j.is_object()) throw bad_request("request body must be a JSON object");
   CompletionParams p;
   p.chat = chat;
@@ -161,16 +167,13 @@ CompletionParams parse_completion_request(const std::string& body, bool chat) {
   if (chat) {
     if (!present(j, "messages")) throw bad_request("'messages' is required", "messages");
     if (!j["messages"].is_array()) throw bad_request("'messages' must be an array", "messages");
-    // Parsed again keeping key order: templates print messages and tools
-    // (`tojson`) as Python would, in the request's order.
-    const nlohmann::ordered_json oj = nlohmann::ordered_json::parse(body);
-    p.messages = oj["messages"];
-    parse_tools(j, oj, &p);
+    p.messages = j["messages"];
+    parse_tools(j, &p);
     if (present(j, "chat_template_kwargs")) {
       if (!j["chat_template_kwargs"].is_object()) {
         throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
       }
-      p.chat_template_kwargs = oj["chat_template_kwargs"];
+      p.chat_template_kwargs = j["chat_template_kwargs"];
     }
   } else {
     if (!present(j, "prompt")) throw bad_request("'prompt' is required", "prompt");

@@ -1,7 +1,7 @@
 // Parsing and validating the JSON bodies of /v1/completions and
 // /v1/chat/completions into one plain struct. Every problem (malformed JSON,
-// invalid UTF-8, wrong types, out-of-range values, unsupported options) is an
-// ApiError(400) naming the field.
+// invalid UTF-8, nesting past the depth limit, wrong types, out-of-range
+// values, unsupported options) is an ApiError(400) naming the field.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sampling/sampler.h"
+#include "util/json_parse.h"
 
 namespace parallm {
 
@@ -51,7 +52,9 @@ struct CompletionParams {
   std::string user;
 };
 
-// body: the raw request body. Throws ApiError(400).
-CompletionParams parse_completion_request(const std::string& body, bool chat);
+// body: the raw request body, parsed once within `limits` (a body nested
+// deeper is a 400 naming the limit). Throws ApiError(400).
+CompletionParams parse_completion_request(const std::string& body, bool chat,
+                                          const JsonLimits& limits = JsonLimits{kRequestJsonDepth});
 
 }  // namespace parallm

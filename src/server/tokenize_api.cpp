@@ -3,6 +3,7 @@
 #include "server/api_error.h"
 #include "server/openai_request.h"
 #include "tokenizer/tokenizer.h"
+#include "util/json_parse.h"
 
 namespace parallm {
 namespace {
@@ -10,10 +11,14 @@ namespace {
 using nlohmann::json;
 
 json parse_body(const std::string& body) {
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) throw bad_request("request body is not valid JSON");
-  if (!j.is_object()) throw bad_request("request body must be a JSON object");
-  return j;
+  JsonError error;
+  std::optional<json> j = try_parse_json<json>(body, JsonLimits{kRequestJsonDepth}, &error);
+  if (!j) {
+    if (error.too_deep) throw bad_request("request body: " + error.message);
+    throw bad_request("request body is not valid JSON");
+  }
+  if (!j->is_object()) throw bad_request("request body must be a JSON object");
+  return std::move(*j);
 }
 
 void check_model(const CompletionContext& ctx, const json& j) {

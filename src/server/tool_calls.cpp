@@ -1,6 +1,7 @@
 #include "server/tool_calls.h"
 
 #include "server/stop_matcher.h"
+#include "util/json_parse.h"
 
 #include <algorithm>
 #include <cctype>
@@ -14,6 +15,12 @@ constexpr const char* kClose = "</tool_call>";
 constexpr const char* kPythonTag = "<|python_tag|>";
 constexpr const char* kMistralTag = "[TOOL_CALLS]";
 constexpr const char* kMistralArgs = "[ARGS]";
+
+// Model output is untrusted too: a call nested past the request limit is
+// text, not a call.
+std::optional<nlohmann::ordered_json> parse_output_json(const std::string& text) {
+  return try_parse_json<nlohmann::ordered_json>(text, JsonLimits{kRequestJsonDepth});
+}
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
@@ -142,9 +149,9 @@ std::optional<nlohmann::json> call_of_json(const nlohmann::ordered_json& j, Tool
 }
 
 std::optional<nlohmann::json> call_of(const std::string& body, ToolCallFormat format = ToolCallFormat::kHermes) {
-  const auto j = nlohmann::ordered_json::parse(body, nullptr, false);
-  if (j.is_discarded()) return std::nullopt;
-  return call_of_json(j, format);
+  const auto j = parse_output_json(body);
+  if (!j) return std::nullopt;
+  return call_of_json(*j, format);
 }
 
 std::optional<nlohmann::json> parse_hermes(const std::string& kept) {
@@ -207,10 +214,9 @@ std::optional<nlohmann::json> parse_mistral(const std::string& kept) {
       if (a == std::string::npos) return std::nullopt;
       const std::string name = trim(text.substr(pos, a - pos));
       const size_t next = std::min(text.find(tag, a), text.size());
-      const auto args = nlohmann::ordered_json::parse(trim(text.substr(a + args_tag.size(), next - a - args_tag.size())),
-                                                      nullptr, false);
-      if (name.empty() || args.is_discarded() || !args.is_object()) return std::nullopt;
-      auto call = call_of_json(nlohmann::ordered_json{{"name", name}, {"arguments", args}}, ToolCallFormat::kMistral);
+      const auto args = parse_output_json(trim(text.substr(a + args_tag.size(), next - a - args_tag.size())));
+      if (name.empty() || !args || !args->is_object()) return std::nullopt;
+      auto call = call_of_json(nlohmann::ordered_json{{"name", name}, {"arguments", *args}}, ToolCallFormat::kMistral);
       if (!call) return std::nullopt;
       calls.push_back(std::move(*call));
       pos = next;
@@ -219,8 +225,9 @@ std::optional<nlohmann::json> parse_mistral(const std::string& kept) {
     return calls;
   }
   if (text.compare(0, tag.size(), tag) == 0) text = trim(text.substr(tag.size()));
-  const auto j = nlohmann::ordered_json::parse(text, nullptr, false);
-  if (j.is_discarded()) return std::nullopt;
+  const auto parsed = parse_output_json(text);
+  if (!parsed) return std::nullopt;
+  const nlohmann::ordered_json& j = *parsed;
   if (j.is_object()) {
     auto call = call_of_json(j, ToolCallFormat::kMistral);
     if (!call) return std::nullopt;
