@@ -42,6 +42,7 @@ struct Expr {
   Value literal;
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
+  int height = 1;  // levels of this tree (a leaf: 1); the parser bounds it
 };
 
 struct Stmt;

@@ -1,10 +1,15 @@
 // Renders a parsed template (jinja_ast.h) against a JSON context. Scopes follow
 // Jinja: a for loop opens a scope (so a `set` inside it does not leak out,
 // which is why templates use namespace()), if does not. Limits keep a hostile
-// template or request from exhausting the server: output size, loop iterations.
+// template or request from exhausting the server: output size, loop iterations,
+// and the stack: the evaluator recurses over the tree (whose height the parser
+// bounds) and into macros, and values recurse when copied, compared or
+// printed, so evaluation depth and the depth of stored values are bounded.
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "server/jinja/jinja.h"
 #include "server/jinja/jinja_ast.h"
@@ -17,8 +22,39 @@ namespace {
 constexpr size_t kMaxOutputBytes = 64u << 20;
 constexpr int64_t kMaxIterations = 10'000'000;
 constexpr int kMaxMacroDepth = 64;  // a macro calling itself must end, not overflow the stack
+// Nested eval / exec calls, macros included. Each level takes up to ~1 KB of
+// stack (~2 KB under AddressSanitizer): 1024 levels stay well inside a
+// thread's 8 MiB. A schema-printing macro recursing kMaxMacroDepth times
+// takes ~8 levels per call, ~500 in all.
+constexpr int kMaxEvalDepth = 1024;
+// Nesting of a value a template stores (set, macro arguments): requests bring
+// at most kRequestJsonDepth (128), but `{% set ns.x = [ns.x] %}` in a loop
+// would grow without end.
+constexpr int kMaxValueDepth = 512;
 
 [[noreturn]] void fail(const std::string& m) { throw InputError("chat template: " + m); }
+
+// Levels of arrays / objects in v (a scalar: 0), counted without recursion
+// and only as far as limit + 1.
+int value_depth(const Value& v, int limit) {
+  std::vector<std::pair<const Value*, int>> stack{{&v, 0}};
+  int deepest = 0;
+  while (!stack.empty()) {
+    const auto [x, d] = stack.back();
+    stack.pop_back();
+    if (!x->is_array() && !x->is_object()) continue;
+    deepest = std::max(deepest, d + 1);
+    if (deepest > limit) break;
+    for (const Value& child : *x) stack.emplace_back(&child, d + 1);
+  }
+  return deepest;
+}
+
+void check_stored(const Value& v) {
+  if (value_depth(v, kMaxValueDepth) > kMaxValueDepth) {
+    fail("a value nested deeper than the limit of " + std::to_string(kMaxValueDepth) + " levels");
+  }
+}
 
 class Renderer {
  public:
@@ -39,6 +75,16 @@ class Renderer {
  private:
   using Scope = std::map<std::string, Value>;
 
+  struct DepthGuard {
+    Renderer* r;
+    explicit DepthGuard(Renderer* renderer) : r(renderer) {
+      if (++r->depth_ > kMaxEvalDepth) {
+        fail("evaluation nested deeper than the limit of " + std::to_string(kMaxEvalDepth) + " levels");
+      }
+    }
+    ~DepthGuard() { --r->depth_; }
+  };
+
   Value* find_var(const std::string& name) {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
       auto f = it->find(name);
@@ -53,6 +99,7 @@ class Renderer {
   }
 
   void exec(const Stmt& s, std::string* out) {
+    DepthGuard g(this);
     switch (s.kind) {
       case StmtKind::kText: append(out, s.text); break;
       case StmtKind::kOutput: append(out, to_str(eval(*s.expr))); break;
@@ -103,12 +150,14 @@ class Renderer {
     if (macro_depth_ >= kMaxMacroDepth) fail("macros nested too deep");
     Scope scope;
     for (size_t i = 0; i < m.targets.size(); ++i) {
+      if (i < args.size()) check_stored(args[i]);
       scope[m.targets[i]] = i < args.size() ? args[i] : undefined_value();
     }
     for (const auto& [k, v] : kwargs) {
       if (std::find(m.targets.begin(), m.targets.end(), k) == m.targets.end()) {
         fail("macro '" + m.text + "' has no parameter '" + k + "'");
       }
+      check_stored(v);
       scope[k] = v;
     }
     for (const auto& [k, def] : m.defaults) {
@@ -124,6 +173,7 @@ class Renderer {
   }
 
   void assign(const Stmt& s, Value v) {
+    check_stored(v);
     if (s.attr.empty()) {
       scopes_.back()[s.targets[0]] = std::move(v);
       return;
@@ -357,6 +407,7 @@ class Renderer {
   }
 
   Value eval(const Expr& e) {
+    DepthGuard g(this);
     switch (e.kind) {
       case ExprKind::kLiteral: return e.literal;
       case ExprKind::kName: {
@@ -407,6 +458,7 @@ class Renderer {
   Flow flow_ = Flow::kNormal;                       // set by break / continue
   std::map<std::string, const Stmt*> macros_;       // defined so far, by name
   int macro_depth_ = 0;
+  int depth_ = 0;  // eval / exec calls in progress
 };
 
 }  // namespace

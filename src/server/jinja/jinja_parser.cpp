@@ -6,6 +6,12 @@
 // Jinja2: inline if < or < and < not < comparisons/in < ~ < +,- < *,/,//,% <
 // ** < filters and tests < unary sign < postfix (attribute, item, call); so
 // -3 | abs is abs(-3) and -2 ** 2 is 4.
+// Templates come from model files and --chat-template, so nesting is bounded
+// (kMaxNesting): the parser's recursion (brackets, operators, nested blocks)
+// and the height of every expression tree, which loops build without
+// recursing (a.b.c..., x | f | g ..., 1 + 1 + ...) but the evaluator and the
+// tree's destructor walk recursively.
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>
@@ -28,7 +34,7 @@ struct Token {
   int line = 1;
 };
 
-constexpr int kMaxDepth = 200;
+constexpr int kMaxNesting = 256;
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -278,6 +284,7 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> parse_statement(const std::string& kw) {
+    DepthGuard g(this);  // a block's body is parsed inside it
     auto s = std::make_unique<Stmt>();
     if (kw == "if") {
       s->kind = StmtKind::kIf;
@@ -373,7 +380,7 @@ class Parser {
       auto f = node(ExprKind::kFilter, take_name());
       f->args.push_back(nullptr);  // the body's text goes here
       if (is_op("(")) parse_args(f.get());
-      s->expr = parse_filters(std::move(f));
+      s->expr = parse_filters(sealed(std::move(f)));
       expect(Tok::kBlockEnd, "'%}'");
       std::string stop;
       s->body = parse_body({"endfilter"}, &stop);
@@ -393,17 +400,34 @@ class Parser {
     e->name = std::move(name);
     return e;
   }
-  static ExprPtr binary(std::string op, ExprPtr a, ExprPtr b) {
+  ExprPtr binary(std::string op, ExprPtr a, ExprPtr b) {
     auto e = node(ExprKind::kBinary, std::move(op));
     e->args.push_back(std::move(a));
     e->args.push_back(std::move(b));
+    return sealed(std::move(e));
+  }
+
+  [[noreturn]] void too_deep() const {
+    fail("nested deeper than the limit of " + std::to_string(kMaxNesting) + " levels");
+  }
+
+  // Every node is sealed once its children are in place: its height is one
+  // more than its highest child's, and past kMaxNesting the template is refused.
+  ExprPtr sealed(ExprPtr e) const {
+    int below = 0;
+    for (const auto& a : e->args) {
+      if (a) below = std::max(below, a->height);
+    }
+    for (const auto& [k, a] : e->kwargs) below = std::max(below, a->height);
+    e->height = below + 1;
+    if (e->height > kMaxNesting) too_deep();
     return e;
   }
 
   struct DepthGuard {
     Parser* p;
     explicit DepthGuard(Parser* parser) : p(parser) {
-      if (++p->depth_ > kMaxDepth) p->fail("expression nested too deeply");
+      if (++p->depth_ > kMaxNesting) p->too_deep();
     }
     ~DepthGuard() { --p->depth_; }
   };
@@ -422,7 +446,7 @@ class Parser {
       } else {
         c->args.push_back(nullptr);
       }
-      return c;
+      return sealed(std::move(c));
     }
     return e;
   }
@@ -448,7 +472,7 @@ class Parser {
       ++pos_;
       auto e = node(ExprKind::kUnary, "not");
       e->args.push_back(parse_not());
-      return e;
+      return sealed(std::move(e));
     }
     return parse_compare();
   }
@@ -512,6 +536,7 @@ class Parser {
       DepthGuard g(this);
       e = node(ExprKind::kUnary, t_[pos_++].s);
       e->args.push_back(parse_unary(/*with_filters=*/false));
+      e = sealed(std::move(e));
     } else {
       e = parse_postfix(parse_primary());
     }
@@ -524,7 +549,7 @@ class Parser {
         auto f = node(ExprKind::kFilter, take_name());
         f->args.push_back(std::move(e));
         if (is_op("(")) parse_args(f.get());
-        e = std::move(f);
+        e = sealed(std::move(f));
       } else if (is_name("is")) {
         ++pos_;
         auto t = node(ExprKind::kTest);
@@ -539,7 +564,7 @@ class Parser {
         } else if (cur().kind == Tok::kString || cur().kind == Tok::kInt || cur().kind == Tok::kFloat) {
           t->args.push_back(parse_primary());  // `is divisibleby 3`
         }
-        e = std::move(t);
+        e = sealed(std::move(t));
       } else {
         return e;
       }
@@ -566,7 +591,7 @@ class Parser {
         ++pos_;
         auto a = node(ExprKind::kGetAttr, take_name());
         a->args.push_back(std::move(e));
-        e = std::move(a);
+        e = sealed(std::move(a));
       } else if (is_op("[")) {
         ++pos_;
         ExprPtr lo, hi, step;
@@ -583,19 +608,19 @@ class Parser {
           s->args.push_back(std::move(lo));
           s->args.push_back(std::move(hi));
           s->args.push_back(std::move(step));
-          e = std::move(s);
+          e = sealed(std::move(s));
         } else {
           auto g = node(ExprKind::kGetItem);
           g->args.push_back(std::move(e));
           g->args.push_back(std::move(lo));
-          e = std::move(g);
+          e = sealed(std::move(g));
         }
         expect_op("]");
       } else if (is_op("(")) {
         auto c = node(ExprKind::kCall);
         c->args.push_back(std::move(e));
         parse_args(c.get());
-        e = std::move(c);
+        e = sealed(std::move(c));
       } else {
         return e;
       }
@@ -640,7 +665,7 @@ class Parser {
           l->args.push_back(parse_expr());
         }
         expect_op(")");
-        return l;
+        return sealed(std::move(l));
       }
       expect_op(")");
       return first;
@@ -654,7 +679,7 @@ class Parser {
         ++pos_;
       }
       expect_op("]");
-      return l;
+      return sealed(std::move(l));
     }
     if (is_op("{")) {
       ++pos_;
@@ -667,7 +692,7 @@ class Parser {
         ++pos_;
       }
       expect_op("}");
-      return d;
+      return sealed(std::move(d));
     }
     fail("unexpected '" + tk.s + "' in an expression");
   }
