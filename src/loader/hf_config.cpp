@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "util/check.h"
+#include "util/json_parse.h"
 
 namespace parallm {
 
@@ -58,8 +59,12 @@ class ConfigReader {
 }  // namespace
 
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& source) {
-  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) throw InputError(source + " is not a JSON object");
+  JsonError error;
+  const std::optional<json> parsed = try_parse_json<json>(json_text, JsonLimits{kFileJsonDepth}, &error);
+  if (!parsed || !parsed->is_object()) {
+    throw InputError(source + " is not a JSON object" + (parsed ? std::string() : " (" + error.message + ")"));
+  }
+  const json& j = *parsed;
   ConfigReader r(j, source);
 
   std::string type;

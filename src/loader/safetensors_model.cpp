@@ -13,6 +13,7 @@
 #include "loader/model_file.h"
 #include "loader/safetensors_reader.h"
 #include "util/check.h"
+#include "util/json_parse.h"
 #include "util/log.h"
 
 namespace parallm {
@@ -83,8 +84,12 @@ std::vector<std::string> shard_files(const std::string& dir) {
   if (!is_file(index)) {
     throw InputError("'" + dir + "' has neither model.safetensors nor model.safetensors.index.json");
   }
-  nlohmann::json j = nlohmann::json::parse(read_text_file(index), nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+  JsonError error;
+  const std::optional<nlohmann::json> parsed =
+      try_parse_json<nlohmann::json>(read_text_file(index), JsonLimits{kFileJsonDepth}, &error);
+  if (!parsed) throw InputError("'" + index + "' is not a safetensors index (" + error.message + ")");
+  const nlohmann::json& j = *parsed;
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
     throw InputError("'" + index + "' is not a safetensors index (no weight_map object)");
   }
   std::set<std::string> files;

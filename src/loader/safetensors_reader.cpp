@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/check.h"
+#include "util/json_parse.h"
 
 namespace parallm {
 
@@ -66,10 +67,14 @@ void SafetensorsFile::parse() {
                      " bytes but only " + std::to_string(size_ - 8) + " follow");
   }
   const char* header = reinterpret_cast<const char*>(data_ + 8);
-  nlohmann::json j = nlohmann::json::parse(header, header + header_bytes, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    throw InputError(where + " has a header that is not a JSON object");
+  JsonError error;
+  const std::optional<nlohmann::json> parsed =
+      try_parse_json<nlohmann::json>(std::string_view(header, header_bytes), JsonLimits{kFileJsonDepth}, &error);
+  if (!parsed || !parsed->is_object()) {
+    throw InputError(where + " has a header that is not a JSON object" +
+                     (parsed ? std::string() : " (" + error.message + ")"));
   }
+  const nlohmann::json& j = *parsed;
   const uint8_t* body = data_ + 8 + header_bytes;
   const uint64_t body_bytes = size_ - 8 - header_bytes;
 

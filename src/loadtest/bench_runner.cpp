@@ -9,6 +9,7 @@
 #include "loadtest/stream_client.h"
 #include "loadtest/workload.h"
 #include "util/check.h"
+#include "util/json_parse.h"
 #include "util/log.h"
 
 namespace parallm::loadtest {
@@ -19,7 +20,9 @@ std::string discover_model(const ServerAddress& server, const BenchOptions& o) {
   try {
     const HttpGetResult r = http_get(server, o.url, models_path(o.url), o.api_key, 5.0);
     if (r.status != 200) return "";
-    const auto j = nlohmann::json::parse(r.body, nullptr, false);
+    const auto parsed = try_parse_json<nlohmann::json>(r.body, JsonLimits{kRequestJsonDepth});
+    if (!parsed) return "";
+    const nlohmann::json& j = *parsed;
     if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
         j["data"][0].is_object() && j["data"][0].contains("id") && j["data"][0]["id"].is_string()) {
       return j["data"][0]["id"].get<std::string>();

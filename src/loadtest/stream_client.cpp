@@ -26,6 +26,7 @@
 #include "loadtest/http_response_parser.h"
 #include "loadtest/sse_parser.h"
 #include "util/check.h"
+#include "util/json_parse.h"
 
 namespace parallm::loadtest {
 
@@ -67,6 +68,9 @@ int start_connect(const ServerAddress& server, int* err) {
 namespace {
 
 constexpr size_t kMaxErrorBodyBytes = 512;
+// The server under test is untrusted: its events and error bodies are parsed
+// with the limit parallm puts on requests.
+const JsonLimits kResponseJsonLimits{kRequestJsonDepth};
 
 // One request on one connection, from issue to the end of its stream; after
 // the stream ends the connection may drain the rest of the HTTP message.
@@ -265,11 +269,12 @@ void LevelRunner::handle_event(Stream& s, const std::string& data, double now) {
     finish(s, ErrorKind::kNone, "", now);
     return;
   }
-  const nlohmann::json j = nlohmann::json::parse(data, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
+  const auto parsed = try_parse_json<nlohmann::json>(data, kResponseJsonLimits);
+  if (!parsed || !parsed->is_object()) {
     finish(s, ErrorKind::kBadResponse, "unparseable SSE data: " + data.substr(0, 100), now);
     return;
   }
+  const nlohmann::json& j = *parsed;
   if (j.contains("error") && !j["error"].is_null()) {
     const auto& e = j["error"];
     std::string msg = e.is_object() && e.contains("message") && e["message"].is_string()
@@ -330,9 +335,9 @@ void LevelRunner::after_http_done(Stream& s, uint64_t id) {
   const int status = s.http.status();
   if (status != 200) {
     std::string msg = "HTTP " + std::to_string(status);
-    const nlohmann::json j = nlohmann::json::parse(s.error_body, nullptr, false);
-    if (!j.is_discarded() && j.is_object() && j.contains("error")) {
-      const auto& e = j["error"];
+    const auto j = try_parse_json<nlohmann::json>(s.error_body, kResponseJsonLimits);
+    if (j && j->is_object() && j->contains("error")) {
+      const auto& e = (*j)["error"];
       msg += ": " + (e.is_object() && e.contains("message") && e["message"].is_string()
                          ? e["message"].get<std::string>() : e.dump());
     } else if (!s.error_body.empty()) {

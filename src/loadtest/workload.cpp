@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "util/check.h"
+#include "util/json_parse.h"
 
 namespace parallm::loadtest {
 namespace {
@@ -79,8 +80,9 @@ std::vector<DatasetEntry> load_dataset(const std::string& path) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = "--dataset " + path + ":" + std::to_string(line_no) + ": ";
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) throw InputError(where + "not a JSON object");
+    const auto parsed = try_parse_json<nlohmann::json>(line, JsonLimits{kRequestJsonDepth});
+    if (!parsed || !parsed->is_object()) throw InputError(where + "not a JSON object");
+    const nlohmann::json& j = *parsed;
     DatasetEntry e;
     if (j.contains("prompt") && j["prompt"].is_string()) {
       e.prompt = j["prompt"].get<std::string>();

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "util/check.h"
+#include "util/json_parse.h"
 
 namespace parallm::planner {
 
@@ -40,7 +41,11 @@ std::string calibration_to_json(const Calibration& c) {
 Calibration calibration_from_json(const std::string& text, const std::string& origin) {
   Calibration c;
   try {
-    nlohmann::json j = nlohmann::json::parse(text);
+    JsonError error;
+    const std::optional<nlohmann::json> parsed =
+        try_parse_json<nlohmann::json>(text, JsonLimits{kFileJsonDepth}, &error);
+    if (!parsed) throw InputError(origin + ": not a parallm calibration file (" + error.message + ")");
+    const nlohmann::json& j = *parsed;
     c.device = j.value("device", c.device);
     c.threads = j.value("threads", 0);
     c.mem_bw_gbps = j.at("mem_bw_gbps").get<double>();

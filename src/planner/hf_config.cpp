@@ -11,6 +11,7 @@
 #include "planner/model_catalog.h"
 #include "planner/model_source.h"
 #include "util/check.h"
+#include "util/json_parse.h"
 
 namespace parallm::planner {
 
@@ -26,12 +27,11 @@ int64_t get_int(const nlohmann::json& j, const char* key, int64_t fallback) {
 }  // namespace
 
 ModelSpec model_from_hf_config_text(const std::string& text, const std::string& origin) {
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(origin + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
+  JsonError error;
+  const std::optional<nlohmann::json> parsed =
+      try_parse_json<nlohmann::json>(text, JsonLimits{kFileJsonDepth}, &error);
+  if (!parsed) throw InputError(origin + ": not valid JSON (" + error.message + ")");
+  const nlohmann::json& root = *parsed;
   if (!root.is_object()) throw InputError(origin + ": config.json must be a JSON object");
   const nlohmann::json& j = root.contains("text_config") && root["text_config"].is_object() ? root["text_config"] : root;
   const std::string type = j.value("model_type", root.value("model_type", std::string()));

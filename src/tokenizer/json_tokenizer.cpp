@@ -24,11 +24,21 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_data.h"
 #include "util/check.h"
+#include "util/json_parse.h"
 
 namespace parallm {
 namespace {
 
 using nlohmann::json;
+
+// The depth limit also bounds the recursion over Sequence normalizers,
+// pre-tokenizers and post-processors below (one call per two levels).
+json parse_file_json(std::string_view text, const char* name) {
+  JsonError e;
+  std::optional<json> j = try_parse_json<json>(text, JsonLimits{kFileJsonDepth}, &e);
+  if (!j) throw InputError(std::string(name) + ": " + e.message);
+  return std::move(*j);
+}
 
 // Escapes a literal Split pattern for PCRE2.
 std::string quote_regex(const std::string& literal) {
@@ -225,8 +235,8 @@ void decide_added_tokens(const json& root, const json& config, TokenizerData& d)
 
 std::unique_ptr<Tokenizer> parse_json_impl(std::string_view tokenizer_json,
                                            std::string_view config_json) {
-  const json root = json::parse(tokenizer_json);
-  const json config = config_json.empty() ? json::object() : json::parse(config_json);
+  const json root = parse_file_json(tokenizer_json, "tokenizer.json");
+  const json config = config_json.empty() ? json::object() : parse_file_json(config_json, "tokenizer_config.json");
   if (!root.is_object() || !config.is_object()) throw InputError("tokenizer.json is not an object");
   const json& model = root.at("model");
   const std::string type = model.value("type", "BPE");

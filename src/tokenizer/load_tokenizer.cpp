@@ -12,12 +12,20 @@
 #include "loader/gguf_reader.h"
 #include "tokenizer/tokenizer.h"
 #include "util/check.h"
+#include "util/json_parse.h"
 #include "util/mapped_file.h"
 
 namespace parallm {
 namespace {
 
 namespace fs = std::filesystem;
+
+nlohmann::json parse_file_json(const fs::path& path, const std::string& text) {
+  JsonError e;
+  auto j = try_parse_json<nlohmann::json>(text, JsonLimits{kFileJsonDepth}, &e);
+  if (!j) throw InputError(path.string() + " is malformed: " + e.message);
+  return std::move(*j);
+}
 
 // The chat template saved beside tokenizer_config.json rather than in it:
 // chat_template.jinja (transformers 4.43 and later) or chat_template.json.
@@ -27,13 +35,9 @@ std::optional<std::string> separate_chat_template(const fs::path& dir) {
     return read_text_file((dir / "chat_template.jinja").string());
   }
   if (fs::is_regular_file(dir / "chat_template.json", ec)) {
-    try {
-      const auto j = nlohmann::json::parse(read_text_file((dir / "chat_template.json").string()));
-      if (j.is_object() && j.contains("chat_template") && j.at("chat_template").is_string()) {
-        return j.at("chat_template").get<std::string>();
-      }
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError((dir / "chat_template.json").string() + " is malformed: " + e.what());
+    const auto j = parse_file_json(dir / "chat_template.json", read_text_file((dir / "chat_template.json").string()));
+    if (j.is_object() && j.contains("chat_template") && j.at("chat_template").is_string()) {
+      return j.at("chat_template").get<std::string>();
     }
   }
   return std::nullopt;
@@ -46,12 +50,7 @@ std::unique_ptr<Tokenizer> load_json(const fs::path& json_path) {
   std::error_code ec;
   if (fs::is_regular_file(config_path, ec)) config = read_text_file(config_path.string());
   if (auto tpl = separate_chat_template(json_path.parent_path())) {
-    nlohmann::json c;
-    try {
-      c = config.empty() ? nlohmann::json::object() : nlohmann::json::parse(config);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(config_path.string() + " is malformed: " + e.what());
-    }
+    nlohmann::json c = config.empty() ? nlohmann::json::object() : parse_file_json(config_path, config);
     if (c.is_object() && !c.contains("chat_template")) {
       c["chat_template"] = *tpl;
       config = c.dump();

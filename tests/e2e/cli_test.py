@@ -108,6 +108,18 @@ class BadInput(unittest.TestCase):
         wide = struct.pack("<7i", 128, 172, 5, 8, 4, 512, 512) + binf[28:]
         self.expect_error(["generate", "--model", self.write("wide.bin", wide), "--tokenizer", tok, *p], "")
 
+    def test_deep_json_and_templates(self):
+        # Nested 50,000 deep: a stack overflow once; now the depth limits refuse them.
+        seq = '{"type": "Sequence", "pretokenizers": ['
+        deep = ('{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": ' +
+                seq * 50000 + '{"type": "ByteLevel"}' + "]}" * 50000 + "}")
+        self.expect_error(["tokenize", "--tokenizer", self.write("deep.json", deep.encode()), "--text", "hi"],
+                          "tokenizer.json: JSON nested deeper than the limit of 64 levels")
+        m = os.path.join(ARGS.shared, "models", "stories260K", "stories260K.gguf")
+        tpl = self.write("deep.jinja", ("{{ " + "(" * 50000 + "1" + ")" * 50000 + " }}").encode())
+        self.expect_error(["serve", "--model", m, "--port", "0", "--chat-template", tpl],
+                          "nested deeper than the limit of 256 levels")
+
     def test_prompt_longer_than_context(self):
         m = os.path.join(ARGS.shared, "models", "stories260K")
         self.expect_error(["generate", "--model", os.path.join(m, "stories260K.gguf"), "--ctx-size", "16",
