@@ -1,7 +1,8 @@
 // Writes the seed corpora of the fuzz targets: small valid files made by
 // parallm's own writers (GgufWriter, make-model, the test safetensors
 // writer), one folder per target: OUT/fuzz_gguf, OUT/fuzz_safetensors,
-// OUT/fuzz_hf_config.
+// OUT/fuzz_hf_config; and request bodies past the JSON limits for
+// OUT/fuzz_openai_request.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -84,6 +85,17 @@ int main(int argc, char** argv) {
       R"( "num_experts_per_tok": 2, "rope_scaling": {"type": "linear", "factor": 2.0}, "head_dim": 128})";
   for (const auto& [name, text] : {std::pair{"llama3.json", llama}, {"qwen2.json", qwen}, {"mixtral.json", mixtral}}) {
     write(out + "/fuzz_hf_config", name, std::vector<uint8_t>(text.begin(), text.end()));
+  }
+
+  // Request bodies past the JSON limits (the first byte picks chat): nested
+  // 50,000 deep, and a message 20,000 keys wide.
+  const std::string deep = "1{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"x\":" +
+                           std::string(50'000, '[') + std::string(50'000, ']') + "}]}";
+  std::string wide = "1{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"";
+  for (int i = 0; i < 20'000; ++i) wide += ",\"k" + std::to_string(i % 15'000) + "\":" + std::to_string(i);
+  wide += "}]}";
+  for (const auto& [name, text] : {std::pair{"deep_chat.txt", deep}, {"wide_chat.txt", wide}}) {
+    write(out + "/fuzz_openai_request", name, std::vector<uint8_t>(text.begin(), text.end()));
   }
   return 0;
 }

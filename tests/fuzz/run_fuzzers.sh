@@ -9,7 +9,9 @@
 #
 # Each target names the sources it needs in a comment line
 #   // FUZZ_SOURCES: src/a/b.cpp src/c/d.cpp
-# and optionally extra link flags in "// FUZZ_LIBS: -lpcre2-8". Seeds come
+# and optionally extra link flags in "// FUZZ_LIBS: -lpcre2-8" and a longest
+# input other than 16384 bytes in "// FUZZ_MAX_LEN: 300000" (for inputs that
+# must reach a size limit, such as JSON nested past its depth limit). Seeds come
 # from SEED_GENERATOR (one folder per target) and from an optional list
 # tests/fuzz/<target>.seeds: one path per line, $SHARED_DIR and $SOURCE_DIR
 # expanded, missing files skipped. Environment: PARALLM_FUZZ_SECONDS (per
@@ -131,7 +133,9 @@ done
 # Fuzz, JOBS targets at a time.
 run_one() {
   local t=$1
-  "$WORK/bin/$t" "$WORK/corpus/$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+  local max_len
+  max_len=$(sed -n 's|^// FUZZ_MAX_LEN: *||p' "$SRC/tests/fuzz/$t.cpp")
+  "$WORK/bin/$t" "$WORK/corpus/$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 -max_len="${max_len:-16384}" \
     -artifact_prefix="$WORK/artifacts/$t-" -print_final_stats=1 >"$WORK/logs/$t.log" 2>&1
 }
 pids=()
