@@ -333,6 +333,13 @@ void HttpServer::Impl::serve_route(const Route& route, const std::string& model_
   }
 }
 
+JsonLimits request_json_limits(const ServerOptions& options) {
+  JsonLimits l;
+  l.max_depth = options.max_json_depth;
+  l.max_members = kRequestJsonMembers;
+  return l;
+}
+
 HttpServer::HttpServer(const ServerOptions& options) : options_(options), impl_(std::make_unique<Impl>(options_)) {
   if (options_.http_threads < 1) throw InputError("--http-threads must be >= 1");
   ::mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);

@@ -21,6 +21,7 @@
 #include "server/completion_backend.h"
 #include "server/reasoning.h"
 #include "server/server_metrics.h"
+#include "util/json_parse.h"
 
 namespace parallm {
 
@@ -56,6 +57,9 @@ struct ServerOptions {
   ReasoningFormat reasoning_format = ReasoningFormat::kNone;
   bool log_prompts = false;  // --log-prompts: prompts in the access log
 };
+
+// The JSON limits of request bodies: --max-json-depth, kRequestJsonMembers.
+JsonLimits request_json_limits(const ServerOptions& options);
 
 class HttpServer {
  public:

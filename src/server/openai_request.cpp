@@ -143,6 +143,9 @@ void parse_tools(const json& j, CompletionParams* p) {
     if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty()) {
       throw bad_request(where + ".function.name must be a non-empty string", "tools");
     }
+    if (f.contains("description") && !f["description"].is_string() && !f["description"].is_null()) {
+      throw bad_request(where + ".function.description must be a string", "tools");
+    }
     if (f.contains("parameters") && !f["parameters"].is_object() && !f["parameters"].is_null()) {
       throw bad_request(where + ".function.parameters must be an object", "tools");
     }
@@ -156,7 +159,7 @@ CompletionParams parse_completion_request(const std::string& body, bool chat, co
   JsonError error;
   std::optional<json> parsed = try_parse_json<json>(body, limits, &error);  // rejects invalid UTF-8 too
   if (!parsed) {
-    if (error.too_deep) throw bad_request("request body: " + error.message);
+    if (error.too_deep || error.too_wide) throw bad_request("request body: " + error.message);
     throw bad_request("request body is not valid JSON at byte " + std::to_string(error.byte) + ": " + error.detail);
   }
   const json& j = *parsed;

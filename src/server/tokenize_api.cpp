@@ -10,12 +10,12 @@ namespace {
 
 using nlohmann::json;
 
-json parse_body(const std::string& body) {
+json parse_body(const std::string& body, const JsonLimits& limits) {
   JsonError error;
-  std::optional<json> j = try_parse_json<json>(body, JsonLimits{kRequestJsonDepth}, &error);
+  std::optional<json> j = try_parse_json<json>(body, limits, &error);
   if (!j) {
-    if (error.too_deep) throw bad_request("request body: " + error.message);
-    throw bad_request("request body is not valid JSON");
+    if (error.too_deep || error.too_wide) throw bad_request("request body: " + error.message);
+    throw bad_request("request body is not valid JSON at byte " + std::to_string(error.byte) + ": " + error.detail);
   }
   if (!j->is_object()) throw bad_request("request body must be a JSON object");
   return std::move(*j);
@@ -42,12 +42,12 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 }  // namespace
 
 std::string handle_tokenize(const CompletionContext& ctx, const std::string& body) {
-  const json j = parse_body(body);
+  const json j = parse_body(body, request_json_limits(ctx.options));
   check_model(ctx, j);
   const Tokenizer& tok = ctx.backend.tokenizer();
   std::vector<int32_t> ids;
   if (j.contains("messages")) {
-    const CompletionParams p = parse_completion_request(body, /*chat=*/true);  // messages, tools, kwargs
+    const CompletionParams p = parse_completion_request(body, /*chat=*/true, request_json_limits(ctx.options));  // messages, tools, kwargs
     const std::string text = ctx.chat.render(p.messages, flag(j, "add_generation_prompt", true), p.tools,
                                              p.chat_template_kwargs);
     ids = tok.encode(text, flag(j, "add_special_tokens", false), /*parse_special=*/true);
@@ -66,7 +66,7 @@ std::string handle_tokenize(const CompletionContext& ctx, const std::string& bod
 }
 
 std::string handle_detokenize(const CompletionContext& ctx, const std::string& body) {
-  const json j = parse_body(body);
+  const json j = parse_body(body, request_json_limits(ctx.options));
   check_model(ctx, j);
   if (!j.contains("tokens") || !j["tokens"].is_array()) throw bad_request("'tokens' (an array of token ids) is required", "tokens");
   const Tokenizer& tok = ctx.backend.tokenizer();

@@ -4,6 +4,8 @@
 // check on every open and, for ordered_json, a key index per open object.
 #include "util/json_parse.h"
 
+#include <cstring>
+
 #include <memory>
 #include <type_traits>
 #include <unordered_set>
@@ -51,8 +53,8 @@ class BoundedDomBuilder final : public nlohmann::json_sax<Json> {
   using typename nlohmann::json_sax<Json>::string_t;
   using typename nlohmann::json_sax<Json>::binary_t;
 
-  BoundedDomBuilder(Json* root, int max_depth, JsonError* error)
-      : root_(root), max_depth_(max_depth), error_(error) {}
+  BoundedDomBuilder(Json* root, int max_depth, size_t max_members, JsonError* error)
+      : root_(root), max_depth_(max_depth), max_members_(max_members), error_(error) {}
 
   bool null() override { return scalar(Json(nullptr)); }
   bool boolean(bool v) override { return scalar(Json(v)); }
@@ -76,6 +78,11 @@ class BoundedDomBuilder final : public nlohmann::json_sax<Json> {
       top.member = &members_slot(top, members, std::move(k))->second;
     } else {
       top.member = &members[std::move(k)];  // std::map: a duplicate finds the first entry
+    }
+    if (max_members_ > 0 && members.size() > max_members_) {
+      error_->too_wide = true;
+      error_->message = "a JSON object has more than the limit of " + std::to_string(max_members_) + " members";
+      return false;
     }
     return true;
   }
@@ -186,6 +193,7 @@ class BoundedDomBuilder final : public nlohmann::json_sax<Json> {
 
   Json* root_;
   const int max_depth_;
+  const size_t max_members_;
   JsonError* error_;
   std::vector<Open> stack_;
 };
@@ -198,8 +206,17 @@ std::optional<Json> try_parse_json(std::string_view text, const JsonLimits& limi
   JsonError local;
   JsonError* e = error ? error : &local;
   *e = JsonError{};
+  // nlohmann's lexer takes a NUL byte for the end of the input, so "{}\0junk"
+  // would parse; JSON text never holds a raw NUL (inside strings it must be
+  // escaped), so one is a syntax error here.
+  if (const void* nul = std::memchr(text.data(), '\0', text.size())) {
+    e->byte = static_cast<size_t>(static_cast<const char*>(nul) - text.data());
+    e->detail = "a NUL byte (JSON text cannot hold one)";
+    e->message = "invalid JSON at byte " + std::to_string(e->byte) + ": " + e->detail;
+    return std::nullopt;
+  }
   Json root;
-  BoundedDomBuilder<Json> builder(&root, limits.max_depth, e);
+  BoundedDomBuilder<Json> builder(&root, limits.max_depth, limits.max_members, e);
   // strict: the whole input is one value; no comments.
   if (!Json::sax_parse(text.data(), text.data() + text.size(), &builder)) return std::nullopt;
   return root;

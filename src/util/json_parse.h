@@ -32,14 +32,22 @@ constexpr int kRequestJsonDepth = 128;
 // tokenizer.json files nest at most 7 levels, configs 5.
 constexpr int kFileJsonDepth = 64;
 
+// Members of one object in a request body. Real requests hold a few dozen
+// (logit_bias, a schema's properties, at most thousands); each member costs
+// a lookup somewhere downstream, and 200,000 of them are only an attack.
+constexpr size_t kRequestJsonMembers = 10000;
+
 struct JsonLimits {
   // Most nested arrays / objects: [] is depth 1, [[]] depth 2, a scalar 0.
   int max_depth = kRequestJsonDepth;
+  // Most members of one object (0 = any: tokenizer.json's vocabulary has 150,000).
+  size_t max_members = 0;
 };
 
 // Why a parse failed.
 struct JsonError {
   bool too_deep = false;  // the depth limit, not the syntax
+  bool too_wide = false;  // the member limit
   size_t byte = 0;        // syntax: bytes the lexer had read when it stopped
   std::string detail;     // syntax: nlohmann's description ("syntax error while parsing ...")
   // One line: "invalid JSON at byte 7: <detail>" or
