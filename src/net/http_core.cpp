@@ -181,30 +181,40 @@ void HttpExchange::start_stream(int status, const HttpHeaders& headers) {
   conn_->wake();
 }
 
+namespace {
+
+// Appends one chunk of a streamed body (under the connection's lock).
+void append_chunk(ConnShared& c, std::string_view data) {
+  if (data.empty() || c.head) return;
+  if (c.chunked) {
+    char size[24];
+    std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+    c.out += size;
+    c.out.append(data);
+    c.out += "\r\n";
+  } else {
+    c.out.append(data);
+  }
+}
+
+}  // namespace
+
 bool HttpExchange::write(std::string_view data) {
   {
     std::lock_guard<std::mutex> lock(conn_->mu);
     if (conn_->closed) return false;
-    if (!conn_->streaming || conn_->done || data.empty()) return !conn_->closed;
-    if (conn_->head) return true;
-    if (conn_->chunked) {
-      char size[24];
-      std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
-      conn_->out += size;
-      conn_->out.append(data);
-      conn_->out += "\r\n";
-    } else {
-      conn_->out.append(data);
-    }
+    if (!conn_->streaming || conn_->done || data.empty()) return true;
+    append_chunk(*conn_, data);
   }
   conn_->wake();
   return true;
 }
 
-void HttpExchange::end_stream() {
+void HttpExchange::end_stream(std::string_view last) {
   {
     std::lock_guard<std::mutex> lock(conn_->mu);
     if (!conn_->streaming || conn_->done || conn_->closed) return;
+    append_chunk(*conn_, last);
     conn_->done = true;
     if (conn_->chunked && !conn_->head) conn_->out += "0\r\n\r\n";
   }

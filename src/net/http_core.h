@@ -109,7 +109,9 @@ class HttpExchange {
   void start_stream(int status, const HttpHeaders& headers);
   // False once the client is gone (nothing more will be delivered).
   bool write(std::string_view data);
-  void end_stream();
+  // Ends the stream, with its last data in the same write: a client that
+  // hangs up on reading it (an SSE `[DONE]`) must not find the end missing.
+  void end_stream(std::string_view last = {});
 
   bool gone() const;
   bool answered() const;

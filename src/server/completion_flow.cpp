@@ -213,7 +213,7 @@ PreparedPrompt prepare_prompt(const CompletionContext& ctx, const CompletionPara
 
 Prepared prepare(const CompletionContext& ctx, const std::string& body, bool chat) {
   Prepared p;
-  p.params = parse_completion_request(body, chat);
+  p.params = parse_completion_request(body, chat, request_json_limits(ctx.options));
   const CompletionParams& cp = p.params;
   if (!cp.model.empty() && cp.model != ctx.options.served_model_name) {
     throw ApiError(404, "model '" + cp.model + "' does not exist; this server serves '" + ctx.options.served_model_name + "'",
@@ -442,8 +442,7 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
     const ApiError e(status, message, "server_error");
     if (!stream_) status_ = status;
     if (stream_) {
-      exchange_->write("data: " + dump(e.body()) + "\n\ndata: [DONE]\n\n");
-      exchange_->end_stream();
+      exchange_->end_stream("data: " + dump(e.body()) + "\n\ndata: [DONE]\n\n");
     } else {
       net::HttpResponse r;
       r.status = status;
@@ -608,6 +607,11 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
     if (out.empty() && now - last_write_ns_.load() >= heartbeat_.count()) {
       out = ": keep-alive\n\n";  // proxies keep the stream open; a dead peer shows on the write
     }
+    if (done) {
+      exchange_->end_stream(out);  // [DONE] and the end of the body in one write
+      end();
+      return;
+    }
     if (!out.empty()) {
       if (!exchange_->write(out)) {
         choices_.abort_unfinished();
@@ -615,10 +619,6 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
         return;
       }
       last_write_ns_ = now;
-    }
-    if (done) {
-      exchange_->end_stream();
-      end();
     }
   }
 
