@@ -47,6 +47,30 @@ ChatFormatter ChatFormatter::for_tokenizer(const Tokenizer& tokenizer, const std
   }
 }
 
+namespace {
+
+// An assistant message's tool_calls, as OpenAI writes them:
+// [{"id": str, "type": "function", "function": {"name": str, "arguments": str | object}}].
+void check_tool_calls(const nlohmann::ordered_json& calls, const std::string& where) {
+  const std::string shape = where + ".tool_calls must be an array of {\"id\": string, \"type\": \"function\", "
+                                    "\"function\": {\"name\": string, \"arguments\": string}}";
+  if (!calls.is_array()) throw bad_request(shape, "messages");
+  for (const auto& c : calls) {
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) throw bad_request(shape, "messages");
+    if (c.contains("type") && c["type"] != "function") throw bad_request(shape, "messages");
+    if (c.contains("id") && !c["id"].is_null() && !c["id"].is_string()) throw bad_request(shape, "messages");
+    const auto& f = c["function"];
+    if (!f.contains("name") || !f["name"].is_string() || f["name"].get_ref<const std::string&>().empty()) {
+      throw bad_request(shape, "messages");
+    }
+    if (f.contains("arguments") && !f["arguments"].is_string() && !f["arguments"].is_object()) {
+      throw bad_request(shape, "messages");
+    }
+  }
+}
+
+}  // namespace
+
 std::string ChatFormatter::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                   const nlohmann::ordered_json& tools, const nlohmann::ordered_json& kwargs) const {
   if (!messages.is_array()) throw bad_request("'messages' must be an array", "messages");
@@ -68,7 +92,8 @@ std::string ChatFormatter::render(const nlohmann::ordered_json& messages, bool a
     } else if (m["content"].is_array()) {
       std::string text;
       for (const auto& part : m["content"]) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+            !part["text"].is_string()) {
           throw bad_request(where + ".content parts must be {\"type\": \"text\", \"text\": string}", "messages");
         }
         text += part["text"].get<std::string>();
@@ -77,6 +102,12 @@ std::string ChatFormatter::render(const nlohmann::ordered_json& messages, bool a
     } else if (!m["content"].is_string()) {
       throw bad_request(where + ".content must be a string or an array of text parts", "messages");
     }
+    for (const char* key : {"name", "tool_call_id"}) {
+      if (m.contains(key) && !m[key].is_null() && !m[key].is_string()) {
+        throw bad_request(where + "." + key + " must be a string", "messages");
+      }
+    }
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) check_tool_calls(m["tool_calls"], where);
     // Assistant tool calls carry their arguments as a JSON string (OpenAI);
     // templates print them with `tojson`, so they get the object, as
     // vLLM hands them over. A string that is not JSON stays a string.
