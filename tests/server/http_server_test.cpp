@@ -463,6 +463,7 @@ TEST_F(HttpServerTest, HermesToolCallsAreParsed) {
   server_->set_backend(nullptr);
   {
     ServerOptions lo;
+    lo.port = 0;
     lo.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}<|python_tag|>";
     HttpServer llama(lo);
     const int lport = llama.bind();
