@@ -264,3 +264,50 @@ TEST(JsonParse, SyntaxErrorsNameTheByte) {
 
 }  // namespace
 }  // namespace parallm
+
+namespace parallm {
+namespace {
+
+// The member limit: an object of exactly max_members parses, one more is
+// refused (too_wide, the message naming the limit), at any depth; duplicate
+// keys count once; arrays are not limited.
+TEST(JsonParseMembers, LimitIsExactAndNamed) {
+  auto object_of = [](int n) {
+    std::string s = "{";
+    for (int i = 0; i < n; ++i) s += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
+    return s + "}";
+  };
+  JsonLimits l;
+  l.max_members = 100;
+  EXPECT_TRUE(try_parse_json<nlohmann::ordered_json>(object_of(100), l).has_value());
+  for (const std::string& doc : {object_of(101), "[1,{\"a\":" + object_of(101) + "}]"}) {
+    JsonError e;
+    EXPECT_FALSE(try_parse_json<nlohmann::ordered_json>(doc, l, &e).has_value());
+    EXPECT_TRUE(e.too_wide);
+    EXPECT_NE(e.message.find("100 members"), std::string::npos) << e.message;
+    EXPECT_FALSE(try_parse_json<nlohmann::json>(doc, l).has_value());
+  }
+  std::string dup = "{";
+  for (int i = 0; i < 500; ++i) dup += (i ? ",\"same\":" : "\"same\":") + std::to_string(i);
+  dup += "}";
+  const auto d = try_parse_json<nlohmann::ordered_json>(dup, l);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ((*d)["same"], 499);
+  std::string arr = "[";
+  for (int i = 0; i < 5000; ++i) arr += (i ? ",1" : "1");
+  EXPECT_TRUE(try_parse_json<nlohmann::json>(arr + "]", l).has_value());
+}
+
+// nlohmann's lexer ends the input at a NUL byte; here a raw NUL is an error
+// wherever it is (JSON text has none: inside strings it is escaped).
+TEST(JsonParseMembers, RawNulIsAnErrorAnywhere) {
+  for (const std::string& doc : {std::string("{}\0junk", 7), std::string("{\"a\":\"x\0y\"}", 11), std::string("\0", 1)}) {
+    JsonError e;
+    EXPECT_FALSE(try_parse_json<nlohmann::json>(doc, JsonLimits{}, &e).has_value());
+    EXPECT_NE(e.message.find("NUL"), std::string::npos) << e.message;
+  }
+  EXPECT_TRUE(try_parse_json<nlohmann::json>("{\"a\":\"x\\u0000y\"}", JsonLimits{}).has_value());
+}
+
+}  // namespace
+}  // namespace parallm
