@@ -8,7 +8,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev         # JSON, command line
   libpcre2-dev                            # tokenizer pre-tokenizer regexes (Unicode classes)
   libutf8proc-dev                         # tokenizer Unicode normalization (NFC, NFKC)
-  libcpp-httplib-dev                      # OpenAI-compatible HTTP server
+  libcpp-httplib-dev                      # an independent HTTP client for the server tests
   libopenmpi-dev openmpi-bin              # MPI communicator (multi-process / multi-host)
   libhwloc-dev                            # CPU / NUMA topology for `parallm topo`
   python3 python3-numpy                   # NumPy reference forward in tests
