@@ -195,8 +195,11 @@ HttpRequestParser::Status HttpRequestParser::on_request_line() {
   if (!is_token(method)) return fail(400, "malformed method in the request line");
   if (version.size() == 8 && version.substr(0, 5) == "HTTP/" && std::isdigit(static_cast<unsigned char>(version[5])) &&
       version[6] == '.' && std::isdigit(static_cast<unsigned char>(version[7]))) {
-    if (version[5] != '1' || (version[7] != '0' && version[7] != '1')) {
-      return fail(505, "HTTP version " + std::string(version.substr(5)) + " is not supported (HTTP/1.0 and 1.1 are)");
+    // A later 1.x is answered as 1.1 (RFC 9112 §2.3). Another major version
+    // is refused with a 400, not RFC 9110's optional 505: nothing a client
+    // sends should earn it a 5xx, which monitoring counts as the server's fault.
+    if (version[5] != '1') {
+      return fail(400, "HTTP version " + std::string(version.substr(5)) + " is not supported (HTTP/1.0 and 1.1 are)");
     }
   } else {
     return fail(400, "malformed HTTP version in the request line");
@@ -207,7 +210,7 @@ HttpRequestParser::Status HttpRequestParser::on_request_line() {
   }
   req_.method = std::string(method);
   req_.target = std::string(target);
-  req_.version_minor = version[7] - '0';
+  req_.version_minor = version[7] == '0' ? 0 : 1;
   std::string_view origin = target;
   if (target == "*") {
     if (method != "OPTIONS") return fail(400, "the '*' request target is only for OPTIONS");
@@ -287,7 +290,8 @@ HttpRequestParser::Status HttpRequestParser::on_headers_done() {
     if (have_length) return fail(400, "both Content-Length and Transfer-Encoding (ambiguous framing)");
     if (req_.version_minor == 0) return fail(400, "Transfer-Encoding in an HTTP/1.0 request");
     if (!header_name_equal(trim_ows(te), "chunked")) {
-      return fail(501, "transfer coding '" + te + "' is not supported (only 'chunked')");
+      // 400 rather than RFC 9112's suggested 501, for the reason above.
+      return fail(400, "transfer coding '" + te + "' is not supported (only 'chunked')");
     }
     chunked_ = true;
     phase_ = Phase::kChunkSize;

@@ -8,8 +8,8 @@
 // Content-Lengths, transfer codings other than chunked, obs-fold lines,
 // whitespace before a colon, bare CR, NUL and other controls are errors.
 // Every size is bounded (HttpLimits); an error carries the status to answer
-// with (400, 411, 413, 414, 417, 431, 501, 505) and a message that names
-// what was wrong. After an error the connection must be closed: its framing
+// with (400, 411, 413, 414, 417, 431: never a 5xx, a client's bytes are never
+// the server's fault) and a message that names what was wrong. After an error the connection must be closed: its framing
 // is unknown.
 #pragma once
 #include <cstddef>
