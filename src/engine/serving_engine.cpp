@@ -14,6 +14,7 @@
 #include "engine/serving_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <condition_variable>
 #include <deque>
@@ -31,6 +32,10 @@
 namespace parallm {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 SchedulerOptions scheduler_options(const Engine& engine, const ServingOptions& o) {
   SchedulerOptions s;
@@ -51,6 +56,7 @@ struct ServingEngine::Impl {
     uint64_t id;
     ServingRequest request;
     std::function<void(const TokenEvent&)> on_event;
+    Clock::time_point arrival;  // in submit()
   };
   struct Lane;
   struct Live {
@@ -69,6 +75,11 @@ struct ServingEngine::Impl {
     std::vector<TokenLogprobs> prompt;   // [0, prompt.size()) reported or computed so far
     bool prompt_sent = false;
     Lane* lane = nullptr;
+    // TokenEvent::queue_s / prefill_s: submit(), the first step that scheduled
+    // it (kept across a preemption's recompute), whether its first token is out.
+    Clock::time_point arrival{};
+    Clock::time_point first_scheduled{};
+    bool scheduled = false, first_token_sent = false;
   };
   // A logits row at a prompt position: it predicts the prompt's next token.
   struct PromptRow {
@@ -225,6 +236,8 @@ void ServingEngine::Impl::publish_metrics() {
   metrics.num_requests_waiting = waiting;
   metrics.kv_cache_usage = blocks > 0 ? static_cast<double>(blocks - free_blocks) / static_cast<double>(blocks) : 0.0;
   metrics.prefix_cache_hit_rate = queried > 0 ? static_cast<double>(hits) / static_cast<double>(queried) : 0.0;
+  metrics.prefix_cache_queries_total = queried;
+  metrics.prefix_cache_hits_total = hits;
   metrics.num_preemptions_total = preemptions;
   metrics.prompt_tokens_total = prompt_tokens_total;
   metrics.generation_tokens_total = generation_tokens_total;
@@ -266,6 +279,7 @@ void ServingEngine::Impl::loop() {
       Live l{std::move(in.on_event), Sampler(in.request.sampling), n_prompt, in.request.logprobs, 0.0f, {}, false, {}, {},
              false};
       l.prompt_logprobs = r.prompt_logits;
+      l.arrival = in.arrival;
       if (l.prompt_logprobs) {
         l.prompt_tokens = r.prompt;
         l.prompt.reserve(static_cast<size_t>(n_prompt));
@@ -331,10 +345,18 @@ void ServingEngine::Impl::submit_step(Lane& lane) {
   lane.sample_logit_rows.clear();
   lane.prompt_rows.clear();
   if (lane.tables.size() < plan.seqs.size()) lane.tables.resize(plan.seqs.size());
+  const Clock::time_point now = Clock::now();
   // Logits rows: each sampling sequence's last token, and (prompt logprobs)
   // the prompt positions of this chunk not reported yet.
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const ScheduledSeq& e = plan.seqs[i];
+    auto lit = live.find(e.id);
+    PARALLM_CHECK(lit != live.end());
+    Live& l = lit->second;
+    if (!l.scheduled) {
+      l.scheduled = true;
+      l.first_scheduled = now;
+    }
     const int32_t first_row = static_cast<int32_t>(batch.n_tokens());
     // The lane's block ids -> the pool's.
     std::vector<int32_t>& table = lane.tables[i];
@@ -343,7 +365,6 @@ void ServingEngine::Impl::submit_step(Lane& lane) {
     batch.add_sequence_tokens(e.tokens, e.n_new, static_cast<int32_t>(e.pos0), static_cast<int32_t>(i), table.data(),
                               bs, /*want_last_logits=*/false);
     if (e.prompt_logits) {
-      Live& l = live.at(e.id);
       for (int64_t t = 0; t < e.n_new; ++t) {
         const int64_t target_pos = e.pos0 + t + 1;
         // Past the prompt, or computed (and maybe sent) before a preemption.
@@ -354,7 +375,7 @@ void ServingEngine::Impl::submit_step(Lane& lane) {
     }
     if (e.wants_logits) {
       lane.sample_rows.push_back(i);
-      lane.sample_lives.push_back(&live.at(e.id));
+      lane.sample_lives.push_back(&l);
       lane.sample_logit_rows.push_back(static_cast<int64_t>(batch.logit_rows.size()));
       batch.logit_rows.push_back(first_row + static_cast<int32_t>(e.n_new) - 1);
     }
@@ -432,6 +453,7 @@ void ServingEngine::Impl::finish_step(Lane& lane) {
     fail_step(lane, ex);
     return;
   }
+  const Clock::time_point step_done = Clock::now();
   lane.sched.update(plan, sampled, &events);
   int64_t step_tokens = 0;
   for (const SeqEvent& se : events) step_tokens += se.token >= 0 ? 1 : 0;
@@ -446,6 +468,11 @@ void ServingEngine::Impl::finish_step(Lane& lane) {
     if (it->second.prompt_logprobs && !it->second.prompt_sent) {
       ev.prompt_logprobs = std::move(it->second.prompt);
       it->second.prompt_sent = true;
+    }
+    if (se.token >= 0 && !it->second.first_token_sent) {
+      it->second.first_token_sent = true;
+      ev.queue_s = seconds(it->second.first_scheduled - it->second.arrival);
+      ev.prefill_s = seconds(step_done - it->second.first_scheduled);
     }
     if (se.token >= 0) {
       it->second.sampler.add_output_token(se.token);
@@ -506,6 +533,7 @@ SubmitStatus ServingEngine::submit(ServingRequest request, std::function<void(co
     if (t < 0 || t >= n_vocab) throw InputError(strfmt("token id %d is outside the vocabulary (%d)", t, n_vocab));
   }
   request.sampling.validate();
+  const Clock::time_point arrival = Clock::now();
   const AdmissionResult a = impl_->lanes[0]->sched.check(static_cast<int64_t>(request.prompt.size()), request.max_tokens);
   if (a.status == Admission::kNever) return SubmitStatus::kTooLong;
   {
@@ -516,7 +544,7 @@ SubmitStatus ServingEngine::submit(ServingRequest request, std::function<void(co
     }
     const uint64_t new_id = impl_->next_id++;
     if (id != nullptr) *id = new_id;
-    impl_->inbox.push_back({new_id, std::move(request), std::move(on_event)});
+    impl_->inbox.push_back({new_id, std::move(request), std::move(on_event), arrival});
   }
   impl_->cv.notify_one();
   return SubmitStatus::kOk;

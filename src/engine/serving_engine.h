@@ -50,6 +50,12 @@ struct TokenEvent {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // so far, including this token
   int64_t step_tokens = 0;        // tokens the step that made this event gave all its sequences
+  // On the event that carries a request's first token (0 on all others):
+  // queue_s from submit() to the step that first scheduled it, prefill_s from
+  // there to the end of the step that sampled its first token. A preempted
+  // request that is recomputed keeps its first scheduling.
+  double queue_s = 0;
+  double prefill_s = 0;
   // With ServingRequest::logprobs >= 0, on events with a token: its logprob
   // under the model's raw distribution and the `logprobs` most likely tokens.
   float logprob = 0.0f;
@@ -64,6 +70,8 @@ struct ServingMetrics {
   int64_t num_requests_waiting = 0;
   double kv_cache_usage = 0;       // fraction of blocks in use [0, 1]
   double prefix_cache_hit_rate = 0;  // hit tokens / queried tokens
+  uint64_t prefix_cache_queries_total = 0;  // prompt tokens looked up in the prefix cache at admission
+  uint64_t prefix_cache_hits_total = 0;     // of which found there
   uint64_t num_preemptions_total = 0;
   uint64_t prompt_tokens_total = 0;
   uint64_t generation_tokens_total = 0;

@@ -1,10 +1,11 @@
 // ServingEngine with real small models (stories260K and a generated "tiny"
 // model): concurrent greedy and seeded results equal each request run alone
-// with generate_one; a pool too small for all requests preempts and still
-// produces the same tokens; abort frees the blocks; a repeated prompt hits
-// the prefix cache; the admission answers; a profiled, resized pool (what
-// `serve` does at start) serves on every rank; with pp = 2 the lanes of
-// micro-batches give the same tokens.
+// with generate_one, and queue and prefill times come with each one's first
+// token only; a pool too small for all requests preempts and still produces
+// the same tokens; abort frees the blocks; a repeated prompt hits the prefix
+// cache (the hit rate and the query / hit token counts); the admission
+// answers; a profiled, resized pool (what `serve` does at start) serves on
+// every rank; with pp = 2 the lanes of micro-batches give the same tokens.
 #include "engine/serving_engine.h"
 
 #include <gtest/gtest.h>
@@ -45,11 +46,18 @@ struct Results {
     std::vector<int32_t> tokens;
     std::string finish;
     int64_t completion_tokens = 0;
+    int n_timed = 0;  // events with queue_s or prefill_s set (only the first token's may)
+    double queue_s = 0, prefill_s = 0;
   };
   std::function<void(const TokenEvent&)> callback(int key) {
     return [this, key](const TokenEvent& ev) {
       std::lock_guard<std::mutex> lk(mu);
       One& o = by_key[key];
+      if (ev.token >= 0 && o.tokens.empty()) {
+        o.queue_s = ev.queue_s;
+        o.prefill_s = ev.prefill_s;
+      }
+      if (ev.queue_s != 0 || ev.prefill_s != 0) ++o.n_timed;
       if (ev.token >= 0) o.tokens.push_back(ev.token);
       o.completion_tokens = ev.completion_tokens;
       if (ev.finished) {
@@ -161,6 +169,10 @@ void check_concurrent_equals_alone(const std::string& model, int n, int64_t kv_b
     const bool full = static_cast<int64_t>(o.tokens.size()) == max_tokens[static_cast<size_t>(i)];
     EXPECT_EQ(o.finish, full ? "length" : "stop") << "request " << i;
     EXPECT_EQ(o.completion_tokens, static_cast<int64_t>(o.tokens.size()));
+    // Engine timings on the first token's event only, a preemption's recompute or not.
+    EXPECT_EQ(o.n_timed, 1) << "request " << i;
+    EXPECT_GE(o.queue_s, 0) << "request " << i;
+    EXPECT_GT(o.prefill_s, 0) << "request " << i;
   }
 }
 
@@ -256,13 +268,24 @@ TEST(ServingEngine, RepeatedPromptHitsThePrefixCache) {
     r.sampling = greedy;
     r.ignore_eos = true;
     uint64_t id = 0;
+    const auto t0 = std::chrono::steady_clock::now();
     ASSERT_EQ(serving.submit(r, res.callback(k), &id), SubmitStatus::kOk);
     ASSERT_TRUE(res.wait(k + 1));
+    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Queue and prefill times come with the first token only, and fit in the request's time.
+    const Results::One& o = res.by_key.at(k);
+    EXPECT_EQ(o.n_timed, 1) << k;
+    EXPECT_GE(o.queue_s, 0) << k;
+    EXPECT_GT(o.prefill_s, 0) << k;
+    EXPECT_LE(o.queue_s + o.prefill_s, elapsed_s) << k;
   }
   EXPECT_EQ(res.by_key.at(0).tokens, expect);
   EXPECT_EQ(res.by_key.at(1).tokens, expect);
   // The second request found 3 full blocks (48 of its 50 tokens).
-  EXPECT_DOUBLE_EQ(serving.metrics().prefix_cache_hit_rate, 48.0 / 100.0);
+  const ServingMetrics m = serving.metrics();
+  EXPECT_DOUBLE_EQ(m.prefix_cache_hit_rate, 48.0 / 100.0);
+  EXPECT_EQ(m.prefix_cache_queries_total, 100u);
+  EXPECT_EQ(m.prefix_cache_hits_total, 48u);
 }
 
 TEST(ServingEngine, AdmissionAnswers) {
