@@ -40,10 +40,12 @@ std::string random_id(const char* prefix) {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
 // Text and bookkeeping of one choice, shared by both answer modes.
 struct Generation {
   Generation(const CompletionContext& c, const CompletionParams& p, size_t index, uint64_t backend_id,
-             std::string echo)
+             std::string echo, Clock::time_point arrival, int64_t n_prompt)
       : backend(&c.backend),
         metrics(&c.metrics),
         index(index),
@@ -53,7 +55,9 @@ struct Generation {
         want_logprobs(p.logprobs >= 0),
         // With echo and logprobs the prompt's tokens come first, from offset 0.
         text_offset(p.echo && p.logprobs >= 0 ? 0 : count_characters(echo)),
-        echo_text(std::move(echo)) {}
+        echo_text(std::move(echo)),
+        prompt_tokens(n_prompt),
+        t0(arrival) {}
 
   CompletionBackend* backend;  // outlives the server (streams run after the handler returns)
   ServerMetrics* metrics;
@@ -71,28 +75,43 @@ struct Generation {
   std::optional<ToolCallSplitter> tool_splitter;  // chat with tools, a template with a call format
   ToolCallFormat tool_format = ToolCallFormat::kNone;
   json tool_calls;                                // null, or the parsed calls once finished
+  int64_t prompt_tokens;
   int64_t completion_tokens = 0;
   bool finished = false, final_sent = false;
   std::string finish_reason;
   std::string error;
-  Clock::time_point t0 = Clock::now();
+  // Latency is measured from the request's arrival (parsed and tokenized,
+  // before its choices were submitted) to the times its events reached the
+  // channel (ChoiceEvent::at), not to when this flow rendered them.
+  Clock::time_point t0;
+  Clock::time_point first_token_at{}, last_token_at{};
   double ttft_s = 0;
+  FinishedChoice record;  // filled in by finish(), observed once the response is delivered
 
-  // Consumes one event; returns the text that may be sent now.
-  std::string consume(const TokenEvent& e) {
+  // Consumes one event, received at `at`; returns the text that may be sent now.
+  std::string consume(const TokenEvent& e, Clock::time_point at) {
     if (finished) return "";
     if (want_logprobs) {
       for (const TokenLogprobs& t : e.prompt_logprobs) logprobs.push_back(t);
     }
     std::string text;
     if (e.token >= 0) {
-      if (completion_tokens == 0) ttft_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (completion_tokens == 0) {
+        ttft_s = seconds(at - t0);
+        first_token_at = at;
+        record.queue_s = e.queue_s;
+        record.prefill_s = e.prefill_s;
+        metrics->observe_first_token(ttft_s);
+      } else {
+        metrics->observe_token_gap(seconds(at - last_token_at));
+      }
+      last_token_at = at;
       completion_tokens = std::max(completion_tokens + 1, e.completion_tokens);
       if (want_logprobs) logprobs.push_back({e.token, e.logprob, e.top_logprobs});
       text = stop.push(decoder.push(e.token));
       if (stop.stopped()) {
         backend->abort(id);  // a stop string ends generation here
-        finish("stop");
+        finish("stop", at);
         return route(text);
       }
     }
@@ -100,11 +119,11 @@ struct Generation {
       if (e.finish_reason == "error") error = e.error.empty() ? "generation failed" : e.error;
       text += stop.push(decoder.flush());
       if (stop.stopped()) {
-        finish("stop");
+        finish("stop", at);
         return route(text);
       }
       text += stop.flush();
-      finish(e.finish_reason == "length" ? "length" : e.finish_reason == "stop" ? "stop" : e.finish_reason);
+      finish(e.finish_reason, at);
     }
     return route(text);
   }
@@ -144,11 +163,17 @@ struct Generation {
     r.swap(reasoning_delta);
     return r;
   }
-  void finish(const std::string& reason) {
+  void finish(const std::string& reason, Clock::time_point at) {
     finished = true;
-    finish_reason = reason;
-    const double e2e = std::chrono::duration<double>(Clock::now() - t0).count();
+    finish_reason = reason;  // route() may make a "stop" "tool_calls"; the record keeps the engine's
+    const double e2e = seconds(at - t0);
     if (error.empty() && reason != "abort") metrics->observe_request(ttft_s, e2e, completion_tokens);
+    record.finish_reason = reason;
+    record.prompt_tokens = prompt_tokens;
+    record.generation_tokens = completion_tokens;
+    record.e2e_s = e2e;
+    record.ttft_s = ttft_s;
+    record.decode_s = completion_tokens > 0 ? seconds(last_token_at - first_token_at) : 0;
   }
 };
 
@@ -364,7 +389,8 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
           throw ApiError(400, "the prompt plus 'max_tokens' can never fit in the KV cache of this server",
                          "invalid_request_error", "max_tokens", "context_length_exceeded");
         }
-        choices_.gens.push_back(std::make_unique<Generation>(ctx, cp, index, backend_id, pp.echo_text));
+        choices_.gens.push_back(std::make_unique<Generation>(ctx, cp, index, backend_id, pp.echo_text, t0_,
+                                                             static_cast<int64_t>(pp.tokens.size())));
         Generation& g = *choices_.gens.back();
         if (chat_ && ctx.options.reasoning_format != ReasoningFormat::kNone) g.reasoning_splitter.emplace(ctx.options.reasoning_format);
         if (tool_format != ToolCallFormat::kNone) {
@@ -382,10 +408,15 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
   // After submit(): the exchange's callbacks, the stream's head, a first pump.
   void begin(ServerMetrics* metrics) {
     std::weak_ptr<CompletionFlow> weak = weak_from_this();
-    auto succeeded = success_;
-    exchange_->on_finished([metrics, succeeded](bool delivered) {
-      // Only a response that reached the client whole counts as a success.
-      if (delivered && succeeded->load()) metrics->requests_ok++;
+    auto outcome = outcome_;
+    exchange_->on_finished([metrics, outcome](bool delivered) {
+      // Only a response that reached the client whole counts as a success
+      // (parallm: per response, vllm: per choice, by its finish reason).
+      if (!delivered) return;
+      std::lock_guard<std::mutex> lock(outcome->mu);
+      if (!outcome->success) return;
+      metrics->requests_ok++;
+      for (const FinishedChoice& c : outcome->choices) metrics->observe_delivered(c);
     });
     exchange_->on_gone([weak] {
       if (auto f = weak.lock()) f->client_gone();
@@ -508,7 +539,7 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
   void pump_whole() {
     for (const ChoiceEvent& ce : channel_->take()) {
       Generation& g = *choices_.gens[ce.choice];
-      texts_[ce.choice] += g.consume(ce.event);
+      texts_[ce.choice] += g.consume(ce.event, ce.at);
       reasonings_[ce.choice] += g.take_reasoning();
       for (TokenLogprobs& t : g.logprobs) logged_[ce.choice].push_back(std::move(t));
       g.logprobs.clear();
@@ -546,11 +577,19 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
     json out = {{"id", id_},           {"object", chat_ ? "chat.completion" : "text_completion"},
                 {"created", created_}, {"model", model_},
                 {"choices", out_choices}, {"usage", choices_.usage()}};
-    success_->store(true);
+    mark_success();
     net::HttpResponse r;
     r.set_content(dump(out), "application/json");
     respond(std::move(r));
     end();
+  }
+
+  // The answer is complete and not an error: what on_finished will count once it is delivered.
+  void mark_success() {
+    std::lock_guard<std::mutex> lock(outcome_->mu);
+    outcome_->success = true;
+    outcome_->choices.clear();
+    for (const auto& g : choices_.gens) outcome_->choices.push_back(g->record);
   }
 
   std::string event(const json& choice_or_null, const json& usage_field) const {
@@ -571,7 +610,7 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
     for (const ChoiceEvent& ce : channel_->take()) {
       Generation& g = *choices_.gens[ce.choice];
       if (g.final_sent) continue;
-      const std::string text = g.consume(ce.event);
+      const std::string text = g.consume(ce.event, ce.at);
       const std::string reasoning = g.take_reasoning();
       if (!reasoning.empty()) {
         json ch = stream_choice(chat_, g.index, "", take_logprobs(tok_, g, chat_), nullptr, false);
@@ -598,7 +637,7 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
       if (const Generation* f = choices_.failed()) {
         out += "data: " + dump(ApiError(500, "generation failed: " + f->error, "server_error").body()) + "\n\n";
       } else {
-        success_->store(true);
+        mark_success();
         if (include_usage_) out += event(nullptr, choices_.usage());
       }
       out += "data: [DONE]\n\n";
@@ -646,7 +685,13 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
   bool sent_first_ = false;
   std::atomic<bool> scheduled_{false}, ended_{false};
   std::atomic<int64_t> last_write_ns_{0};
-  std::shared_ptr<std::atomic<bool>> success_ = std::make_shared<std::atomic<bool>>(false);
+  // What the exchange's on_finished callback reads (it may outlive the flow).
+  struct Outcome {
+    std::mutex mu;
+    bool success = false;
+    std::vector<FinishedChoice> choices;
+  };
+  std::shared_ptr<Outcome> outcome_ = std::make_shared<Outcome>();
 };
 
 }  // namespace

@@ -103,7 +103,8 @@ struct HttpServer::Impl {
       : options(o),
         keys(all_keys(o)),
         origins(o.allowed_origins, o.allowed_hosts),
-        limiter(o.rate_limit_per_minute) {}
+        limiter(o.rate_limit_per_minute),
+        metrics(o.served_model_name) {}
 
   struct Ready {
     CompletionBackend* backend;
@@ -423,6 +424,7 @@ void HttpServer::set_backend(CompletionBackend* backend) {
     ready = std::make_shared<Impl::Ready>();
     ready->backend = backend;
     ready->chat = std::make_unique<ChatFormatter>(ChatFormatter::for_tokenizer(backend->tokenizer(), options_.chat_template));
+    impl_->metrics.set_max_model_len(backend->max_model_len());  // before any request can reach it
   }
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->ready = std::move(ready);

@@ -90,6 +90,8 @@ ServingMetrics ReplicaSetBackend::metrics() const {
     sum.kv_cache_usage += m.kv_cache_usage / static_cast<double>(replicas_.size());
     sum.prefix_cache_hit_rate += m.prefix_cache_hit_rate / static_cast<double>(replicas_.size());
     sum.num_preemptions_total += m.num_preemptions_total;
+    sum.prefix_cache_queries_total += m.prefix_cache_queries_total;
+    sum.prefix_cache_hits_total += m.prefix_cache_hits_total;
     sum.prompt_tokens_total += m.prompt_tokens_total;
     sum.generation_tokens_total += m.generation_tokens_total;
     sum.kv_blocks_total += m.kv_blocks_total;

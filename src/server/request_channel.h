@@ -16,8 +16,14 @@
 // 4 streams still get every token at once; at 32 the interval is 8, which
 // gave 13% more tokens/s than every token (docs/PERFORMANCE.md). The server's
 // tick also takes what is there every 100 ms, which bounds the delay.
+//
+// Each event is stamped when the backend hands it over (on its step thread,
+// right after the step that made it), so latency metrics (time to first
+// token, inter-token latency) see when tokens were made, not when a grouped
+// wake-up let the flow render them.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -34,6 +40,7 @@ constexpr int64_t kWakesPerStep = 4;
 struct ChoiceEvent {
   size_t choice;
   TokenEvent event;
+  std::chrono::steady_clock::time_point at;  // when push() received it
 };
 
 class RequestChannel {
@@ -43,10 +50,11 @@ class RequestChannel {
       : ends_only_(ends_only), interval_(interval), wake_(std::move(wake)) {}
 
   void push(size_t choice, const TokenEvent& e) {
+    const auto at = std::chrono::steady_clock::now();
     bool wake;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      events_.push_back({choice, e});
+      events_.push_back({choice, e, at});
       if (e.token >= 0) ++tokens_, ++unwoken_;
       wake = e.finished || tokens_ == 1 || (!ends_only_ && unwoken_ >= tokens_per_wake(e));
       if (wake) unwoken_ = 0;
