@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <cmath>
 #include <csignal>
 #include <future>
+#include <map>
 #include <sstream>
 
 #include "http_test_util.h"
@@ -463,7 +465,7 @@ TEST_F(HttpServerTest, HermesToolCallsAreParsed) {
   server_->set_backend(nullptr);
   {
     ServerOptions lo;
-    lo.port = 0;
+    lo.port = 0;  // any free port (8000 may be taken on a shared host)
     lo.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}<|python_tag|>";
     HttpServer llama(lo);
     const int lport = llama.bind();
@@ -813,6 +815,267 @@ TEST_F(HttpServerTest, MetricsExposition) {
   EXPECT_EQ(test::metric(m, "parallm:generation_tokens_total"), 5);
   EXPECT_EQ(test::metric(m, "parallm:device_memory_used_bytes{device=\"cpu:0\"}"), 12345);
   EXPECT_NE(m.find("# TYPE parallm:time_to_first_token_seconds histogram"), std::string::npos);
+}
+
+
+// A small parser of Prometheus text (format 0.0.4): samples with their
+// labels, and the # TYPE / # HELP of each family.
+struct PromSample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+struct PromText {
+  std::vector<PromSample> samples;
+  std::map<std::string, std::string> types, helps;  // by family name
+  std::string error;                                // the first line that does not parse
+
+  static PromText parse(const std::string& text) {
+    PromText out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      if (line[0] == '#') {
+        std::istringstream ls(line.substr(1));
+        std::string kind, name, rest;
+        ls >> kind >> name;
+        std::getline(ls, rest);
+        if (!rest.empty() && rest[0] == ' ') rest.erase(0, 1);
+        if (kind == "TYPE") out.types[name] = rest;
+        if (kind == "HELP") out.helps[name] = rest;
+        continue;
+      }
+      PromSample smp;
+      size_t i = 0;
+      while (i < line.size() && line[i] != '{' && line[i] != ' ') ++i;
+      smp.name = line.substr(0, i);
+      if (i < line.size() && line[i] == '{') {
+        ++i;
+        while (i < line.size() && line[i] != '}') {
+          const size_t eq = line.find('=', i);
+          if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') break;
+          const std::string key = line.substr(i, eq - i);
+          std::string value;
+          size_t j = eq + 2;
+          for (; j < line.size() && line[j] != '"'; ++j) {
+            if (line[j] == '\\' && j + 1 < line.size()) {
+              ++j;
+              value += line[j] == 'n' ? '\n' : line[j];
+            } else {
+              value += line[j];
+            }
+          }
+          smp.labels[key] = value;
+          i = j + 1;
+          if (i < line.size() && line[i] == ',') ++i;
+        }
+        if (i >= line.size() || line[i] != '}') {
+          if (out.error.empty()) out.error = line;
+          continue;
+        }
+        ++i;
+      }
+      try {
+        smp.value = std::stod(line.substr(i));
+      } catch (...) {
+        if (out.error.empty()) out.error = line;
+        continue;
+      }
+      out.samples.push_back(std::move(smp));
+    }
+    return out;
+  }
+  // The samples of `name` (exactly), in order.
+  std::vector<const PromSample*> find(const std::string& name) const {
+    std::vector<const PromSample*> out;
+    for (const auto& s : samples) {
+      if (s.name == name) out.push_back(&s);
+    }
+    return out;
+  }
+  double value(const std::string& name) const {
+    auto v = find(name);
+    return v.size() == 1 ? v[0]->value : -1;
+  }
+  // The family a sample belongs to: its name, or for a histogram's series the name without the suffix.
+  std::string family(const std::string& name) const {
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string sfx = suffix;
+      if (name.size() > sfx.size() && name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0) {
+        const std::string base = name.substr(0, name.size() - sfx.size());
+        auto it = types.find(base);
+        if (it != types.end() && it->second == "histogram") return base;
+      }
+    }
+    return name;
+  }
+};
+
+// vLLM's families after a mix of requests: streamed and not, n = 2, a stop
+// string, and a stream whose client hangs up. Every family exists with
+// model_name, histograms are cumulative, per-request histograms count each
+// delivered choice once, and the hung-up request is no success.
+TEST_F(HttpServerTest, VllmMetricFamilies) {
+  start({}, std::chrono::milliseconds(2));
+  const auto& tok = backend_->tokenizer();
+  const int64_t n_once = static_cast<int64_t>(tok.encode("Once", true).size());
+  int64_t prompt_sum = 0, generation_sum = 0;  // over delivered choices
+  // Not streamed, n = 2: two choices ending by length.
+  auto r = post("/v1/completions", R"({"prompt":"Once","max_tokens":5,"n":2,"seed":1})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  prompt_sum += 2 * n_once;
+  generation_sum += json::parse(r->body)["usage"]["completion_tokens"].get<int64_t>();
+  // Streamed completion, one choice.
+  std::string resp = raw_http(port_, "POST", "/v1/completions",
+                              R"({"prompt":"Once","max_tokens":4,"seed":2,"stream":true,"stream_options":{"include_usage":true}})");
+  ASSERT_EQ(test::status_of(resp), 200) << resp;
+  json usage;
+  test::sse_text(test::sse_data(resp), nullptr, &usage);
+  prompt_sum += usage["prompt_tokens"].get<int64_t>();
+  generation_sum += usage["completion_tokens"].get<int64_t>();
+  // Streamed chat, n = 2.
+  resp = raw_http(port_, "POST", "/v1/chat/completions",
+                  R"({"messages":[{"role":"user","content":"x"}],"max_tokens":3,"n":2,"seed":3,)"
+                  R"("stream":true,"stream_options":{"include_usage":true}})");
+  ASSERT_EQ(test::status_of(resp), 200) << resp;
+  test::sse_text(test::sse_data(resp), nullptr, &usage);
+  prompt_sum += 2 * usage["prompt_tokens"].get<int64_t>();
+  generation_sum += usage["completion_tokens"].get<int64_t>();
+  // A stop string made of tokens 3 and 4 of seed 7's script: finish "stop" after 5 tokens.
+  const std::string stop_str = tok.token_to_piece(script_token(7, 3)) + tok.token_to_piece(script_token(7, 4));
+  ASSERT_EQ(expected_text(7, 4).find(stop_str), std::string::npos);
+  r = post("/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 20}, {"seed", 7}, {"stop", stop_str}}.dump());
+  ASSERT_EQ(r->status, 200) << r->body;
+  ASSERT_EQ(json::parse(r->body)["choices"][0]["finish_reason"], "stop") << r->body;
+  prompt_sum += n_once;
+  generation_sum += json::parse(r->body)["usage"]["completion_tokens"].get<int64_t>();
+  EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"], 5);
+  // A stream whose client hangs up after some tokens: aborted, never a success.
+  const std::string part = raw_http(port_, "POST", "/v1/completions",
+                                    R"({"prompt":"Once","stream":true,"max_tokens":400,"ignore_eos":true})", "", 800);
+  ASSERT_EQ(test::status_of(part), 200);
+  // Aborted in the backend: the stop string's sequence and the hung-up one.
+  for (int i = 0; i < 250 && backend_->aborted.load() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(backend_->aborted.load(), 2);
+  constexpr int kDelivered = 6;  // choices of delivered responses: 2 + 1 + 2 + 1
+  constexpr int kLength = 5, kStop = 1;
+
+  // The success counter is updated once each response is out: wait for it.
+  PromText m;
+  std::string text;
+  for (int i = 0; i < 250; ++i) {
+    text = get("/metrics")->body;
+    m = PromText::parse(text);
+    double ok = 0;
+    for (const PromSample* s : m.find("vllm:request_success_total")) ok += s->value;
+    if (ok >= kDelivered && m.value("parallm:request_success_total") >= 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(m.error.empty()) << "unparsed line: " << m.error;
+
+  // Every vllm: sample carries model_name="tiny" and belongs to a family with # TYPE and # HELP.
+  for (const PromSample& s : m.samples) {
+    if (s.name.rfind("vllm:", 0) != 0) continue;
+    EXPECT_EQ(s.labels.count("model_name"), 1u) << s.name;
+    if (s.labels.count("model_name")) {
+      EXPECT_EQ(s.labels.at("model_name"), "tiny") << s.name;
+    }
+    const std::string fam = m.family(s.name);
+    EXPECT_TRUE(m.types.count(fam)) << "no # TYPE for " << s.name;
+    EXPECT_TRUE(m.helps.count(fam)) << "no # HELP for " << s.name;
+  }
+  const std::map<std::string, std::string> families = {
+      {"vllm:num_requests_running", "gauge"},
+      {"vllm:num_requests_waiting", "gauge"},
+      {"vllm:kv_cache_usage_perc", "gauge"},
+      {"vllm:gpu_cache_usage_perc", "gauge"},
+      {"vllm:num_preemptions_total", "counter"},
+      {"vllm:prompt_tokens_total", "counter"},
+      {"vllm:generation_tokens_total", "counter"},
+      {"vllm:prefix_cache_queries_total", "counter"},
+      {"vllm:prefix_cache_hits_total", "counter"},
+      {"vllm:request_success_total", "counter"},
+      {"vllm:time_to_first_token_seconds", "histogram"},
+      {"vllm:inter_token_latency_seconds", "histogram"},
+      {"vllm:time_per_output_token_seconds", "histogram"},
+      {"vllm:e2e_request_latency_seconds", "histogram"},
+      {"vllm:request_queue_time_seconds", "histogram"},
+      {"vllm:request_prefill_time_seconds", "histogram"},
+      {"vllm:request_decode_time_seconds", "histogram"},
+      {"vllm:request_prompt_tokens", "histogram"},
+      {"vllm:request_generation_tokens", "histogram"},
+  };
+  for (const auto& [name, type] : families) {
+    ASSERT_TRUE(m.types.count(name)) << "no # TYPE line for " << name;
+    EXPECT_EQ(m.types.at(name), type) << name;
+    if (type == "counter") {
+      EXPECT_EQ(name.substr(name.size() - 6), "_total") << name;
+    }
+    if (type != "histogram") {
+      EXPECT_FALSE(m.find(name).empty()) << name;
+      continue;
+    }
+    // Buckets: bounds ascending, counts cumulative, +Inf last and equal to _count.
+    auto buckets = m.find(name + "_bucket");
+    ASSERT_GE(buckets.size(), 2u) << name;
+    double prev_le = -1, prev_count = 0;
+    for (const PromSample* b : buckets) {
+      ASSERT_TRUE(b->labels.count("le")) << name;
+      const std::string& le = b->labels.at("le");
+      const double bound = le == "+Inf" ? INFINITY : std::stod(le);
+      EXPECT_GT(bound, prev_le) << name << " le=" << le;
+      EXPECT_GE(b->value, prev_count) << name << " le=" << le;
+      prev_le = bound;
+      prev_count = b->value;
+    }
+    EXPECT_EQ(buckets.back()->labels.at("le"), "+Inf") << name;
+    EXPECT_EQ(buckets.back()->value, m.value(name + "_count")) << name;
+    EXPECT_GE(m.value(name + "_sum"), 0) << name;
+  }
+
+  auto success = [&](const std::string& reason) {
+    for (const PromSample* s : m.find("vllm:request_success_total")) {
+      if (s->labels.count("finished_reason") && s->labels.at("finished_reason") == reason) return s->value;
+    }
+    return -1.0;
+  };
+  EXPECT_EQ(success("length"), kLength);
+  EXPECT_EQ(success("stop"), kStop);
+  EXPECT_EQ(success("abort"), 0);  // the hung-up stream was not delivered
+  EXPECT_EQ(m.value("parallm:request_success_total"), 4);  // responses, not choices
+  // Per-request histograms: one observation per delivered choice.
+  for (const char* name : {"vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
+                           "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds",
+                           "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
+                           "vllm:time_per_output_token_seconds"}) {
+    EXPECT_EQ(m.value(std::string(name) + "_count"), kDelivered) << name;
+  }
+  EXPECT_EQ(m.value("vllm:request_prompt_tokens_sum"), static_cast<double>(prompt_sum));
+  EXPECT_EQ(m.value("vllm:request_generation_tokens_sum"), static_cast<double>(generation_sum));
+  // The engine's queue and prefill times came through (the script's are fixed).
+  EXPECT_NEAR(m.value("vllm:request_queue_time_seconds_sum"), kDelivered * kScriptQueueS, 1e-6);
+  EXPECT_NEAR(m.value("vllm:request_prefill_time_seconds_sum"), kDelivered * kScriptPrefillS, 1e-6);
+  // Per-token histograms: every first token seen (the hung-up stream's too), one gap per later token.
+  const double ttft_count = m.value("vllm:time_to_first_token_seconds_count");
+  const double itl_count = m.value("vllm:inter_token_latency_seconds_count");
+  EXPECT_EQ(ttft_count, kDelivered + 1);
+  EXPECT_GE(itl_count, static_cast<double>(generation_sum - kDelivered));
+  EXPECT_LE(ttft_count + itl_count, m.value("parallm:generation_tokens_total"));
+  // Gauges and counters: the engine's values, replica-wide.
+  EXPECT_EQ(m.value("vllm:num_requests_running"), 0);
+  EXPECT_EQ(m.value("vllm:num_requests_waiting"), 0);
+  EXPECT_EQ(m.value("vllm:kv_cache_usage_perc"), 0);
+  EXPECT_EQ(m.value("vllm:gpu_cache_usage_perc"), m.value("vllm:kv_cache_usage_perc"));
+  EXPECT_EQ(m.value("vllm:generation_tokens_total"), m.value("parallm:generation_tokens_total"));
+  EXPECT_EQ(m.value("vllm:prompt_tokens_total"), m.value("parallm:prompt_tokens_total"));
+  EXPECT_EQ(m.value("vllm:prompt_tokens_total"), static_cast<double>(prompt_sum + n_once));  // + the hung-up one
+  EXPECT_EQ(m.value("vllm:prefix_cache_queries_total"), m.value("vllm:prompt_tokens_total"));
+  EXPECT_GT(m.value("vllm:prefix_cache_hits_total"), 0);
+  EXPECT_LT(m.value("vllm:prefix_cache_hits_total"), m.value("vllm:prefix_cache_queries_total"));
+  EXPECT_EQ(m.value("vllm:num_preemptions_total"), 0);
+  // The parallm: families are still there.
+  EXPECT_EQ(m.types.at("parallm:num_preemptions_total"), "counter");
+  EXPECT_EQ(m.value("parallm:e2e_request_latency_seconds_count"), kDelivered);
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 // detokenization are real. It counts running requests (and their peak) and aborts, and can be
 // told to refuse with kQueueFull, or to report busier steps than it runs
 // (`other_step_tokens`: tokens of sequences it pretends share each step).
+// For the metrics it reports fixed engine timings on each first token
+// (kScriptQueueS, kScriptPrefillS), every prompt token as looked up in the
+// prefix cache and half of each prompt (rounded down) as found there.
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -19,6 +22,8 @@
 #include "tokenizer/tokenizer.h"
 
 namespace parallm {
+
+constexpr double kScriptQueueS = 0.25, kScriptPrefillS = 0.4;
 
 inline int32_t script_token(uint64_t seed, int64_t i) {
   return static_cast<int32_t>(259 + (seed * 7 + static_cast<uint64_t>(i) * 13) % 250);  // no byte tokens
@@ -54,6 +59,9 @@ class ScriptedBackend : public CompletionBackend {
     if (refuse_) return SubmitStatus::kQueueFull;
     std::lock_guard<std::mutex> lock(mu_);
     *id = next_id_++;
+    const uint64_t n_prompt = r.prompt.size();
+    prompt_tokens_ += n_prompt;
+    prefix_hits_ += n_prompt / 2;
     reqs_[*id] = Req{std::move(r), std::move(cb), 0, false};
     ++submitted;
     peak_running = std::max<int64_t>(peak_running, static_cast<int64_t>(reqs_.size()));
@@ -71,6 +79,9 @@ class ScriptedBackend : public CompletionBackend {
     m.num_requests_running = static_cast<int64_t>(reqs_.size());
     m.kv_cache_usage = static_cast<double>(reqs_.size()) / 1000.0;
     m.generation_tokens_total = generated_;
+    m.prompt_tokens_total = prompt_tokens_;
+    m.prefix_cache_queries_total = prompt_tokens_;
+    m.prefix_cache_hits_total = prefix_hits_;
     return m;
   }
   std::vector<DeviceStat> device_stats() const override {
@@ -121,6 +132,10 @@ class ScriptedBackend : public CompletionBackend {
               e.prompt_logprobs.push_back({q.r.prompt[i], -0.5f * static_cast<float>(i), {}, i > 0});
             }
           }
+          if (q.n == 0) {
+            e.queue_s = kScriptQueueS;
+            e.prefill_s = kScriptPrefillS;
+          }
           if (q.r.logprobs >= 0) {
             e.logprob = script_logprob(q.r.sampling.seed, q.n);
             e.top_logprobs = script_top(q.r.sampling.seed, q.n, q.r.logprobs);
@@ -157,6 +172,7 @@ class ScriptedBackend : public CompletionBackend {
   std::map<uint64_t, Req> reqs_;
   uint64_t next_id_ = 1;
   uint64_t generated_ = 0;
+  uint64_t prompt_tokens_ = 0, prefix_hits_ = 0;
   bool stop_ = false;
   std::thread worker_;
 };
