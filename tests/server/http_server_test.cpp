@@ -8,7 +8,6 @@
 #include <cmath>
 #include <csignal>
 #include <future>
-#include <map>
 #include <sstream>
 
 #include "http_test_util.h"
@@ -465,7 +464,7 @@ TEST_F(HttpServerTest, HermesToolCallsAreParsed) {
   server_->set_backend(nullptr);
   {
     ServerOptions lo;
-    lo.port = 0;  // any free port (8000 may be taken on a shared host)
+    lo.port = 0;
     lo.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}<|python_tag|>";
     HttpServer llama(lo);
     const int lport = llama.bind();
@@ -818,99 +817,6 @@ TEST_F(HttpServerTest, MetricsExposition) {
 }
 
 
-// A small parser of Prometheus text (format 0.0.4): samples with their
-// labels, and the # TYPE / # HELP of each family.
-struct PromSample {
-  std::string name;
-  std::map<std::string, std::string> labels;
-  double value = 0;
-};
-struct PromText {
-  std::vector<PromSample> samples;
-  std::map<std::string, std::string> types, helps;  // by family name
-  std::string error;                                // the first line that does not parse
-
-  static PromText parse(const std::string& text) {
-    PromText out;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) {
-      if (line.empty()) continue;
-      if (line[0] == '#') {
-        std::istringstream ls(line.substr(1));
-        std::string kind, name, rest;
-        ls >> kind >> name;
-        std::getline(ls, rest);
-        if (!rest.empty() && rest[0] == ' ') rest.erase(0, 1);
-        if (kind == "TYPE") out.types[name] = rest;
-        if (kind == "HELP") out.helps[name] = rest;
-        continue;
-      }
-      PromSample smp;
-      size_t i = 0;
-      while (i < line.size() && line[i] != '{' && line[i] != ' ') ++i;
-      smp.name = line.substr(0, i);
-      if (i < line.size() && line[i] == '{') {
-        ++i;
-        while (i < line.size() && line[i] != '}') {
-          const size_t eq = line.find('=', i);
-          if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') break;
-          const std::string key = line.substr(i, eq - i);
-          std::string value;
-          size_t j = eq + 2;
-          for (; j < line.size() && line[j] != '"'; ++j) {
-            if (line[j] == '\\' && j + 1 < line.size()) {
-              ++j;
-              value += line[j] == 'n' ? '\n' : line[j];
-            } else {
-              value += line[j];
-            }
-          }
-          smp.labels[key] = value;
-          i = j + 1;
-          if (i < line.size() && line[i] == ',') ++i;
-        }
-        if (i >= line.size() || line[i] != '}') {
-          if (out.error.empty()) out.error = line;
-          continue;
-        }
-        ++i;
-      }
-      try {
-        smp.value = std::stod(line.substr(i));
-      } catch (...) {
-        if (out.error.empty()) out.error = line;
-        continue;
-      }
-      out.samples.push_back(std::move(smp));
-    }
-    return out;
-  }
-  // The samples of `name` (exactly), in order.
-  std::vector<const PromSample*> find(const std::string& name) const {
-    std::vector<const PromSample*> out;
-    for (const auto& s : samples) {
-      if (s.name == name) out.push_back(&s);
-    }
-    return out;
-  }
-  double value(const std::string& name) const {
-    auto v = find(name);
-    return v.size() == 1 ? v[0]->value : -1;
-  }
-  // The family a sample belongs to: its name, or for a histogram's series the name without the suffix.
-  std::string family(const std::string& name) const {
-    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
-      const std::string sfx = suffix;
-      if (name.size() > sfx.size() && name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0) {
-        const std::string base = name.substr(0, name.size() - sfx.size());
-        auto it = types.find(base);
-        if (it != types.end() && it->second == "histogram") return base;
-      }
-    }
-    return name;
-  }
-};
-
 // vLLM's families after a mix of requests: streamed and not, n = 2, a stop
 // string, and a stream whose client hangs up. Every family exists with
 // model_name, histograms are cumulative, per-request histograms count each
@@ -961,20 +867,20 @@ TEST_F(HttpServerTest, VllmMetricFamilies) {
   constexpr int kLength = 5, kStop = 1;
 
   // The success counter is updated once each response is out: wait for it.
-  PromText m;
+  test::PromText m;
   std::string text;
   for (int i = 0; i < 250; ++i) {
     text = get("/metrics")->body;
-    m = PromText::parse(text);
+    m = test::PromText::parse(text);
     double ok = 0;
-    for (const PromSample* s : m.find("vllm:request_success_total")) ok += s->value;
+    for (const test::PromSample* s : m.find("vllm:request_success_total")) ok += s->value;
     if (ok >= kDelivered && m.value("parallm:request_success_total") >= 4) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(m.error.empty()) << "unparsed line: " << m.error;
 
   // Every vllm: sample carries model_name="tiny" and belongs to a family with # TYPE and # HELP.
-  for (const PromSample& s : m.samples) {
+  for (const test::PromSample& s : m.samples) {
     if (s.name.rfind("vllm:", 0) != 0) continue;
     EXPECT_EQ(s.labels.count("model_name"), 1u) << s.name;
     if (s.labels.count("model_name")) {
@@ -1019,7 +925,7 @@ TEST_F(HttpServerTest, VllmMetricFamilies) {
     auto buckets = m.find(name + "_bucket");
     ASSERT_GE(buckets.size(), 2u) << name;
     double prev_le = -1, prev_count = 0;
-    for (const PromSample* b : buckets) {
+    for (const test::PromSample* b : buckets) {
       ASSERT_TRUE(b->labels.count("le")) << name;
       const std::string& le = b->labels.at("le");
       const double bound = le == "+Inf" ? INFINITY : std::stod(le);
@@ -1034,7 +940,7 @@ TEST_F(HttpServerTest, VllmMetricFamilies) {
   }
 
   auto success = [&](const std::string& reason) {
-    for (const PromSample* s : m.find("vllm:request_success_total")) {
+    for (const test::PromSample* s : m.find("vllm:request_success_total")) {
       if (s->labels.count("finished_reason") && s->labels.at("finished_reason") == reason) return s->value;
     }
     return -1.0;

@@ -1,12 +1,13 @@
 // Small HTTP helpers for the server tests: raw-socket requests (to read SSE
-// streams incrementally and to hang up mid-stream), SSE parsing and metric
-// lookup in Prometheus text.
+// streams incrementally and to hang up mid-stream), SSE parsing, metric
+// lookup in Prometheus text and a small parser of it.
 #pragma once
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -90,5 +91,98 @@ inline double metric(const std::string& text, const std::string& name) {
   }
   return -1;
 }
+
+// A small parser of Prometheus text (format 0.0.4): samples with their
+// labels, and the # TYPE / # HELP of each family.
+struct PromSample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+struct PromText {
+  std::vector<PromSample> samples;
+  std::map<std::string, std::string> types, helps;  // by family name
+  std::string error;                                // the first line that does not parse
+
+  static PromText parse(const std::string& text) {
+    PromText out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      if (line[0] == '#') {
+        std::istringstream ls(line.substr(1));
+        std::string kind, name, rest;
+        ls >> kind >> name;
+        std::getline(ls, rest);
+        if (!rest.empty() && rest[0] == ' ') rest.erase(0, 1);
+        if (kind == "TYPE") out.types[name] = rest;
+        if (kind == "HELP") out.helps[name] = rest;
+        continue;
+      }
+      PromSample smp;
+      size_t i = 0;
+      while (i < line.size() && line[i] != '{' && line[i] != ' ') ++i;
+      smp.name = line.substr(0, i);
+      if (i < line.size() && line[i] == '{') {
+        ++i;
+        while (i < line.size() && line[i] != '}') {
+          const size_t eq = line.find('=', i);
+          if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') break;
+          const std::string key = line.substr(i, eq - i);
+          std::string value;
+          size_t j = eq + 2;
+          for (; j < line.size() && line[j] != '"'; ++j) {
+            if (line[j] == '\\' && j + 1 < line.size()) {
+              ++j;
+              value += line[j] == 'n' ? '\n' : line[j];
+            } else {
+              value += line[j];
+            }
+          }
+          smp.labels[key] = value;
+          i = j + 1;
+          if (i < line.size() && line[i] == ',') ++i;
+        }
+        if (i >= line.size() || line[i] != '}') {
+          if (out.error.empty()) out.error = line;
+          continue;
+        }
+        ++i;
+      }
+      try {
+        smp.value = std::stod(line.substr(i));
+      } catch (...) {
+        if (out.error.empty()) out.error = line;
+        continue;
+      }
+      out.samples.push_back(std::move(smp));
+    }
+    return out;
+  }
+  // The samples of `name` (exactly), in order.
+  std::vector<const PromSample*> find(const std::string& name) const {
+    std::vector<const PromSample*> out;
+    for (const auto& s : samples) {
+      if (s.name == name) out.push_back(&s);
+    }
+    return out;
+  }
+  double value(const std::string& name) const {
+    auto v = find(name);
+    return v.size() == 1 ? v[0]->value : -1;
+  }
+  // The family a sample belongs to: its name, or for a histogram's series the name without the suffix.
+  std::string family(const std::string& name) const {
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string sfx = suffix;
+      if (name.size() > sfx.size() && name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0) {
+        const std::string base = name.substr(0, name.size() - sfx.size());
+        auto it = types.find(base);
+        if (it != types.end() && it->second == "histogram") return base;
+      }
+    }
+    return name;
+  }
+};
 
 }  // namespace parallm::test
