@@ -16,6 +16,8 @@ packages=(
   clang libclang-rt-14-dev                # libFuzzer targets
   chromium                                # headless rendering test of `bench --html`
   npm                                     # tokenizer.json files and the OpenAI SDK for tests
+  prometheus                              # deploy/ tests: promtool and a live Prometheus server
+  python3-yaml python3-jsonschema         # deploy/ tests: compose and Kubernetes manifests, strict schemas
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,266 @@
+"""The dashboard's and the alerts' PromQL against a real Prometheus scraping a real `parallm serve`.
+
+Starts `parallm serve` (stories260K, --port 0) and Debian's `prometheus` on free loopback ports (a
+generated config: scrape every 1 s, evaluate deploy/prometheus/alerts.yml every 1 s, its own TSDB in a
+temp folder), sends a short load (36 completions, a third streamed, and 4 bad requests), waits until
+Prometheus has scraped the end of it, then asks /api/v1/query for:
+- every target of every panel of deploy/grafana/parallm.json, with the template variables replaced
+  ($__rate_interval -> 1m, $instance -> .*): each must return data. Expressions over parallm:gpu_*
+  are skipped with the reason when the scrape has no parallm:gpu_ series (they need NVML and a GPU);
+- every alert expression: each must evaluate without error; and /api/v1/rules must show every rule
+  evaluated with health "ok".
+Everything runs under one deadline (60 s) and both processes are killed at the end.
+Skips (exit 77) when `prometheus` is not installed.
+
+usage: live_promql_test.py --binary build/parallm [--shared ../shared] [--source REPO]
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deploy_common as dc  # noqa: E402
+
+ARGS = None
+DEADLINE_S = 60
+N_REQUESTS = 36
+N_BAD = 4
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method, url, body=None, timeout_s=10):
+    """(status, body text); HTTP errors are answers too."""
+    req = urllib.request.Request(url, data=body.encode() if body else None, method=method,
+                                 headers={"Content-Type": "application/json"} if body else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def substitute(expr, variables):
+    """Grafana's template variables in an expression, as a query would get them with 'All' selected."""
+    expr = expr.replace("$__rate_interval", "1m").replace("${__rate_interval}", "1m")
+    expr = expr.replace("$__interval", "15s").replace("${__interval}", "15s")
+    for name, value in variables.items():
+        expr = re.sub(r"\$\{" + name + r"(:[a-z]+)?\}|\[\[" + name + r"\]\]|\$" + name + r"\b", value, expr)
+    left = re.findall(r"\$\{?\w+", expr)
+    assert not left, f"unreplaced template variables {left} in {expr}"
+    return expr
+
+
+def panel_targets(dash):
+    """[(panel title, expr)] over every panel, rows' nested panels included."""
+    out = []
+
+    def walk(panels):
+        for p in panels:
+            for t in p.get("targets", []):
+                if t.get("expr"):
+                    out.append((p["title"], t["expr"]))
+            walk(p.get("panels", []))
+    walk(dash["panels"])
+    return out
+
+
+class Processes:
+    """The parallm and prometheus children; close() ends both."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.procs = []
+
+    def start_parallm(self, deadline):
+        self.serve_log = os.path.join(self.tmp, "serve.log")
+        model = os.path.join(ARGS.shared, "models", "stories260K", "stories260K.gguf")
+        cmd = [ARGS.binary, "serve", "--model", model, "--host", "127.0.0.1", "--port", "0", "--threads", "1",
+               "--max-model-len", "256", "--device-memory", "256M"]
+        with open(self.serve_log, "wb") as log:
+            self.procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL))
+        while True:
+            with open(self.serve_log, "rb") as f:
+                m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)", f.read())
+            if m:
+                port = int(m.group(1))
+                break
+            self.check(self.procs[-1], deadline, "parallm serve did not log its port")
+            time.sleep(0.05)
+        while True:
+            try:
+                if http("GET", f"http://127.0.0.1:{port}/health", timeout_s=2)[0] == 200:
+                    return port
+            except OSError:
+                pass
+            self.check(self.procs[-1], deadline, "parallm serve never became healthy")
+            time.sleep(0.05)
+
+    def start_prometheus(self, serve_port, alerts, deadline):
+        config = os.path.join(self.tmp, "prometheus.yml")
+        with open(config, "w") as f:
+            json.dump({"global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+                       "rule_files": [alerts],
+                       "scrape_configs": [{"job_name": "parallm",
+                                           "static_configs": [{"targets": [f"127.0.0.1:{serve_port}"]}]}]}, f)
+        port = free_port()
+        self.prom_log = os.path.join(self.tmp, "prometheus.log")
+        cmd = ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={self.tmp}/tsdb",
+               f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"]
+        with open(self.prom_log, "wb") as log:
+            self.procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        while True:
+            try:
+                if http("GET", f"http://127.0.0.1:{port}/-/ready", timeout_s=2)[0] == 200:
+                    return port
+            except OSError:
+                pass
+            self.check(self.procs[-1], deadline, "prometheus never became ready")
+            time.sleep(0.1)
+
+    def check(self, proc, deadline, what):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            logs = ""
+            for p in (getattr(self, "serve_log", None), getattr(self, "prom_log", None)):
+                if p and os.path.exists(p):
+                    with open(p, "rb") as f:
+                        logs += f"--- {p}\n" + f.read().decode("utf-8", "replace")[-2000:]
+            raise AssertionError(f"{what}\n{logs}")
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+
+
+def load(serve_port):
+    """N_REQUESTS completions from 6 threads (every third streamed) and N_BAD requests answered 400."""
+    base = f"http://127.0.0.1:{serve_port}"
+    results = []
+
+    def worker(k):
+        for i in range(k, N_REQUESTS, 6):
+            body = {"prompt": "Once upon a time" + " there" * (i % 5), "max_tokens": 8 + i % 8, "temperature": 0,
+                    "stream": i % 3 == 0}
+            status, text = http("POST", base + "/v1/completions", json.dumps(body), timeout_s=30)
+            results.append((status, body["stream"], "[DONE]" in text))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=40)
+    bad = [http("POST", base + "/v1/completions", json.dumps({"prompt": "x", "max_tokens": -1}))[0]
+           for _ in range(N_BAD)]
+    return results, bad
+
+
+class LivePromql(unittest.TestCase):
+    def test_dashboard_and_alert_queries(self):
+        t0 = time.monotonic()
+        deadline = t0 + DEADLINE_S
+        src = os.path.join(ARGS.source, "deploy")
+        with open(os.path.join(src, "grafana", "parallm.json")) as f:
+            dash = json.load(f)
+        alerts_path = os.path.join(src, "prometheus", "alerts.yml")
+        rules = [r for g in dc.load_yaml_docs(alerts_path)[0]["groups"] for r in g["rules"]]
+        variables = {v["name"]: v.get("allValue") or ".*" for v in dash["templating"]["list"] if v["type"] != "datasource"}
+        variables.update({v["name"]: "prometheus" for v in dash["templating"]["list"] if v["type"] == "datasource"})
+
+        with tempfile.TemporaryDirectory() as tmp:
+            procs = Processes(tmp)
+            try:
+                serve_port = procs.start_parallm(deadline)
+                prom_port = procs.start_prometheus(serve_port, alerts_path, deadline)
+                api = f"http://127.0.0.1:{prom_port}/api/v1"
+
+                def query(expr):
+                    status, text = http("GET", api + "/query?" + urllib.parse.urlencode({"query": expr}))
+                    return status, json.loads(text)
+
+                t_ready = time.monotonic()
+                results, bad = load(serve_port)
+                t_load = time.monotonic()
+                ok = sum(1 for s, _, _ in results if s == 200)
+                self.assertEqual(ok, N_REQUESTS, results)
+                self.assertTrue(all(done for _, stream, done in results if stream), "a stream without [DONE]")
+                self.assertEqual(bad, [400] * N_BAD)
+
+                # Until Prometheus has scraped the end of the load (and a few samples after it).
+                while True:
+                    _, r = query('parallm:request_success_total{job="parallm"}')
+                    got = r["data"]["result"]
+                    if got and float(got[0]["value"][1]) >= N_REQUESTS:
+                        break
+                    self.assertLess(time.monotonic(), deadline, f"the scrape never saw the load: {got}")
+                    time.sleep(0.25)
+                time.sleep(2.5)
+
+                _, r = query('{__name__=~"parallm:gpu_.+"}')
+                have_gpu = bool(r["data"]["result"])
+                checked, skipped = 0, []
+                for title, raw in panel_targets(dash):
+                    expr = substitute(raw, variables)
+                    if "parallm:gpu_" in expr and not have_gpu:
+                        skipped.append(title)
+                        continue
+                    with self.subTest(panel=title, expr=expr):
+                        status, r = query(expr)
+                        self.assertEqual((status, r["status"]), (200, "success"), r)
+                        self.assertTrue(r["data"]["result"], f"no data for panel '{title}': {expr}")
+                        checked += 1
+                _, r = query("parallm:num_requests_running")
+                self.assertIn("instance", r["data"]["result"][0]["metric"], "the $instance variable's label")
+
+                for rule in rules:
+                    with self.subTest(alert=rule["alert"]):
+                        status, r = query(rule["expr"])
+                        self.assertEqual((status, r.get("status")), (200, "success"), r)
+
+                # Prometheus itself loaded alerts.yml and evaluated every rule without error.
+                while True:
+                    _, text = http("GET", api + "/rules")
+                    got = [r for g in json.loads(text)["data"]["groups"] for r in g["rules"]]
+                    if len(got) == len(rules) and all(not r["lastEvaluation"].startswith("0001") for r in got):
+                        break
+                    self.assertLess(time.monotonic(), deadline, "the alert rules were never evaluated")
+                    time.sleep(0.25)
+                self.assertEqual(sorted(r["name"] for r in got), sorted(r["alert"] for r in rules))
+                for r in got:
+                    self.assertEqual(r["health"], "ok", r)
+
+                print(f"\n{checked} panel queries returned data; {len(rules)} alert rules evaluated; "
+                      f"startup {t_ready - t0:.1f} s, load {t_load - t_ready:.1f} s, total {time.monotonic() - t0:.1f} s")
+                if skipped:
+                    print(f"skipped {len(skipped)} GPU panel(s) ({', '.join(skipped)}): the scrape has no parallm:gpu_* "
+                          "series (they need NVML and a GPU)")
+            finally:
+                procs.close()
+
+
+if __name__ == "__main__":
+    ARGS = dc.parse_args(binary=True)
+    if shutil.which("prometheus") is None:
+        dc.skip("the prometheus server is not installed (Debian package `prometheus`, tools/install_deps.sh)")
+    unittest.main(verbosity=2)
