@@ -89,7 +89,7 @@ class Compose(unittest.TestCase):
         self.assertEqual(flag(argv, "port", "8000"), "8000")
         drain_s = float(flag(argv, "shutdown-timeout", "30"))
         self.assertGreater(duration_s(svc["stop_grace_period"]), drain_s)
-        self.assertIn("/health", " ".join(svc["healthcheck"]["test"]))
+        self.assertEqual(svc["healthcheck"]["test"], ["CMD", "parallm-healthcheck"])  # in the image
 
     def test_prometheus_gets_its_config_and_rules_and_scrapes_the_service(self):
         c = compose()

@@ -5,7 +5,8 @@
   Skips that case (with the reason) where ldd or dpkg are missing.
 - The builder installs only packages tools/install_deps.sh installs, and both files install the same;
   it configures Release with tests and benchmarks off and builds the `parallm` target.
-- The runtime runs as a non-root user, exposes 8000, checks /health, starts `parallm serve --host 0.0.0.0`.
+- The runtime runs as a non-root user, exposes 8000, checks /health (deploy/parallm-healthcheck), starts
+  `parallm serve --host 0.0.0.0`.
 
 usage: containerfile_test.py --binary build/parallm [--source REPO]
 """
@@ -133,11 +134,15 @@ class Build(unittest.TestCase):
                 words = dict(ins)  # the last of each
                 self.assertNotIn(words["USER"].split(":")[0], ("root", "0"))
                 self.assertEqual(words["EXPOSE"], "8000")
-                self.assertIn("/health", words["HEALTHCHECK"])
+                self.assertIn('CMD ["parallm-healthcheck"]', words["HEALTHCHECK"])
+                self.assertIn("deploy/parallm-healthcheck /usr/local/bin/parallm-healthcheck",
+                              [r for w, r in ins if w == "COPY"])
                 self.assertEqual(words["ENTRYPOINT"], '["parallm", "serve", "--host", "0.0.0.0"]')
                 self.assertIn("/usr/local/bin/parallm", " ".join(r for w, r in ins if w == "COPY"))
                 base = [r for s, w, r in instructions(containerfile(name)) if w == "FROM" and s == "runtime"][0]
                 self.assertRegex(base, r"RUNTIME_IMAGE")
+        with open(os.path.join(ARGS.source, "deploy", "parallm-healthcheck")) as f:
+            self.assertIn("GET /health", f.read())
         with open(containerfile()) as f:
             text = f.read()
         self.assertIn("debian:12-slim", text)

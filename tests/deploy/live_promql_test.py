@@ -9,6 +9,7 @@ Prometheus has scraped the end of it, then asks /api/v1/query for:
   are skipped with the reason when the scrape has no parallm:gpu_ series (they need NVML and a GPU);
 - every alert expression: each must evaluate without error; and /api/v1/rules must show every rule
   evaluated with health "ok".
+It also runs deploy/parallm-healthcheck (the containers' health check) against the server and a closed port.
 Everything runs under one deadline (60 s) and both processes are killed at the end.
 Skips (exit 77) when `prometheus` is not installed.
 
@@ -198,6 +199,13 @@ class LivePromql(unittest.TestCase):
                 def query(expr):
                     status, text = http("GET", api + "/query?" + urllib.parse.urlencode({"query": expr}))
                     return status, json.loads(text)
+
+                # The containers' health check script against this server, and against a closed port.
+                check = os.path.join(src, "parallm-healthcheck")
+                for port, want in ((serve_port, 0), (free_port(), 1)):
+                    r = subprocess.run(["bash", check], env={**os.environ, "PARALLM_HEALTH_PORT": str(port)},
+                                       capture_output=True, timeout=10)
+                    self.assertEqual(r.returncode != 0, want != 0, f"parallm-healthcheck on port {port}: {r}")
 
                 t_ready = time.monotonic()
                 results, bad = load(serve_port)
