@@ -16,6 +16,7 @@
 #include "server/access_log.h"
 #include "server/api_error.h"
 #include "server/logprobs_json.h"
+#include "server/model_names.h"
 #include "server/reasoning.h"
 #include "server/tool_calls.h"
 #include "server/openai_request.h"
@@ -240,7 +241,7 @@ Prepared prepare(const CompletionContext& ctx, const std::string& body, bool cha
   Prepared p;
   p.params = parse_completion_request(body, chat, request_json_limits(ctx.options));
   const CompletionParams& cp = p.params;
-  if (!cp.model.empty() && cp.model != ctx.options.served_model_name) {
+  if (!cp.model.empty() && !serves_model(ctx.options, cp.model)) {
     throw ApiError(404, "model '" + cp.model + "' does not exist; this server serves '" + ctx.options.served_model_name + "'",
                    "invalid_request_error", "model", "model_not_found");
   }

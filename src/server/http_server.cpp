@@ -18,6 +18,7 @@
 #include "server/api_keys.h"
 #include "server/chat_template.h"
 #include "server/completion_flow.h"
+#include "server/model_names.h"
 #include "server/origin_policy.h"
 #include "server/rate_limiter.h"
 #include "server/tokenize_api.h"
@@ -296,8 +297,8 @@ void HttpServer::Impl::serve_route(const Route& route, const std::string& model_
                    "rate_limit_exceeded");
   }
   CompletionContext ctx{options, *ready->backend, *ready->chat, metrics, flows, &active, cors};
-  auto model_card = [&] {
-    return nlohmann::json{{"id", options.served_model_name},
+  auto model_card = [&](const std::string& id) {
+    return nlohmann::json{{"id", id},
                           {"object", "model"},
                           {"created", static_cast<int64_t>(std::time(nullptr))},
                           {"owned_by", "parallm"},
@@ -310,15 +311,18 @@ void HttpServer::Impl::serve_route(const Route& route, const std::string& model_
       *async = true;
       return;
     }
-    case RouteKind::kModels:
-      res->set_content(dump({{"object", "list"}, {"data", {model_card()}}}), "application/json");
+    case RouteKind::kModels: {
+      nlohmann::json cards = nlohmann::json::array();
+      for (const std::string& id : served_model_names(options)) cards.push_back(model_card(id));
+      res->set_content(dump({{"object", "list"}, {"data", cards}}), "application/json");
       return;
+    }
     case RouteKind::kModel:
-      if (model_id != options.served_model_name) {
+      if (!serves_model(options, model_id)) {
         throw ApiError(404, "model '" + model_id + "' does not exist; this server serves '" + options.served_model_name + "'",
                        "invalid_request_error", "model", "model_not_found");
       }
-      res->set_content(dump(model_card()), "application/json");
+      res->set_content(dump(model_card(model_id)), "application/json");
       return;
     case RouteKind::kTokenize:
     case RouteKind::kDetokenize:

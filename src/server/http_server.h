@@ -37,6 +37,7 @@ struct ServerOptions {
   std::vector<std::string> allowed_origins;  // CORS: "*" or origins; empty = no CORS headers
   std::vector<std::string> allowed_hosts;    // Host header names accepted; empty = any
   std::string served_model_name = "parallm";
+  std::vector<std::string> served_model_aliases;  // more accepted names (model_names.h)
   int64_t max_input_tokens = 0;          // 0 = max_model_len
   int64_t max_output_tokens = 0;         // 0 = max_model_len
   size_t max_body_bytes = 8u << 20;

@@ -1,6 +1,7 @@
 #include "server/tokenize_api.h"
 
 #include "server/api_error.h"
+#include "server/model_names.h"
 #include "server/openai_request.h"
 #include "tokenizer/tokenizer.h"
 #include "util/json_parse.h"
@@ -24,7 +25,7 @@ json parse_body(const std::string& body, const JsonLimits& limits) {
 void check_model(const CompletionContext& ctx, const json& j) {
   if (!j.contains("model") || j["model"].is_null()) return;
   if (!j["model"].is_string()) throw bad_request("'model' must be a string", "model");
-  if (j["model"].get<std::string>() != ctx.options.served_model_name) {
+  if (!serves_model(ctx.options, j["model"].get<std::string>())) {
     throw ApiError(404, "model '" + j["model"].get<std::string>() + "' does not exist; this server serves '" +
                             ctx.options.served_model_name + "'",
                    "invalid_request_error", "model", "model_not_found");
