@@ -21,6 +21,7 @@
 #include "default_model.h"
 #include "engine_cli.h"
 #include "engine/engine.h"
+#include "serve_compat.h"
 #include "loader/model_file.h"
 #include "model/kv_pool.h"
 #include "comm/comm_factory.h"
@@ -74,7 +75,9 @@ class StatsLine {
 
 struct ServeCli {
   EngineCli engine;
-  std::string host = "127.0.0.1", api_key, api_key_file, metrics_api_key, served_model_name, chat_template, reasoning_parser,
+  ServeCompat compat;
+  std::vector<std::string> served_model_names;
+  std::string host = "127.0.0.1", api_key, api_key_file, metrics_api_key, chat_template, reasoning_parser,
       max_body = "8M", max_tokenize_body = "2M", routing = "least-outstanding-tokens";
   std::string stream_interval = "auto", allowed_origins, allowed_hosts;
   int port = 8000, dp = 1, http_threads = 4, max_connections = 8192, max_connections_per_client = 2048, max_json_depth = 128;
@@ -82,6 +85,7 @@ struct ServeCli {
   std::string log_level = "info";
   bool log_prompts = false;
   int64_t max_model_len = 0, max_num_seqs = 256, max_num_batched_tokens = 2048, max_queue = 1024, kv_blocks = 0;
+  int64_t block_size = 16;
   int64_t max_input_tokens = 0, max_output_tokens = 0, long_prompt_threshold = 0;
   double memory_utilization = 0.9, rate_limit = 0;
   bool no_prefix_caching = false;
@@ -263,22 +267,25 @@ int run_serve(const ServeCli& s) {
     std::signal(SIGTERM, on_signal);
   }
   EngineOptions eo = s.engine.to_options();
+  if (s.block_size < 1 || s.block_size > 1024) throw InputError("--block-size must be in [1, 1024] tokens");
+  eo.block_size = s.block_size;
   if (s.dp > 1 && !eo.devices.empty()) throw InputError("--devices with --dp > 1 is not supported yet");
   if (s.dp > 1 && eo.comm != "local") throw InputError("--dp > 1 needs --comm local");
   if (eo.model_path.empty()) eo.model_path = ensure_default_model();
+  if (s.compat.enable_expert_parallel) s.compat.apply_expert_parallel(open_model(eo.model_path)->config, eo.tp, &eo.ep);
   if (s.max_model_len > 0 && eo.ctx_size == 0) eo.ctx_size = s.max_model_len;
   if (s.max_model_len > 0 && s.max_model_len > eo.ctx_size) throw InputError("--max-model-len must be <= --ctx-size");
   const int world = std::max(eo.tp, eo.ep) * eo.pp;
   if (eo.threads == 0) eo.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / (world * s.dp));
 
-  {
-    std::string name = s.served_model_name;
-    if (name.empty()) {
-      name = eo.model_path;
-      const size_t slash = name.find_last_of('/');
-      if (slash != std::string::npos) name = name.substr(slash + 1);
-    }
+  if (s.served_model_names.empty()) {
+    std::string name = eo.model_path;
+    const size_t slash = name.find_last_of('/');
+    if (slash != std::string::npos) name = name.substr(slash + 1);
     so.served_model_name = name;
+  } else {  // vLLM: the first name is reported, every one is accepted
+    so.served_model_name = s.served_model_names.front();
+    so.served_model_aliases.assign(s.served_model_names.begin() + 1, s.served_model_names.end());
   }
   // Under mpirun only rank 0 listens; the others follow its steps.
   // NOTE: this was `!comm_session.active()`, so under MPI no process listened
@@ -352,7 +359,7 @@ int run_serve(const ServeCli& s) {
   StatsLine stats(*backend);
   while (g_signals.load() == 0 && server->failure().empty()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    stats.maybe_log();
+    if (!s.compat.disable_log_stats) stats.maybe_log();
   }
   // A lost rank (seen by the server's tick, or the reason mpirun sent SIGTERM):
   // the requests in flight are ended with the error, /health answers 503;
@@ -399,7 +406,8 @@ const bool registered = register_command(
        s->engine.add_to(sub, /*model_required=*/false);
        sub.add_option("--host", s->host, "Address to bind")->capture_default_str();
        sub.add_option("--port", s->port, "Port (0 = any free port)")->capture_default_str();
-       sub.add_option("--dp", s->dp, "Data-parallel replicas behind the built-in router")->capture_default_str();
+       sub.add_option("--dp,--data-parallel-size", s->dp, "Data-parallel replicas behind the built-in router (-dp)")
+           ->capture_default_str();
        sub.add_option("--api-key", s->api_key,
                       "Require 'Authorization: Bearer KEY' on the API (also PARALLM_API_KEY or VLLM_API_KEY)");
        sub.add_option("--api-key-file", s->api_key_file, "Accept every key of this file (one per line)");
@@ -425,15 +433,17 @@ const bool registered = register_command(
                       "Seconds SIGTERM / SIGINT lets requests in flight finish before ending them")->capture_default_str();
        sub.add_option("--log-level", s->log_level, "error, warn, info or debug")->capture_default_str();
        sub.add_flag("--log-prompts", s->log_prompts, "Write prompts into the access log (off: they are users' data)");
-       sub.add_option("--served-model-name", s->served_model_name, "Model name in the API (default: the file name)");
+       sub.add_option("--served-model-name,--alias", s->served_model_names,
+                      "Model names in the API: the first is reported, each is accepted (default: the file name)");
        sub.add_option("--reasoning-parser", s->reasoning_parser,
                       "Split <think>...</think> into reasoning_content: deepseek_r1 or qwen3");
        sub.add_option("--chat-template", s->chat_template,
                       "Jinja chat template to use instead of the model's: a file, or the template itself");
        sub.add_option("--max-model-len", s->max_model_len, "Prompt + output tokens per request (default: --ctx-size)");
-       sub.add_option("--max-num-seqs", s->max_num_seqs, "Sequences batched at once")->capture_default_str();
+       sub.add_option("--max-num-seqs,--parallel", s->max_num_seqs, "Sequences batched at once (-np)")->capture_default_str();
        sub.add_option("--max-num-batched-tokens", s->max_num_batched_tokens, "Tokens per step (chunked prefill)")->capture_default_str();
-       sub.add_option("--memory-utilization", s->memory_utilization, "Fraction of device memory to use")->capture_default_str();
+       sub.add_option("--memory-utilization,--gpu-memory-utilization", s->memory_utilization, "Fraction of device memory to use")
+           ->capture_default_str();
        sub.add_option("--max-queue", s->max_queue, "Waiting requests before 429")->capture_default_str();
        sub.add_option("--long-prompt-threshold", s->long_prompt_threshold, "Prompts longer than this wait in their own queue");
        sub.add_option("--kv-blocks", s->kv_blocks, "KV blocks per replica (default: sized from memory)");
@@ -448,8 +458,14 @@ const bool registered = register_command(
                       "Tokens per streamed write after the first: N, or auto (grows with the load; docs/server.md)")
            ->capture_default_str();
        sub.add_option("--routing", s->routing, "--dp routing policy")->capture_default_str();
-       sub.add_flag("--no-prefix-caching", s->no_prefix_caching, "Disable prefix caching");
-       return [s] { return run_serve(*s); };
+       sub.add_flag("--no-prefix-caching,--no-enable-prefix-caching,!--enable-prefix-caching", s->no_prefix_caching,
+                    "Disable prefix caching (--enable-prefix-caching: on, the default)");
+       sub.add_option("--block-size", s->block_size, "Tokens per KV cache block")->capture_default_str();
+       s->compat.add_to(sub);
+       return [s] {
+         s->compat.apply(&s->engine.model, &s->log_level, &s->log_prompts);
+         return run_serve(*s);
+       };
      }});
 
 }  // namespace

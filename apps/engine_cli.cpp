@@ -1,5 +1,7 @@
 #include "engine_cli.h"
 
+#include <algorithm>
+#include <cctype>
 #include <sstream>
 
 #include "comm/comm_factory.h"
@@ -10,6 +12,43 @@
 #endif
 
 namespace parallm {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+}  // namespace
+
+DType parse_kv_dtype(const std::string& value) {
+  const std::string v = lower(value);
+  if (v == "auto") return DType::kF16;
+  // NOTE: vLLM's fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla: parallm keeps
+  // no fp8 KV cache; q8_0 is its 8-bit one (a scale per 32 values).
+  if (v.rfind("fp8", 0) == 0) {
+    throw InputError("--kv-cache-dtype " + value +
+                     ": parallm has no fp8 KV cache; use q8_0 (8-bit, about half of f16's memory), f16 (= auto), bf16 "
+                     "or f32");
+  }
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0}) {
+    if (v == dtype_name(t)) return t;
+  }
+  throw InputError("--kv-dtype / --kv-cache-dtype must be auto, f16, bf16, q8_0 or f32, not '" + value + "'");
+}
+
+std::optional<DType> parse_weight_dtype(const std::string& value) {
+  const std::string v = lower(value);
+  if (v.empty() || v == "auto") return std::nullopt;  // the file's own types
+  if (v == "half" || v == "float16") return DType::kF16;
+  if (v == "bfloat16") return DType::kBF16;
+  if (v == "float" || v == "float32") return DType::kF32;
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+    if (v == dtype_name(t)) return t;
+  }
+  throw InputError("--dtype must be auto (the file's types), f16 (half, float16), bf16 (bfloat16), f32 (float, float32), "
+                   "q8_0 or q4_0, not '" + value + "'");
+}
 
 void EngineCli::add_to(CLI::App& app, bool model_required) {
   auto* m = app.add_option("--model,-m", model, "Model: GGUF file, Hugging Face folder, or llama2.c .bin");
@@ -17,10 +56,13 @@ void EngineCli::add_to(CLI::App& app, bool model_required) {
   app.add_option("--tokenizer", tokenizer, "Tokenizer file (default: the model's own)");
   app.add_option("--threads,-t", threads, "Threads per device (default: cores / devices)");
   app.add_option("--ctx-size,-c", ctx_size, "Context length (default: the model's metadata)");
-  app.add_option("--kv-dtype", kv_dtype, "KV cache dtype: f32, f16, bf16 or q8_0 (about half of f16's memory)")->capture_default_str();
-  app.add_option("--dtype", dtype, "Convert weights at load: f16, bf16, q8_0 or q4_0");
-  app.add_option("--tp", tp, "Tensor-parallel ranks")->capture_default_str();
-  app.add_option("--pp", pp, "Pipeline-parallel stages")->capture_default_str();
+  app.add_option("--kv-dtype,--kv-cache-dtype", kv_dtype,
+                 "KV cache dtype: f32, f16, bf16 or q8_0 (about half of f16's memory); auto = f16")->capture_default_str();
+  app.add_option("--dtype", dtype,
+                 "Convert weights at load: f16, bf16, q8_0, q4_0 or f32 (vLLM's auto keeps the file's, half, float16, "
+                 "bfloat16, float, float32)");
+  app.add_option("--tp,--tensor-parallel-size", tp, "Tensor-parallel ranks (-tp)")->capture_default_str();
+  app.add_option("--pp,--pipeline-parallel-size", pp, "Pipeline-parallel stages (-pp)")->capture_default_str();
   app.add_option("--ep", ep, "Expert-parallel ranks (MoE models)")->capture_default_str();
   app.add_option("--pp-layers", pp_layers, "Layers per pipeline stage, e.g. 3,2 (default: balanced)");
   app.add_option("--devices", devices, "Devices, e.g. cpu:0,cpu:1 (default: one CPU device per rank)");
@@ -37,16 +79,8 @@ EngineOptions EngineCli::to_options() const {
   o.threads = threads;
   if (ctx_size < 0) throw InputError("--ctx-size must be > 0");
   o.ctx_size = ctx_size;
-  o.kv_dtype = parse_dtype(kv_dtype);
-  if (o.kv_dtype != DType::kF32 && o.kv_dtype != DType::kF16 && o.kv_dtype != DType::kBF16 &&
-      o.kv_dtype != DType::kQ8_0) {
-    throw InputError("--kv-dtype must be f32, f16, bf16 or q8_0");
-  }
-  if (!dtype.empty()) {
-    DType d = parse_dtype(dtype);
-    if (d == DType::kQ4_K || d == DType::kQ6_K) throw InputError("--dtype must be f32, f16, bf16, q8_0 or q4_0");
-    o.weight_dtype = d;
-  }
+  o.kv_dtype = parse_kv_dtype(kv_dtype);
+  o.weight_dtype = parse_weight_dtype(dtype);
   o.tp = tp;
   o.pp = pp;
   o.ep = ep;

@@ -4,11 +4,20 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/engine.h"
 
 namespace parallm {
+
+// --kv-dtype / --kv-cache-dtype: parallm's names, and vLLM's auto (= f16);
+// vLLM's fp8 variants are refused with what parallm offers instead.
+DType parse_kv_dtype(const std::string& value);
+// --dtype: parallm's weight conversions (f16, bf16, q8_0, q4_0, f32) and
+// vLLM's names (auto = the file's types, half, float16, bfloat16, float,
+// float32). nullopt: no conversion.
+std::optional<DType> parse_weight_dtype(const std::string& value);
 
 struct EngineCli {
   std::string model, tokenizer, kv_dtype = "f16", dtype, devices, device_memory, comm = "local", pp_layers;
