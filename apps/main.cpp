@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string>
+#include <vector>
 
+#include "cli_aliases.h"
 #include "command_registry.h"
 #include "util/check.h"
 
@@ -20,8 +23,12 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(spec.name, spec.description);
     actions.emplace_back(sub, spec.setup(*sub));
   }
+  // vLLM's -tp / -pp / -dp and llama-server's -np / -ngl (apps/cli_aliases.h).
+  std::vector<std::string> args = parallm::rewrite_dash_aliases(std::vector<std::string>(argv, argv + argc));
+  std::vector<char*> arg_ptrs;
+  for (auto& a : args) arg_ptrs.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
