@@ -41,7 +41,7 @@ struct BenchModelCli {
 int run_bench_model(const BenchModelCli& b) {
   CommSession comm_session(b.engine.comm);
   EngineOptions eo = b.engine.to_options();
-  if (eo.model_path.empty()) eo.model_path = ensure_default_model();
+  if (eo.model_path.empty()) eo.model_path = ensure_benchmark_model();
   if (b.prompt_len < 1 || b.gen_len < 1 || b.repetitions < 1) {
     throw InputError("--prompt-len, --gen-len and --repetitions must be >= 1");
   }

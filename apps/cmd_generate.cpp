@@ -47,7 +47,10 @@ void dump_prompt_logits(Engine& engine, const std::vector<int32_t>& prompt, cons
 int run_generate(const GenerateCli& g) {
   CommSession comm_session(g.engine.comm);
   EngineOptions eo = g.engine.to_options();
-  if (eo.model_path.empty()) eo.model_path = ensure_default_model();
+  if (eo.model_path.empty()) {
+    eo.model_path = default_model_path();
+    if (eo.ctx_size == 0) eo.ctx_size = kDefaultModelCtxTokens;
+  }
   GenerateParams params;
   params.max_new_tokens = g.n;
   params.ignore_eos = g.ignore_eos;

@@ -271,7 +271,10 @@ int run_serve(const ServeCli& s) {
   eo.block_size = s.block_size;
   if (s.dp > 1 && !eo.devices.empty()) throw InputError("--devices with --dp > 1 is not supported yet");
   if (s.dp > 1 && eo.comm != "local") throw InputError("--dp > 1 needs --comm local");
-  if (eo.model_path.empty()) eo.model_path = ensure_default_model();
+  if (eo.model_path.empty()) {
+    eo.model_path = default_model_path();
+    if (eo.ctx_size == 0 && s.max_model_len == 0) eo.ctx_size = kDefaultModelCtxTokens;
+  }
   if (s.compat.enable_expert_parallel) s.compat.apply_expert_parallel(open_model(eo.model_path)->config, eo.tp, &eo.ep);
   if (s.max_model_len > 0 && eo.ctx_size == 0) eo.ctx_size = s.max_model_len;
   if (s.max_model_len > 0 && s.max_model_len > eo.ctx_size) throw InputError("--max-model-len must be <= --ctx-size");
