@@ -36,10 +36,12 @@ namespace {
 
 // NOTE: a rejected 8 MB body leaves its JSON tree's many small blocks free
 // in the worker's malloc arena, and glibc keeps such memory (RSS grew to
-// ~2 GB under a burst of large bad requests and stayed there). After a large
-// request the heap is trimmed, at most once a second; bodies themselves are
-// mmap'ed (a fixed threshold: glibc's sliding one would move them into the
-// arenas after the first free).
+// ~1.3 GB under a burst of large bad requests and stayed there). So the heap
+// is trimmed once large requests stop: the tick trims half a second after
+// the last request over kTrimAfterBytes (trimming during a burst gives back
+// memory the next request takes again). Bodies themselves are mmap'ed (a
+// fixed threshold: glibc's sliding one would move them into the arenas after
+// the first free).
 constexpr size_t kTrimAfterBytes = 256 * 1024;
 constexpr int kMmapThresholdBytes = 1 << 20;
 
@@ -128,7 +130,7 @@ struct HttpServer::Impl {
   std::shared_ptr<Ready> ready;  // null until set_backend()
   std::string failure;           // the backend's, once seen (under mu)
   std::atomic<bool> draining{false};
-  std::atomic<int64_t> last_trim_ns{0};
+  std::atomic<int64_t> last_large_ns{0};  // the last large request's end (0: none since the last trim)
 
   std::shared_ptr<Ready> get_ready() const {
     std::lock_guard<std::mutex> lock(mu);
@@ -139,16 +141,21 @@ struct HttpServer::Impl {
     return failure;
   }
 
-  void trim_heap_soon() {
+  void large_request_done() { last_large_ns = std::chrono::steady_clock::now().time_since_epoch().count(); }
+
+  // On the tick: half a second after the last large request, trim once.
+  void trim_after_large_requests() {
+    const int64_t last = last_large_ns.load();
     const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-    int64_t last = last_trim_ns.load();
-    if (now - last < 1'000'000'000 || !last_trim_ns.compare_exchange_strong(last, now)) return;
-    core->post([] { ::malloc_trim(0); });  // after the request that asked for it released its memory
+    if (last == 0 || now - last < 500'000'000) return;
+    int64_t expected = last;
+    if (last_large_ns.compare_exchange_strong(expected, 0)) core->post([] { ::malloc_trim(0); });
   }
 
   // Every ~100 ms on the loop thread: a backend that failed ends every
   // request in flight with its error; the others take late tokens.
   void on_tick() {
+    trim_after_large_requests();
     std::shared_ptr<Ready> r = get_ready();
     if (!r) return;
     const std::string why = r->backend->failure();
@@ -236,7 +243,7 @@ void HttpServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
     ex->respond(std::move(res));
     log_access(req, rec);  // completions log their own line when they end
   }
-  if (req.body.size() > kTrimAfterBytes) trim_heap_soon();
+  if (req.body.size() > kTrimAfterBytes) large_request_done();
 }
 
 void HttpServer::Impl::serve_route(const Route& route, const std::string& model_id, const std::shared_ptr<HttpExchange>& ex,
