@@ -228,6 +228,7 @@ ServerOptions server_options(const ServeCli& s) {
   so.chat_template = read_chat_template(s.chat_template);  // before any slow work
   so.reasoning_format = parse_reasoning_format(s.reasoning_parser);
   so.log_prompts = s.log_prompts;
+  so.version = PARALLM_VERSION;
   if (!(s.shutdown_timeout >= 0)) throw InputError("--shutdown-timeout must be >= 0 seconds");
   set_log_level(parse_log_level(s.log_level));
   set_log_timestamps(true);

@@ -73,7 +73,7 @@ std::vector<std::string> all_keys(const ServerOptions& o) {
   return keys;
 }
 
-enum class RouteKind { kCompletions, kChat, kModels, kModel, kTokenize, kDetokenize, kHealth, kMetrics };
+enum class RouteKind { kCompletions, kChat, kModels, kModel, kTokenize, kDetokenize, kHealth, kMetrics, kVersion, kPing };
 
 struct Route {
   RouteKind kind;
@@ -84,7 +84,8 @@ struct Route {
 const Route* find_route(const std::string& path, std::string* id) {
   static const Route completions{RouteKind::kCompletions, "POST"}, chat{RouteKind::kChat, "POST"},
       models{RouteKind::kModels, "GET"}, model{RouteKind::kModel, "GET"}, tokenize{RouteKind::kTokenize, "POST"},
-      detokenize{RouteKind::kDetokenize, "POST"}, health{RouteKind::kHealth, "GET"}, metrics{RouteKind::kMetrics, "GET"};
+      detokenize{RouteKind::kDetokenize, "POST"}, health{RouteKind::kHealth, "GET"}, metrics{RouteKind::kMetrics, "GET"},
+      version{RouteKind::kVersion, "GET"}, ping{RouteKind::kPing, "GET"};
   if (path == "/v1/completions") return &completions;
   if (path == "/v1/chat/completions") return &chat;
   if (path == "/v1/models") return &models;
@@ -96,6 +97,8 @@ const Route* find_route(const std::string& path, std::string* id) {
   if (path == "/detokenize") return &detokenize;
   if (path == "/health") return &health;
   if (path == "/metrics") return &metrics;
+  if (path == "/version") return &version;
+  if (path == "/ping") return &ping;  // vLLM's (SageMaker's) health probe; POST too
   return nullptr;
 }
 
@@ -215,7 +218,8 @@ void HttpServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
       }
     } else if (route == nullptr) {
       throw ApiError(404, "no such route: " + req.path, "invalid_request_error", "", "not_found");
-    } else if (req.method != route->method && !(req.method == "HEAD" && std::string(route->method) == "GET")) {
+    } else if (req.method != route->method && !(req.method == "HEAD" && std::string(route->method) == "GET") &&
+               !(route->kind == RouteKind::kPing && req.method == "POST")) {
       res.set_header("Allow", std::string(route->method) + ", OPTIONS");
       throw ApiError(405, "method " + req.method + " is not allowed on " + req.path + " (use " + route->method + ")",
                      "invalid_request_error", "", "method_not_allowed");
@@ -234,7 +238,9 @@ void HttpServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
     log_warn(std::string("request failed: ") + e.what());
     res = error_response(ApiError(500, std::string("internal error: ") + e.what(), "server_error"));
   }
-  if (res.status >= 400) metrics.requests_rejected++;
+  // Probes answered 503 while loading or draining are not rejected requests.
+  const bool probe = req.path == "/health" || req.path == "/ping" || req.path == "/metrics";
+  if (res.status >= 400 && !probe) metrics.requests_rejected++;
   if (!async) {
     for (auto& h : cors) res.set_header(h.first, h.second);
     AccessRecord rec;
@@ -250,6 +256,10 @@ void HttpServer::Impl::serve_route(const Route& route, const std::string& model_
                                    const net::HttpHeaders& cors, HttpResponse* res, bool* async) {
   const HttpRequest& req = ex->request();
   switch (route.kind) {
+    case RouteKind::kVersion:
+      res->set_content(dump({{"version", options.version}}), "application/json");
+      return;
+    case RouteKind::kPing:
     case RouteKind::kHealth: {
       if (draining) {
         res->close = true;
@@ -370,10 +380,16 @@ HttpServer::HttpServer(const ServerOptions& options) : options_(options), impl_(
   // Probes and scrapes are answered on the loop thread: a liveness probe must
   // not wait behind workers parsing large bodies.
   auto quick = [](const HttpRequest& r) {
-    return r.method == "OPTIONS" || ((r.method == "GET" || r.method == "HEAD") && (r.path == "/health" || r.path == "/metrics"));
+    return r.method == "OPTIONS" || ((r.method == "GET" || r.method == "HEAD") &&
+                                     (r.path == "/health" || r.path == "/metrics" || r.path == "/ping" || r.path == "/version"));
   };
   impl_->core = std::make_unique<net::HttpCore>(
-      co, [impl](const std::shared_ptr<HttpExchange>& ex) { impl->handle(ex); }, core_error, quick);
+      co, [impl](const std::shared_ptr<HttpExchange>& ex) { impl->handle(ex); },
+      [impl](int status, const std::string& message) {
+        impl->metrics.requests_rejected++;  // framing errors, caps and deadlines count too
+        return core_error(status, message);
+      },
+      quick);
   impl_->core->set_tick([impl] { impl->on_tick(); });
 }
 

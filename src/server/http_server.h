@@ -2,7 +2,7 @@
 // core (net/http_core.h: one event loop, a few workers, per-phase deadlines).
 //   POST /v1/completions, POST /v1/chat/completions  (JSON or SSE streams)
 //   GET /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
-//   GET /health, GET /metrics
+//   GET /health, GET /ping (and POST), GET /version, GET /metrics
 // It listens before the model is loaded: /health answers 503 and the API 503
 // until set_backend() makes it ready, and 503 again once the backend failed
 // (a lost rank). Limits: bearer API keys (401, compared in constant time),
@@ -57,6 +57,7 @@ struct ServerOptions {
   // --reasoning-parser: split <think> ... </think> into reasoning_content (chat).
   ReasoningFormat reasoning_format = ReasoningFormat::kNone;
   bool log_prompts = false;  // --log-prompts: prompts in the access log
+  std::string version = "unknown";  // GET /version
 };
 
 // The JSON limits of request bodies: --max-json-depth, kRequestJsonMembers.

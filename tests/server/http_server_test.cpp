@@ -112,6 +112,32 @@ TEST_F(HttpServerTest, CrossOriginPreflightAndHeaders) {
   EXPECT_EQ(denied->get_header_value("Access-Control-Allow-Origin"), "*");  // the page can read the error
 }
 
+// vLLM's small routes, and a wrong method on a known route.
+TEST_F(HttpServerTest, VersionPingAndMethodNotAllowed) {
+  ServerOptions o;
+  o.version = "9.8.7";
+  start(o);
+  auto v = get("/version");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->status, 200);
+  EXPECT_EQ(json::parse(v->body)["version"], "9.8.7");
+  EXPECT_EQ(get("/ping")->status, 200);
+  EXPECT_EQ(post("/ping", "")->status, 200);
+  httplib::Client c("127.0.0.1", port_);
+  auto head = c.Head("/health");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_TRUE(head->body.empty());
+  auto wrong = c.Delete("/v1/completions");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 405);
+  EXPECT_EQ(wrong->get_header_value("Allow"), "POST, OPTIONS");
+  EXPECT_EQ(json::parse(wrong->body)["error"]["code"], "method_not_allowed");
+  auto g = get("/v1/completions");
+  EXPECT_EQ(g->status, 405);
+  EXPECT_EQ(get("/nope")->status, 404);
+}
+
 TEST_F(HttpServerTest, CompletionShapeAndText) {
   start();
   auto r = post("/v1/completions", R"({"model":"tiny","prompt":"Once upon","max_tokens":7,"seed":5,"temperature":0.7})");
