@@ -209,6 +209,17 @@ CompletionParams parse_completion_request(const std::string& body, bool chat, co
       throw bad_request("'suffix' is not supported", "suffix");
     }
   }
+  // vLLM's constrained-decoding fields and prompt_logprobs: refused by name
+  // rather than answered with text that ignores them.
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
+                          "prompt_logprobs"}) {
+    if (present(j, key)) {
+      throw bad_request(std::string("'") + key + "' is not supported by this server yet" +
+                            (std::string(key) == "prompt_logprobs" ? " (completions: 'echo' with 'logprobs' gives the prompt's)"
+                                                                   : " (constrained decoding: only response_format json_object)"),
+                        key);
+    }
+  }
   if (present(j, "response_format")) {
     const json& rf = j["response_format"];
     if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/api_error.h"
 
@@ -29,6 +31,29 @@ std::string error_of(const std::string& body, bool chat, const JsonLimits& limit
     return e.what();
   }
   return "";
+}
+
+// vLLM's constraint fields and prompt_logprobs are refused by name (400),
+// never answered with text that ignores them.
+TEST(OpenAiRequest, UnhonouredVllmFieldsAre400NamingThem) {
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"guided_json", R"({"type":"object"})"}, {"guided_regex", R"("[0-9]+")"},  {"guided_choice", R"(["a","b"])"},
+      {"guided_grammar", R"("root ::= [a-z]+")"}, {"structured_outputs", R"({"choice":["a"]})"}, {"prompt_logprobs", "1"}};
+  for (const auto& [key, value] : fields) {
+    for (bool chat : {false, true}) {
+      const std::string body = std::string(chat ? R"({"messages":[{"role":"user","content":"hi"}],)" : R"({"prompt":"hi",)") +
+                               "\"" + key + "\":" + value + "}";
+      try {
+        parse_completion_request(body, chat);
+        ADD_FAILURE() << key << " was accepted";
+      } catch (const ApiError& e) {
+        EXPECT_EQ(e.status(), 400);
+        EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+      }
+    }
+  }
+  // A null is the field's absence, as for every optional field.
+  EXPECT_NO_THROW(parse_completion_request(R"({"prompt":"hi","guided_json":null})", false));
 }
 
 TEST(OpenAiRequest, DeepBodiesAre400NamingTheLimit) {
