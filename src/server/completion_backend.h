@@ -1,14 +1,15 @@
 // CompletionBackend: what the HTTP layer needs from whatever generates tokens.
 // ServingEngine is adapted to it (engine_backend.h), the --dp router combines
 // several (replica_set_backend.h), and tests script one without a model. The
-// request, event and metrics types are the serving engine's own.
+// request, event and metrics types are the serving engine's own
+// (engine/serving_api.h, which pulls in no compute headers).
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "engine/serving_engine.h"
+#include "engine/serving_api.h"
 
 namespace parallm {
 

@@ -29,7 +29,7 @@
 #include <functional>
 #include <mutex>
 
-#include "engine/serving_engine.h"
+#include "engine/serving_api.h"
 #include "server/http_server.h"
 
 namespace parallm {
