@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "hwmetrics/hardware_metrics.h"
 #include "net/http_core.h"
 #include "server/access_log.h"
 #include "server/active_requests.h"
@@ -284,7 +285,9 @@ void HttpServer::Impl::serve_route(const Route& route, const std::string& model_
         m = r->backend->metrics();
         devices = r->backend->device_stats();
       }
-      res->set_content(metrics.render(m, devices), "text/plain; version=0.0.4");
+      std::string text = metrics.render(m, devices);
+      hwmetrics::append_hardware_metrics(&text);  // GPUs, host, process (src/hwmetrics/)
+      res->set_content(std::move(text), "text/plain; version=0.0.4");
       return;
     }
     default:
