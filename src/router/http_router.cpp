@@ -105,7 +105,10 @@ HttpRouter::HttpRouter(const HttpRouterOptions& options) : options_(options) {
     try {
       b->url = loadtest::parse_http_url(text);
     } catch (const std::exception& e) {
-      throw InputError("--backend '" + text + "': " + e.what());
+      std::string why = e.what();
+      const std::string echo = "--url '" + text + "' ";  // loadtest's wording names its own flag
+      if (why.rfind(echo, 0) == 0) why = why.substr(echo.size());
+      throw InputError("--backend '" + text + "': " + why);
     }
     if (!seen.insert(b->url.to_string()).second) throw InputError("--backend '" + text + "' is given twice");
     std::string error;
