@@ -19,7 +19,10 @@ double now_s() {
 // Hop-by-hop headers (RFC 9110 §7.6.1) and those the router writes itself.
 bool dropped_header(std::string_view name) {
   static const char* const kDropped[] = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade",
-                                         "trailer", "host", "content-length", "expect"};
+                                         "trailer", "host", "content-length", "expect",
+                                         // Only Content-Type of the answer comes back, so a
+                                         // compressed body would reach the client unlabelled.
+                                         "accept-encoding"};
   for (const char* d : kDropped)
     if (net::header_name_equal(name, d)) return true;
   return name.size() >= 6 && net::header_name_equal(name.substr(0, 6), "proxy-");

@@ -100,8 +100,9 @@ class ScriptedBackend {
       return;
     }
     net::HttpResponse r;
-    r.set_content(R"({"backend":")" + name_ + R"(","auth":")" + std::string(req.header("authorization")) + "\"}",
-                  "application/json");
+    nlohmann::json answer = {{"backend", name_}, {"auth", req.header("authorization")}, {"path", req.path},
+                             {"trace", req.header("x-trace")}, {"encoding", req.header("accept-encoding")}};
+    r.set_content(answer.dump(), "application/json");
     completions++;
     ex->respond(r);
   }
@@ -277,8 +278,14 @@ TEST(HttpRouter, RoutesAndErrors) {
   const Reply ok = rig.post(completion(false), "Authorization: Bearer sekret\r\nX-Trace: 7\r\n");
   EXPECT_EQ(ok.status, 200);
   EXPECT_EQ(nlohmann::json::parse(ok.body)["auth"], "");  // the router's key is not forwarded
-  const Reply err = rig.post("{\"prompt\": 1}", "Authorization: Bearer sekret\r\n");
-  EXPECT_EQ(err.status, 200);
+  const Reply chat = send(rig.client, rig.port, "POST", "/v1/chat/completions",
+                          R"({"messages": [{"role": "user", "content": "hi"}]})",
+                          "Authorization: Bearer sekret\r\nAccept-Encoding: gzip\r\n")
+                         .get();
+  EXPECT_EQ(chat.status, 200);
+  EXPECT_EQ(nlohmann::json::parse(chat.body)["path"], "/v1/chat/completions");
+  EXPECT_EQ(nlohmann::json::parse(chat.body)["encoding"], "");  // not forwarded
+  EXPECT_EQ(nlohmann::json::parse(ok.body)["trace"], "7");    // other headers are forwarded
 }
 
 TEST(HttpRouter, NoHealthyBackendIs503) {
