@@ -18,8 +18,8 @@ double now_s() {
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) and those the router writes itself.
 bool dropped_header(std::string_view name) {
-  static const char* const kDropped[] = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade",
-                                         "trailer", "host", "content-length", "expect",
+  static const char* const kDropped[] = {"connection", "keep-alive", "transfer-encoding", "te",
+                                         "upgrade", "trailer", "host", "content-length", "expect",
                                          // Only Content-Type of the answer comes back, so a
                                          // compressed body would reach the client unlabelled.
                                          "accept-encoding"};
@@ -60,7 +60,8 @@ int64_t estimate_tokens(const std::string& body, int64_t default_max_tokens) {
 }  // namespace
 
 std::string router_error_json(int status, const std::string& message) {
-  nlohmann::json j = {{"error", {{"message", message}, {"type", error_type(status)}, {"code", status}}}};
+  nlohmann::json j = {
+      {"error", {{"message", message}, {"type", error_type(status)}, {"code", status}}}};
   return j.dump();
 }
 
@@ -100,7 +101,8 @@ struct HttpRouter::Forward {
 };
 
 HttpRouter::HttpRouter(const HttpRouterOptions& options) : options_(options) {
-  if (options_.backends.empty()) throw InputError("parallm router: give at least one --backend URL");
+  if (options_.backends.empty())
+    throw InputError("parallm router: give at least one --backend URL");
   std::set<std::string> seen;
   for (const std::string& text : options_.backends) {
     auto b = std::make_unique<Backend>();
@@ -113,9 +115,11 @@ HttpRouter::HttpRouter(const HttpRouterOptions& options) : options_(options) {
       if (why.rfind(echo, 0) == 0) why = why.substr(echo.size());
       throw InputError("--backend '" + text + "': " + why);
     }
-    if (!seen.insert(b->url.to_string()).second) throw InputError("--backend '" + text + "' is given twice");
+    if (!seen.insert(b->url.to_string()).second)
+      throw InputError("--backend '" + text + "' is given twice");
     std::string error;
-    if (!resolve_upstream(b->url.host, b->url.port, b->address, error)) throw InputError("--backend '" + text + "': " + error);
+    if (!resolve_upstream(b->url.host, b->url.port, b->address, error))
+      throw InputError("--backend '" + text + "': " + error);
     backends_.push_back(std::move(b));
   }
   loads_.resize(backends_.size());
@@ -202,9 +206,11 @@ void HttpRouter::health_loop() {
   }
 }
 
-std::string HttpRouter::build_request(const Backend& b, const std::string& method, const std::string& target,
-                                      const net::HttpHeaders& headers, const std::string& body) const {
-  std::string r = method + " " + b.url.base_path + target + " HTTP/1.1\r\nHost: " + b.url.authority() + "\r\n";
+std::string HttpRouter::build_request(const Backend& b, const std::string& method,
+                                      const std::string& target, const net::HttpHeaders& headers,
+                                      const std::string& body) const {
+  std::string r =
+      method + " " + b.url.base_path + target + " HTTP/1.1\r\nHost: " + b.url.authority() + "\r\n";
   for (const auto& [name, value] : headers) {
     if (dropped_header(name)) continue;
     // The router's own key is for the router; a backend has its own.
@@ -224,20 +230,24 @@ void HttpRouter::handle(const std::shared_ptr<net::HttpExchange>& ex) {
   const bool get_route = path == "/v1/models" || path == "/health" || path == "/metrics";
   if (!completion && !get_route) return ex->respond(error_response(404, "no route for " + path));
   const char* allow = completion ? "POST" : "GET, HEAD";
-  const bool method_ok = completion ? req.method == "POST" : (req.method == "GET" || req.method == "HEAD");
+  const bool method_ok =
+      completion ? req.method == "POST" : (req.method == "GET" || req.method == "HEAD");
   if (!method_ok) {
     auto r = error_response(405, req.method + " is not allowed on " + path);
     r.set_header("Allow", allow);
     return ex->respond(std::move(r));
   }
-  if (!options_.api_key.empty() && path.rfind("/v1/", 0) == 0 && req.header("authorization") != "Bearer " + options_.api_key)
-    return ex->respond(error_response(401, "missing or wrong API key (send Authorization: Bearer <key>)"));
+  if (!options_.api_key.empty() && path.rfind("/v1/", 0) == 0 &&
+      req.header("authorization") != "Bearer " + options_.api_key)
+    return ex->respond(
+        error_response(401, "missing or wrong API key (send Authorization: Bearer <key>)"));
   if (path == "/health") {
     bool any = false;
     for (auto& b : backends_) any = any || b->up.load();
     net::HttpResponse r;
     r.status = any ? 200 : 503;
-    r.set_content(any ? "{\"status\":\"ok\"}" : router_error_json(503, "no healthy backend"), "application/json");
+    r.set_content(any ? "{\"status\":\"ok\"}" : router_error_json(503, "no healthy backend"),
+                  "application/json");
     return ex->respond(std::move(r));
   }
   if (path == "/metrics") {
@@ -255,7 +265,8 @@ void HttpRouter::forward(const std::shared_ptr<net::HttpExchange>& ex) {
   f->method = ex->request().method;
   f->target = ex->request().target;
   f->tokens = estimate_tokens(ex->request().body, options_.default_max_tokens);
-  if (options_.policy == BackendPolicy::kPrefixAffinity) f->prefix_hash = fnv1a64(affinity_text(ex->request().body));
+  if (options_.policy == BackendPolicy::kPrefixAffinity)
+    f->prefix_hash = fnv1a64(affinity_text(ex->request().body));
   f->tried.assign(backends_.size(), false);
   std::weak_ptr<Forward> weak = f;
   ex->on_gone([this, weak] {
@@ -276,9 +287,15 @@ void HttpRouter::dispatch(const std::shared_ptr<Forward>& f) {
     for (size_t i = 0; i < loads.size(); ++i)
       if (f->tried[i]) loads[i].healthy = false;
     switch (options_.policy) {
-      case BackendPolicy::kRoundRobin: chosen = choose_round_robin(loads, cursor_); break;
-      case BackendPolicy::kLeastTokens: chosen = choose_least_tokens(loads, cursor_); break;
-      case BackendPolicy::kPrefixAffinity: chosen = choose_prefix_affinity(loads, f->prefix_hash, cursor_); break;
+      case BackendPolicy::kRoundRobin:
+        chosen = choose_round_robin(loads, cursor_);
+        break;
+      case BackendPolicy::kLeastTokens:
+        chosen = choose_least_tokens(loads, cursor_);
+        break;
+      case BackendPolicy::kPrefixAffinity:
+        chosen = choose_prefix_affinity(loads, f->prefix_hash, cursor_);
+        break;
     }
     if (chosen >= 0) {
       loads_[static_cast<size_t>(chosen)].outstanding_tokens += f->tokens;
@@ -287,8 +304,10 @@ void HttpRouter::dispatch(const std::shared_ptr<Forward>& f) {
   }
   std::lock_guard<std::mutex> lock(f->mu);
   if (chosen < 0) {
-    if (f->last_error.empty()) f->ex->respond(error_response(503, "no healthy backend"));
-    else f->ex->respond(error_response(502, "every backend failed; last: " + f->last_error));
+    if (f->last_error.empty())
+      f->ex->respond(error_response(503, "no healthy backend"));
+    else
+      f->ex->respond(error_response(502, "every backend failed; last: " + f->last_error));
     return;
   }
   if (f->gone) {
@@ -309,7 +328,8 @@ void HttpRouter::dispatch(const std::shared_ptr<Forward>& f) {
   }
   UpstreamCall call;
   call.address = b.address;
-  call.request = build_request(b, f->method, f->target, f->ex->request().headers, f->ex->request().body);
+  call.request =
+      build_request(b, f->method, f->target, f->ex->request().headers, f->ex->request().body);
   call.on_headers = [f](int status, const std::string& content_type) {
     std::lock_guard<std::mutex> lock(f->mu);
     f->status = status;
@@ -321,8 +341,10 @@ void HttpRouter::dispatch(const std::shared_ptr<Forward>& f) {
   };
   call.on_body = [f](std::string_view data) {
     std::lock_guard<std::mutex> lock(f->mu);
-    if (f->streaming) f->ex->write(data);  // as read: no buffering
-    else f->body.append(data);
+    if (f->streaming)
+      f->ex->write(data);  // as read: no buffering
+    else
+      f->body.append(data);
   };
   call.on_done = [this, f, chosen](const UpstreamResult& r) {
     Backend& b = *backends_[static_cast<size_t>(chosen)];
@@ -354,7 +376,8 @@ void HttpRouter::dispatch(const std::shared_ptr<Forward>& f) {
       } else {
         net::HttpResponse resp;
         resp.status = f->status;
-        resp.set_content(std::move(f->body), f->content_type.empty() ? "application/json" : f->content_type);
+        resp.set_content(std::move(f->body),
+                         f->content_type.empty() ? "application/json" : f->content_type);
         f->ex->respond(std::move(resp));
       }
       return;
@@ -389,7 +412,8 @@ void HttpRouter::list_models(const std::shared_ptr<net::HttpExchange>& ex) {
     std::set<std::string> ids;
     for (const auto& list : g.lists)
       for (const auto& m : list)
-        if (m.is_object() && m.contains("id") && m["id"].is_string() && ids.insert(m["id"].get<std::string>()).second)
+        if (m.is_object() && m.contains("id") && m["id"].is_string() &&
+            ids.insert(m["id"].get<std::string>()).second)
           data.push_back(m);
     net::HttpResponse r;
     r.set_content(nlohmann::json{{"object", "list"}, {"data", data}}.dump(), "application/json");
@@ -407,7 +431,8 @@ void HttpRouter::list_models(const std::shared_ptr<net::HttpExchange>& ex) {
       std::lock_guard<std::mutex> lock(g->mu);
       if (r.ok) {
         auto j = nlohmann::json::parse(*body, nullptr, false);
-        if (j.is_object() && j.contains("data") && j["data"].is_array()) g->lists.push_back(j["data"]);
+        if (j.is_object() && j.contains("data") && j["data"].is_array())
+          g->lists.push_back(j["data"]);
       }
       if (--g->waiting == 0) finish(*g);
     };
@@ -425,15 +450,20 @@ std::string HttpRouter::metrics_text() const {
     std::lock_guard<std::mutex> l(b->stats_mu);
     line("parallm:router_requests_total" + lbl(*b) + " " + std::to_string(b->requests_total));
   }
-  line("# HELP parallm:router_request_errors_total Attempts that failed in transport (connect, reset, early close).");
+  line(
+      "# HELP parallm:router_request_errors_total Attempts that failed in transport (connect, "
+      "reset, early close).");
   line("# TYPE parallm:router_request_errors_total counter");
   for (auto& b : backends_) {
     std::lock_guard<std::mutex> l(b->stats_mu);
     line("parallm:router_request_errors_total" + lbl(*b) + " " + std::to_string(b->errors_total));
   }
-  line("# HELP parallm:router_backend_up 1 while the backend is routed to (its /health answers 200).");
+  line(
+      "# HELP parallm:router_backend_up 1 while the backend is routed to (its /health answers "
+      "200).");
   line("# TYPE parallm:router_backend_up gauge");
-  for (auto& b : backends_) line("parallm:router_backend_up" + lbl(*b) + " " + (b->up.load() ? "1" : "0"));
+  for (auto& b : backends_)
+    line("parallm:router_backend_up" + lbl(*b) + " " + (b->up.load() ? "1" : "0"));
   line("# HELP parallm:router_in_flight Requests forwarded to the backend and not yet answered.");
   line("# TYPE parallm:router_in_flight gauge");
   for (auto& b : backends_) {
@@ -447,15 +477,16 @@ std::string HttpRouter::metrics_text() const {
     for (size_t k = 0; k < std::size(kRouterLatencyBuckets); ++k) {
       char le[32];
       std::snprintf(le, sizeof le, "%g", kRouterLatencyBuckets[k]);
-      line("parallm:router_request_duration_seconds_bucket{backend=\"" + b->label + "\",le=\"" + le + "\"} " +
-           std::to_string(b->bucket_counts[k]));
+      line("parallm:router_request_duration_seconds_bucket{backend=\"" + b->label + "\",le=\"" +
+           le + "\"} " + std::to_string(b->bucket_counts[k]));
     }
-    line("parallm:router_request_duration_seconds_bucket{backend=\"" + b->label + "\",le=\"+Inf\"} " +
-         std::to_string(b->duration_count));
+    line("parallm:router_request_duration_seconds_bucket{backend=\"" + b->label +
+         "\",le=\"+Inf\"} " + std::to_string(b->duration_count));
     char sum[64];
     std::snprintf(sum, sizeof sum, "%.6f", b->duration_sum_s);
     line("parallm:router_request_duration_seconds_sum" + lbl(*b) + " " + sum);
-    line("parallm:router_request_duration_seconds_count" + lbl(*b) + " " + std::to_string(b->duration_count));
+    line("parallm:router_request_duration_seconds_count" + lbl(*b) + " " +
+         std::to_string(b->duration_count));
   }
   return out;
 }

@@ -40,7 +40,8 @@ struct HttpRouterOptions {
 };
 
 // Upper bounds (seconds) of the per-backend latency histogram.
-inline constexpr double kRouterLatencyBuckets[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+inline constexpr double kRouterLatencyBuckets[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                                   2.5,  5,     10,   30,  60,   120};
 
 class HttpRouter {
  public:
@@ -48,8 +49,8 @@ class HttpRouter {
   explicit HttpRouter(const HttpRouterOptions& options);
   ~HttpRouter();
 
-  int bind();   // the port
-  void start(); // first health round (≤ health_timeout_s), then serving
+  int bind();    // the port
+  void start();  // first health round (≤ health_timeout_s), then serving
   void stop();
 
   int n_backends() const { return static_cast<int>(backends_.size()); }

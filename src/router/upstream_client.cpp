@@ -109,7 +109,8 @@ struct UpstreamClient::Loop {
     const int one = 1;
     setsockopt(ref.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     const int rc = ::connect(ref.fd, sa, ref.call.address.len);
-    if (rc < 0 && errno != EINPROGRESS) return fail(ref, std::string("connect: ") + std::strerror(errno), true);
+    if (rc < 0 && errno != EINPROGRESS)
+      return fail(ref, std::string("connect: ") + std::strerror(errno), true);
     epoll_event ev{};
     ev.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
     ev.data.u64 = id;
@@ -125,7 +126,8 @@ struct UpstreamClient::Loop {
       c.connected = true;
     }
     while (c.written < c.call.request.size()) {
-      const ssize_t n = ::send(c.fd, c.call.request.data() + c.written, c.call.request.size() - c.written, MSG_NOSIGNAL);
+      const ssize_t n = ::send(c.fd, c.call.request.data() + c.written,
+                               c.call.request.size() - c.written, MSG_NOSIGNAL);
       if (n > 0) {
         c.written += static_cast<size_t>(n);
         continue;
@@ -235,7 +237,9 @@ struct UpstreamClient::Loop {
         last_sweep = t;
         std::vector<uint64_t> late;
         for (auto& [id, c] : conns)
-          if ((!c->connected && t > c->connect_deadline_s) || (c->deadline_s > 0 && t > c->deadline_s)) late.push_back(id);
+          if ((!c->connected && t > c->connect_deadline_s) ||
+              (c->deadline_s > 0 && t > c->deadline_s))
+            late.push_back(id);
         for (uint64_t id : late) {
           auto it = conns.find(id);
           if (it == conns.end()) continue;

@@ -29,18 +29,18 @@ struct UpstreamAddress {
 bool resolve_upstream(const std::string& host, int port, UpstreamAddress& out, std::string& error);
 
 struct UpstreamResult {
-  bool ok = false;            // a complete response was read
-  bool cancelled = false;     // cancel() ended it
-  bool got_headers = false;   // the status line and headers arrived
+  bool ok = false;           // a complete response was read
+  bool cancelled = false;    // cancel() ended it
+  bool got_headers = false;  // the status line and headers arrived
   bool connect_failed = false;
-  std::string error;          // when !ok
+  std::string error;  // when !ok
 };
 
 struct UpstreamCall {
   UpstreamAddress address;
-  std::string request;        // the whole request, bytes as sent
+  std::string request;  // the whole request, bytes as sent
   double connect_timeout_s = 2;
-  double timeout_s = 0;       // whole exchange; 0 = none (generations may be long)
+  double timeout_s = 0;  // whole exchange; 0 = none (generations may be long)
   std::function<void(int status, const std::string& content_type)> on_headers;
   std::function<void(std::string_view body)> on_body;
   std::function<void(const UpstreamResult&)> on_done;  // exactly once

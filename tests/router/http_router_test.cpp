@@ -83,7 +83,8 @@ class ScriptedBackend {
     }
     if (req.path == "/v1/models") {
       net::HttpResponse r;
-      r.set_content(R"({"object":"list","data":[{"id":"model-)" + name_ + R"("},{"id":"shared"}]})", "application/json");
+      r.set_content(R"({"object":"list","data":[{"id":"model-)" + name_ + R"("},{"id":"shared"}]})",
+                    "application/json");
       return ex->respond(r);
     }
     received++;
@@ -100,8 +101,11 @@ class ScriptedBackend {
       return;
     }
     net::HttpResponse r;
-    nlohmann::json answer = {{"backend", name_}, {"auth", req.header("authorization")}, {"path", req.path},
-                             {"trace", req.header("x-trace")}, {"encoding", req.header("accept-encoding")}};
+    nlohmann::json answer = {{"backend", name_},
+                             {"auth", req.header("authorization")},
+                             {"path", req.path},
+                             {"trace", req.header("x-trace")},
+                             {"encoding", req.header("accept-encoding")}};
     r.set_content(answer.dump(), "application/json");
     completions++;
     ex->respond(r);
@@ -145,16 +149,18 @@ struct Reply {
 };
 
 // A client request to the router through an UpstreamClient.
-std::future<Reply> send(UpstreamClient& client, int port, const std::string& method, const std::string& path,
-                        const std::string& body = "", const std::string& extra_headers = "") {
+std::future<Reply> send(UpstreamClient& client, int port, const std::string& method,
+                        const std::string& path, const std::string& body = "",
+                        const std::string& extra_headers = "") {
   auto promise = std::make_shared<std::promise<Reply>>();
   auto reply = std::make_shared<Reply>();
   UpstreamCall call;
   std::string error;
   PARALLM_CHECK(resolve_upstream("127.0.0.1", port, call.address, error));
-  call.request = method + " " + path + " HTTP/1.1\r\nHost: x\r\n" + extra_headers +
-                 "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-                 "\r\nConnection: close\r\n\r\n" + body;
+  call.request =
+      method + " " + path + " HTTP/1.1\r\nHost: x\r\n" + extra_headers +
+      "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\nConnection: close\r\n\r\n" + body;
   call.timeout_s = 30;
   call.on_headers = [reply](int status, const std::string&) { reply->status = status; };
   call.on_body = [reply](std::string_view d) { reply->body.append(d); };
@@ -168,7 +174,8 @@ std::future<Reply> send(UpstreamClient& client, int port, const std::string& met
 }
 
 std::string completion(bool stream, const std::string& prompt = "hello") {
-  return nlohmann::json{{"model", "m"}, {"prompt", prompt}, {"max_tokens", 8}, {"stream", stream}}.dump();
+  return nlohmann::json{{"model", "m"}, {"prompt", prompt}, {"max_tokens", 8}, {"stream", stream}}
+      .dump();
 }
 
 std::string script(const std::string& name, int n) {
@@ -199,7 +206,9 @@ struct Rig {
     router->start();
   }
   ~Rig() { router->stop(); }
-  Reply get(const std::string& path, const std::string& headers = "") { return send(client, port, "GET", path, "", headers).get(); }
+  Reply get(const std::string& path, const std::string& headers = "") {
+    return send(client, port, "GET", path, "", headers).get();
+  }
   Reply post(const std::string& body, const std::string& headers = "") {
     return send(client, port, "POST", "/v1/completions", body, headers).get();
   }
@@ -232,8 +241,10 @@ TEST(HttpRouter, BadBackendUrlsAreInputErrors) {
 TEST(HttpRouter, RoundRobinSpreadsAndPassesAnswersThrough) {
   Rig rig(BackendPolicy::kRoundRobin);
   std::vector<std::future<Reply>> whole, streamed;
-  for (int i = 0; i < 30; ++i) whole.push_back(send(rig.client, rig.port, "POST", "/v1/completions", completion(false)));
-  for (int i = 0; i < 30; ++i) streamed.push_back(send(rig.client, rig.port, "POST", "/v1/completions", completion(true)));
+  for (int i = 0; i < 30; ++i)
+    whole.push_back(send(rig.client, rig.port, "POST", "/v1/completions", completion(false)));
+  for (int i = 0; i < 30; ++i)
+    streamed.push_back(send(rig.client, rig.port, "POST", "/v1/completions", completion(true)));
   std::map<std::string, int> by_backend;
   for (auto& f : whole) {
     const Reply r = f.get();
@@ -253,18 +264,23 @@ TEST(HttpRouter, RoundRobinSpreadsAndPassesAnswersThrough) {
   // The router's counters agree with the backends'.
   const std::string m = rig.get("/metrics").body;
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(metric(m, "parallm:router_requests_total{backend=\"" + rig.backends[i]->url() + "\"}"),
-              rig.backends[i]->completions.load());
-    EXPECT_EQ(metric(m, "parallm:router_backend_up{backend=\"" + rig.backends[i]->url() + "\"}"), 1);
+    EXPECT_EQ(
+        metric(m, "parallm:router_requests_total{backend=\"" + rig.backends[i]->url() + "\"}"),
+        rig.backends[i]->completions.load());
+    EXPECT_EQ(metric(m, "parallm:router_backend_up{backend=\"" + rig.backends[i]->url() + "\"}"),
+              1);
     EXPECT_EQ(metric(m, "parallm:router_in_flight{backend=\"" + rig.backends[i]->url() + "\"}"), 0);
-    EXPECT_EQ(metric(m, "parallm:router_request_duration_seconds_count{backend=\"" + rig.backends[i]->url() + "\"}"), 20);
+    EXPECT_EQ(metric(m, "parallm:router_request_duration_seconds_count{backend=\"" +
+                            rig.backends[i]->url() + "\"}"),
+              20);
   }
 }
 
 TEST(HttpRouter, RoutesAndErrors) {
   Rig rig(BackendPolicy::kLeastTokens, 3, "sekret");
   EXPECT_EQ(rig.get("/health").status, 200);
-  const auto models = nlohmann::json::parse(rig.get("/v1/models", "Authorization: Bearer sekret\r\n").body);
+  const auto models =
+      nlohmann::json::parse(rig.get("/v1/models", "Authorization: Bearer sekret\r\n").body);
   std::set<std::string> ids;
   for (const auto& m : models["data"]) ids.insert(m["id"]);
   EXPECT_EQ(ids, (std::set<std::string>{"model-b0", "model-b1", "model-b2", "shared"}));
@@ -285,7 +301,7 @@ TEST(HttpRouter, RoutesAndErrors) {
   EXPECT_EQ(chat.status, 200);
   EXPECT_EQ(nlohmann::json::parse(chat.body)["path"], "/v1/chat/completions");
   EXPECT_EQ(nlohmann::json::parse(chat.body)["encoding"], "");  // not forwarded
-  EXPECT_EQ(nlohmann::json::parse(ok.body)["trace"], "7");    // other headers are forwarded
+  EXPECT_EQ(nlohmann::json::parse(ok.body)["trace"], "7");      // other headers are forwarded
 }
 
 TEST(HttpRouter, NoHealthyBackendIs503) {
@@ -307,7 +323,9 @@ TEST(HttpRouter, DeadBackendIsRetriedEjectedAndReadmitted) {
   const int dead_port = rig.backends[1]->port();
   rig.backends[1]->stop();  // connection refused, before the health check notices
   std::vector<std::future<Reply>> replies;
-  for (int i = 0; i < 30; ++i) replies.push_back(send(rig.client, rig.port, "POST", "/v1/completions", completion(i % 2 == 0)));
+  for (int i = 0; i < 30; ++i)
+    replies.push_back(
+        send(rig.client, rig.port, "POST", "/v1/completions", completion(i % 2 == 0)));
   for (auto& f : replies) {
     const Reply r = f.get();
     EXPECT_TRUE(r.ok) << r.error;
@@ -325,8 +343,10 @@ TEST(HttpRouter, BackendDyingMidStreamEndsWithAnErrorEvent) {
   Rig rig(BackendPolicy::kRoundRobin, 2);
   for (auto& b : rig.backends) b->n_events = 200;  // ~1 s streams
   std::vector<std::future<Reply>> replies;
-  for (int i = 0; i < 10; ++i) replies.push_back(send(rig.client, rig.port, "POST", "/v1/completions", completion(true)));
-  ASSERT_TRUE(wait_for([&] { return rig.backends[0]->received.load() + rig.backends[1]->received.load() == 10; }));
+  for (int i = 0; i < 10; ++i)
+    replies.push_back(send(rig.client, rig.port, "POST", "/v1/completions", completion(true)));
+  ASSERT_TRUE(wait_for(
+      [&] { return rig.backends[0]->received.load() + rig.backends[1]->received.load() == 10; }));
   std::this_thread::sleep_for(100ms);
   rig.backends[0]->stop();
   int cut = 0, whole = 0;
@@ -335,8 +355,10 @@ TEST(HttpRouter, BackendDyingMidStreamEndsWithAnErrorEvent) {
     ASSERT_TRUE(r.ok) << r.error;  // every client gets a complete answer
     ASSERT_EQ(r.status, 200);
     EXPECT_EQ(r.body.substr(r.body.size() - 14), "data: [DONE]\n\n");
-    if (r.body.find("\"error\"") != std::string::npos) cut++;
-    else whole++;
+    if (r.body.find("\"error\"") != std::string::npos)
+      cut++;
+    else
+      whole++;
   }
   EXPECT_EQ(cut, 5);
   EXPECT_EQ(whole, 5);
@@ -351,7 +373,9 @@ TEST(HttpRouter, ClientLeavingClosesTheUpstream) {
   std::string error;
   ASSERT_TRUE(resolve_upstream("127.0.0.1", rig.port, call.address, error));
   const std::string body = completion(true);
-  call.request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  call.request =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
   std::atomic<int> bytes{0};
   call.on_body = [&bytes](std::string_view d) { bytes += static_cast<int>(d.size()); };
   const uint64_t id = rig.client.submit(std::move(call));
@@ -384,11 +408,13 @@ TEST(HttpRouter, AThousandOpenStreams) {
   for (auto& b : rig.backends) b->n_events = 40;  // ~200 ms each: all open at once
   constexpr int kStreams = 1000;
   std::vector<std::future<Reply>> replies;
-  for (int i = 0; i < kStreams; ++i) replies.push_back(send(rig.client, rig.port, "POST", "/v1/completions", completion(true)));
+  for (int i = 0; i < kStreams; ++i)
+    replies.push_back(send(rig.client, rig.port, "POST", "/v1/completions", completion(true)));
   int done = 0;
   for (auto& f : replies) {
     const Reply r = f.get();
-    if (r.ok && r.status == 200 && r.body.size() > 14 && r.body.substr(r.body.size() - 14) == "data: [DONE]\n\n" &&
+    if (r.ok && r.status == 200 && r.body.size() > 14 &&
+        r.body.substr(r.body.size() - 14) == "data: [DONE]\n\n" &&
         r.body.find("error") == std::string::npos)
       done++;
   }
