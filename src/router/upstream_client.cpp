@@ -31,8 +31,16 @@ bool resolve_upstream(const std::string& host, int port, UpstreamAddress& out, s
     error = "cannot resolve '" + host + "': " + gai_strerror(rc);
     return false;
   }
-  std::memcpy(&out.addr, res->ai_addr, res->ai_addrlen);
-  out.len = res->ai_addrlen;
+  // NOTE: IPv4 first: "localhost" often resolves to ::1 first while servers
+  // (parallm serve's default included) listen on 127.0.0.1 only.
+  const addrinfo* pick = res;
+  for (const addrinfo* a = res; a != nullptr; a = a->ai_next)
+    if (a->ai_family == AF_INET) {
+      pick = a;
+      break;
+    }
+  std::memcpy(&out.addr, pick->ai_addr, pick->ai_addrlen);
+  out.len = pick->ai_addrlen;
   freeaddrinfo(res);
   return true;
 }
