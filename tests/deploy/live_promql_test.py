@@ -6,7 +6,8 @@ temp folder), sends a short load (36 completions, a third streamed, and 4 bad re
 Prometheus has scraped the end of it, then asks /api/v1/query for:
 - every target of every panel of deploy/grafana/parallm.json, with the template variables replaced
   ($__rate_interval -> 1m, $instance -> .*): each must return data. Expressions over parallm:gpu_*
-  are skipped with the reason when the scrape has no parallm:gpu_ series (they need NVML and a GPU);
+  are skipped with the reason when the scrape has no parallm:gpu_ series but parallm:gpu_metrics_available
+  (they need NVML and a GPU);
 - every alert expression: each must evaluate without error; and /api/v1/rules must show every rule
   evaluated with health "ok".
 It also runs deploy/parallm-healthcheck (the containers' health check) against the server and a closed port.
@@ -225,7 +226,8 @@ class LivePromql(unittest.TestCase):
                     time.sleep(0.25)
                 time.sleep(2.5)
 
-                _, r = query('{__name__=~"parallm:gpu_.+"}')
+                # serve always says whether it reads GPUs (parallm:gpu_metrics_available 0 without NVML).
+                _, r = query('{__name__=~"parallm:gpu_.+", __name__!="parallm:gpu_metrics_available"}')
                 have_gpu = bool(r["data"]["result"])
                 checked, skipped = 0, []
                 for title, raw in panel_targets(dash):
