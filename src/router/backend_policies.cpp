@@ -1,5 +1,6 @@
 // Router policies over HTTP backends (see backend_policies.h).
 #include "router/backend_policies.h"
+#include "util/json_parse.h"
 
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -102,8 +103,10 @@ int choose_prefix_affinity(const std::vector<ReplicaLoad>& loads, uint64_t prefi
 }
 
 std::string affinity_text(std::string_view body, size_t n_chars) {
-  const auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return "";
+  // A client's body: bounded like the server's (util/json_parse.h).
+  const auto parsed = try_parse_json<nlohmann::json>(body, JsonLimits{kRequestJsonDepth, kRequestJsonMembers});
+  if (!parsed || !parsed->is_object()) return "";
+  const nlohmann::json& j = *parsed;
   std::string text;
   if (auto it = j.find("prompt"); it != j.end()) {
     if (it->is_string())

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "util/check.h"
+#include "util/json_parse.h"
 
 namespace parallm {
 
@@ -49,10 +50,16 @@ std::string sse_error(const std::string& message) {
 
 int64_t estimate_tokens(const std::string& body, int64_t default_max_tokens) {
   int64_t out = default_max_tokens;
-  const auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_object()) {
-    for (const char* key : {"max_tokens", "max_completion_tokens"})
-      if (auto it = j.find(key); it != j.end() && it->is_number_integer()) out = it->get<int64_t>();
+  // A client's body: bounded like the server's (util/json_parse.h).
+  const auto parsed = try_parse_json<nlohmann::json>(body, JsonLimits{kRequestJsonDepth, kRequestJsonMembers});
+  if (parsed && parsed->is_object()) {
+    const nlohmann::json& j = *parsed;
+    for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+      auto it = j.find(key);
+      if (it == j.end() || !it->is_number_integer()) continue;
+      const int64_t v = it->is_number_unsigned() && it->get<uint64_t>() > (1u << 24) ? -1 : it->get<int64_t>();
+      if (v >= 0 && v <= (1 << 24)) out = v;  // the backend refuses anything past that anyway
+    }
   }
   return static_cast<int64_t>(body.size() / 4) + out;  // NOTE: no tokenizer here: ~4 bytes a token
 }
@@ -430,9 +437,8 @@ void HttpRouter::list_models(const std::shared_ptr<net::HttpExchange>& ex) {
     call.on_done = [g, body, finish](const UpstreamResult& r) {
       std::lock_guard<std::mutex> lock(g->mu);
       if (r.ok) {
-        auto j = nlohmann::json::parse(*body, nullptr, false);
-        if (j.is_object() && j.contains("data") && j["data"].is_array())
-          g->lists.push_back(j["data"]);
+        auto j = try_parse_json<nlohmann::json>(*body, JsonLimits{kRequestJsonDepth});  // a backend's answer
+        if (j && j->is_object() && j->contains("data") && (*j)["data"].is_array()) g->lists.push_back((*j)["data"]);
       }
       if (--g->waiting == 0) finish(*g);
     };

@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "util/check.h"
+#include "util/json_parse.h"
 
 namespace parallm {
 namespace {
@@ -58,9 +59,9 @@ std::vector<std::string> OriginPolicy::parse_list(const std::string& option, con
   std::vector<std::string> out;
   const size_t b = value.find_first_not_of(" \t");
   if (b != std::string::npos && value[b] == '[') {
-    const nlohmann::json j = nlohmann::json::parse(value, nullptr, false);
-    if (j.is_discarded() || !j.is_array()) throw InputError(option + " must be a JSON list of strings or comma-separated names");
-    for (const auto& e : j) {
+    const auto j = try_parse_json<nlohmann::json>(value, JsonLimits{kFileJsonDepth});
+    if (!j || !j->is_array()) throw InputError(option + " must be a JSON list of strings or comma-separated names");
+    for (const auto& e : *j) {
       if (!e.is_string()) throw InputError(option + " must be a JSON list of strings or comma-separated names");
       out.push_back(e.get<std::string>());
     }
