@@ -27,6 +27,9 @@ import unittest
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from serve_process import ServeProcess  # noqa: E402
+
 ARGS = None
 TMP = None
 MODEL = None  # ../shared/models/stories260K/stories260K.gguf
@@ -45,55 +48,11 @@ def assert_english(test, text):
     test.assertGreaterEqual(len(words & COMMON_WORDS), 3, f"too few common words in {text!r}")
 
 
-class Server:
+class Server(ServeProcess):
     """One `parallm serve` child process; close() always stops it."""
 
     def __init__(self, args, start_timeout_s=120, env=None):
-        self.log_path = os.path.join(TMP, f"serve_{time.monotonic_ns()}.log")
-        self.log = open(self.log_path, "wb")
-        cmd = [ARGS.binary, "serve", *args, "--host", "127.0.0.1", "--port", "0"]
-        self.cmd = " ".join(cmd)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, stdin=subprocess.DEVNULL, env=env)
-        self.port = 0
-        try:
-            self._wait_ready(time.monotonic() + start_timeout_s)
-        except BaseException:
-            self.close()
-            raise
-
-    def log_text(self):
-        with open(self.log_path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-
-    def _wait_ready(self, deadline):
-        while self.port == 0:
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.log_text())
-            if m:
-                self.port = int(m.group(1))
-                break
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{self.cmd} did not start:\n{self.log_text()[-3000:]}")
-            time.sleep(0.05)
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{self.cmd} never became healthy:\n{self.log_text()[-3000:]}")
-            time.sleep(0.05)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
-        self.log.close()
+        super().__init__(ARGS.binary, args, TMP, start_timeout_s, env=env)
 
     def request(self, method, path, body=None):
         """(status, JSON body)."""

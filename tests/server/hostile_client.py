@@ -10,48 +10,22 @@ import re
 import selectors
 import signal
 import socket
-import subprocess
+import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from serve_process import ServeProcess  # noqa: E402
 
 STATUS_LINE = re.compile(rb"HTTP/\d\.\d (\d{3})")
 
 
-class Server:
-    """One `parallm serve` child process (stories260K, one thread, a 256-token context); close() kills it."""
+class Server(ServeProcess):
+    """`parallm serve` on a model with one thread, a 256-token context and 256 MiB (tests/common/serve_process.py),
+    plus raw-socket helpers that never hang."""
 
     def __init__(self, binary, model, log_dir, extra=(), start_timeout_s=60, launcher=(), max_model_len=256):
-        self.log_path = os.path.join(log_dir, f"serve_{time.monotonic_ns()}.log")
-        self.log = open(self.log_path, "wb")
-        self.cmd = [*launcher, binary, "serve", "--model", model, "--host", "127.0.0.1", "--port", "0",
-                    "--threads", "1", "--max-model-len", str(max_model_len), "--device-memory", "256M", *extra]
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self.log, stdin=subprocess.DEVNULL)
-        self.port = 0
-        try:
-            self._wait_ready(time.monotonic() + start_timeout_s)
-        except BaseException:
-            self.close()
-            raise
-
-    def log_text(self):
-        with open(self.log_path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-
-    def _wait_ready(self, deadline):
-        while self.port == 0:
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.log_text())
-            if m:
-                self.port = int(m.group(1))
-                break
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{' '.join(self.cmd)} did not start:\n{self.log_text()[-3000:]}")
-            time.sleep(0.05)
-        while self.health(timeout_s=2) != 200:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{' '.join(self.cmd)} never became healthy:\n{self.log_text()[-3000:]}")
-            time.sleep(0.05)
-
-    def alive(self):
-        return self.proc.poll() is None
+        super().__init__(binary, ["--model", model, "--threads", "1", "--max-model-len", str(max_model_len),
+                                  "--device-memory", "256M", *extra], log_dir, start_timeout_s, launcher)
 
     def health(self, timeout_s=2.0):
         """The status of GET /health, or None (no answer in time)."""
@@ -63,16 +37,6 @@ class Server:
 
     def post(self, path, body, timeout_s=5.0, headers=()):
         return exchange(self.port, request("POST", path, body, headers=headers), timeout_s, full=True)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.log.close()
 
 
 def request(method, path, body=None, headers=(), keep_alive=False):
