@@ -1,7 +1,8 @@
 // `parallm plan`: the deployment planner (planner/). This file only turns
 // flags into a PlanRequest, resolves the hardware (catalog, saved topology,
 // or this machine), runs --calibrate (plan_calibrate.cpp measures, this file
-// saves and prints) and prints the plan as text or JSON.
+// saves and prints) and prints the plan as text or JSON; with --emit it also
+// writes the deployment files (planner/deploy_emit.h builds them) into --out.
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "plan_calibrate.h"
 #include "core/dtype.h"
 #include "planner/calibration.h"
+#include "planner/deploy_emit.h"
 #include "planner/model_catalog.h"
 #include "planner/model_source.h"
 #include "planner/plan_output.h"
@@ -28,6 +30,7 @@ using namespace parallm::planner;
 
 struct PlanFlags {
   std::string model, weights, kv_dtype = "auto", gpu, interconnect, topology, calibration_path;
+  std::string emit, out, engine;
   int gpus = 1, nodes = 1, tp = 0, pp = 0, dp = 0, ep = 0, threads = 0;
   int64_t input_len = 1024, output_len = 256, max_model_len = 0, max_num_seqs = 256, max_batched = 8192;
   double concurrency = 0, qps = 0, ttft_slo = 0, tpot_slo = 0, price = 0, headroom = 1.3, peak_conc = 0,
@@ -71,8 +74,40 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+// Checked before planning, so a bad flag costs no planning time.
+void check_emit_flags(const PlanFlags& f) {
+  if (f.emit.empty()) {
+    if (!f.out.empty() || !f.engine.empty()) throw InputError("--out and --engine go with --emit k8s|compose|systemd");
+    return;
+  }
+  (void)parse_emit_kind(f.emit);
+  if (!f.engine.empty()) check_engine(f.engine);
+  if (f.out.empty()) throw InputError("--emit " + f.emit + " needs --out DIR (the folder to write the files into)");
+}
+
+void write_deployment_files(const Plan& plan, const PlanFlags& f) {
+  EmitOptions o;
+  if (!f.engine.empty()) o.engine = f.engine;
+  const std::vector<EmittedFile> files = emit_deployment(plan, parse_emit_kind(f.emit), o);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(f.out, ec);
+  if (ec || !fs::is_directory(f.out))
+    throw InputError("--out " + f.out + ": cannot create the folder" + (ec ? " (" + ec.message() + ")" : ""));
+  for (const auto& file : files) {
+    const fs::path path = fs::path(f.out) / file.name;
+    std::ofstream o_file(path, std::ios::binary | std::ios::trunc);
+    o_file << file.text;
+    o_file.close();
+    if (!o_file) throw InputError("--out " + f.out + ": cannot write " + path.string());
+  }
+  std::cerr << strfmt("Wrote %zu %s file(s) for the %s engine to %s\n", files.size(), f.emit.c_str(),
+                      o.engine.c_str(), f.out.c_str());
+}
+
 int run_plan(const PlanFlags& f) {
   if (f.calibrate) return run_calibrate(f);
+  check_emit_flags(f);
   if (f.model.empty()) throw InputError("--model is required (a catalog name, GGUF file, config.json or directory)");
   PlanRequest r;
   r.model = load_model_spec(f.model);
@@ -136,6 +171,7 @@ int run_plan(const PlanFlags& f) {
   Plan plan = make_plan(r);
   if (f.json) std::cout << plan_to_json(plan).dump(2) << "\n";
   else std::cout << plan_to_text(plan);
+  if (!f.emit.empty()) write_deployment_files(plan, f);
   return 0;
 }
 
@@ -174,6 +210,9 @@ const bool registered = register_command({"plan", "Plan a deployment: fits? whic
     sub.add_option("--max-num-seqs", f->max_num_seqs, "Scheduler limit of sequences per replica [256]");
     sub.add_option("--max-num-batched-tokens", f->max_batched, "Token budget per step [8192]");
     sub.add_flag("--json", f->json, "Print JSON (schema: docs/plan.md)");
+    sub.add_option("--emit", f->emit, "Write deployment files for the plan: k8s|compose|systemd (docs/plan.md)");
+    sub.add_option("--out", f->out, "Folder for the --emit files");
+    sub.add_option("--engine", f->engine, "Engine the --emit files run: parallm|vllm|sglang|trtllm|llamacpp [vllm]");
     return [f]() -> int { return run_plan(*f); };
   }});
 
