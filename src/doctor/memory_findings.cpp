@@ -41,7 +41,9 @@ std::vector<Finding> memory_findings(const planner::ModelSpec& model, const plan
                           : strfmt("%s weights do not fit on %s at tp=%d, pp=%d", model.name.c_str(),
                                    gpu.name.c_str(), layout.tp, layout.pp);
   f.fixes = {"load the weights in a smaller precision (bf16 → fp8 → int4; parallm: --dtype q8_0 / q4_0)",
-             "lower --max-model-len",
+             d.weights_fit && d.kv_capacity_tokens > 0
+                 ? strfmt("lower --max-model-len to at most %lld (what the KV pool holds)", (long long)d.kv_capacity_tokens)
+                 : std::string("lower --max-model-len"),
              "raise the memory-utilization cap (--memory-utilization / --gpu-memory-utilization)",
              "lower --max-num-seqs and --max-num-batched-tokens",
              "only then: more --tp / --pp, or a device with more memory (see `parallm plan`)"};
