@@ -9,14 +9,20 @@ namespace {
 enum class Engine { kVllm, kSglang, kParallm };
 
 // The troubleshooting order, spelled in the flags of the engine that printed the log.
-std::vector<std::string> oom_fixes(Engine e, const std::string& max_len_hint) {
+// `allocation_failed`: the CUDA allocator itself failed (other processes or the
+// CUDA context took what the cap assumed free): lower the cap. Otherwise the KV
+// pool came out too small under the cap: raise it.
+std::vector<std::string> oom_fixes(Engine e, const std::string& max_len_hint, bool allocation_failed = false) {
   std::vector<std::string> f;
   switch (e) {
     case Engine::kVllm:
       f.push_back("check the real load precision and weight size: a float32 checkpoint loads at 4 bytes per "
                   "parameter; load in bf16 (--dtype bfloat16), fp8 (--quantization fp8) or an int4 AWQ/GPTQ checkpoint");
       f.push_back("lower --max-model-len" + max_len_hint);
-      f.push_back("raise --gpu-memory-utilization (e.g. 0.95), after checking `nvidia-smi` for other processes on the GPU");
+      f.push_back(allocation_failed
+                      ? "lower --gpu-memory-utilization (e.g. 0.85): check `nvidia-smi` for other processes (monitoring "
+                        "agents, other CUDA contexts) holding memory outside vLLM's share"
+                      : "raise --gpu-memory-utilization (e.g. 0.95), after checking `nvidia-smi` for other processes on the GPU");
       f.push_back("lower concurrency: --max-num-seqs (and --max-num-batched-tokens)");
       f.push_back("only then: more --tensor-parallel-size, or a device with more memory");
       break;
@@ -103,7 +109,7 @@ std::vector<Finding> log_findings(const std::string& log) {
       ++processes;
     }
     f.evidence.push_back("log: " + clip(line));
-    f.fixes = oom_fixes(engine, "");
+    f.fixes = oom_fixes(engine, "", true);
     if (processes > 1)
       f.fixes.insert(f.fixes.begin(), "more than one process holds this GPU's memory: stop the others, or "
                                       "give each server its own GPU (CUDA_VISIBLE_DEVICES)");

@@ -56,6 +56,8 @@ TEST(DoctorLog, VllmTorchOomGivesNumbersAndOrderedFixes) {
   EXPECT_TRUE(has(f[0].evidence, "process 5151 holds 6.40 GiB"));
   // Two processes share the GPU: that comes first, then the checklist.
   EXPECT_EQ(fix_index(f[0], "more than one process"), 0);
+  // An allocator failure with memory held elsewhere: the cap goes down, not up.
+  EXPECT_GE(fix_index(f[0], "lower --gpu-memory-utilization"), 0);
   expect_oom_order(f[0], "--max-model-len", "--gpu-memory-utilization", "--max-num-seqs", "--tensor-parallel-size");
 }
 
@@ -65,6 +67,7 @@ TEST(DoctorLog, VllmMaxSeqLenSuggestsTheKvLimit) {
   EXPECT_EQ(f[0].severity, Severity::kError);
   EXPECT_TRUE(has(f[0].evidence, "max model len 131072 tokens, KV cache holds 45000 tokens"));
   EXPECT_TRUE(has(f[0].fixes, "--max-model-len to at most 45000"));
+  EXPECT_GE(fix_index(f[0], "raise --gpu-memory-utilization"), 0);
   expect_oom_order(f[0], "--max-model-len", "--gpu-memory-utilization", "--max-num-seqs", "--tensor-parallel-size");
 }
 
