@@ -7,6 +7,7 @@
 #include <malloc.h>
 
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <mutex>
 #include <thread>
@@ -171,16 +172,26 @@ struct HttpServer::Impl {
         if (first) failure = why;
       }
       if (first) log_warn("serving failed: " + why + "; ending every request in flight");
-      for (const auto& a : active.snapshot()) {
-        std::weak_ptr<ActiveRequest> w = a;
-        flows->post([w, why] {
-          if (auto x = w.lock()) x->fail(503, "the server cannot generate: " + why);
-        });
-      }
+      const std::string message = "the server cannot generate: " + why;
+      end_active([message](ActiveRequest& a) { a.fail(503, message); });
       return;
     }
     const auto now = std::chrono::steady_clock::now();
     for (const auto& a : active.snapshot()) a->tick(now);
+  }
+
+  // Runs `end` on every request in flight, on the flow threads (it may write).
+  void end_active(std::function<void(ActiveRequest&)> end) {
+    for (const auto& a : active.snapshot()) {
+      std::weak_ptr<ActiveRequest> w = a;
+      flows->post([w, end] {
+        if (auto x = w.lock()) end(*x);
+      });
+    }
+  }
+  // Waits up to a second for the requests in flight to leave the registry.
+  void wait_until_idle() const {
+    for (int i = 0; i < 100 && active.size() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 
   void handle(const std::shared_ptr<HttpExchange>& ex);
@@ -422,13 +433,8 @@ void HttpServer::stop() {
   if (!impl_->core->running()) return;
   // End what is in flight with an error the clients can read, give the loop
   // a moment to send it, then close everything.
-  for (const auto& a : impl_->active.snapshot()) {
-    std::weak_ptr<ActiveRequest> w = a;
-    impl_->flows->post([w] {
-      if (auto x = w.lock()) x->fail(503, "the server is shutting down");
-    });
-  }
-  for (int i = 0; i < 100 && impl_->active.size() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  impl_->end_active([](ActiveRequest& a) { a.fail(503, "the server is shutting down"); });
+  impl_->wait_until_idle();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   impl_->core->stop();
   impl_->flows->close();
@@ -439,13 +445,8 @@ void HttpServer::stop() {
 void HttpServer::begin_drain() { impl_->draining = true; }
 
 void HttpServer::finish_active(const std::string& reason) {
-  for (const auto& a : impl_->active.snapshot()) {
-    std::weak_ptr<ActiveRequest> w = a;
-    impl_->flows->post([w, reason] {
-      if (auto x = w.lock()) x->finish_now(reason);
-    });
-  }
-  for (int i = 0; i < 100 && impl_->active.size() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  impl_->end_active([reason](ActiveRequest& a) { a.finish_now(reason); });
+  impl_->wait_until_idle();
 }
 
 void HttpServer::set_backend(CompletionBackend* backend) {
