@@ -43,6 +43,9 @@ struct Expr {
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   int height = 1;  // levels of this tree (a leaf: 1); the parser bounds it
+  // No call in this tree: evaluating it runs no macro or method, so it cannot
+  // change a variable (the evaluator may hold a reference across it).
+  bool pure = true;
 };
 
 struct Stmt;

@@ -7,6 +7,7 @@
 // printed, so evaluation depth and the depth of stored values are bounded.
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <utility>
 #include <vector>
@@ -222,6 +223,57 @@ class Renderer {
     if (n == 0) exec(s.else_body, out);
   }
 
+  // The stored value `e` names (a variable, or an attribute or item of one)
+  // without copying it; nullptr when `e` names no stored value, and the
+  // caller evaluates it into a temporary instead. NOTE: eval() returns by
+  // value, so without this `messages[-1]` or `messages|length` inside a loop
+  // over the messages copied the whole list at each use: rendering was
+  // quadratic in the number of messages.
+  const Value* lookup(const Expr& e) {
+    DepthGuard g(this);
+    switch (e.kind) {
+      case ExprKind::kName: return find_var(e.name);
+      case ExprKind::kGetAttr: {
+        const Value* obj = lookup(*e.args[0]);
+        return obj ? item_ref(*obj, Value(e.name)) : nullptr;
+      }
+      case ExprKind::kGetItem: {
+        const Value* obj = lookup(*e.args[0]);
+        if (!obj || !(obj->is_object() || obj->is_array()) || !e.args[1]->pure) return nullptr;
+        return item_ref(*obj, eval(*e.args[1]));
+      }
+      default: return nullptr;
+    }
+  }
+
+  // Calls f with the value of `e`: the stored one when lookup() finds it and
+  // what f evaluates (`then`, each pure or null) cannot change a variable,
+  // else a temporary.
+  template <class F>
+  decltype(auto) with_value(const Expr& e, std::initializer_list<const Expr*> then, F&& f) {
+    bool pure = true;
+    for (const Expr* x : then) pure = pure && (x == nullptr || x->pure);
+    if (const Value* v = pure ? lookup(e) : nullptr) return f(*v);
+    const Value tmp = eval(e);
+    return f(tmp);
+  }
+
+  // obj[key] when it is an element stored in obj (an object's member or an
+  // array's item); nullptr otherwise (missing, or a string's character).
+  static const Value* item_ref(const Value& obj, const Value& key) {
+    if (obj.is_object() && key.is_string()) {
+      auto f = obj.find(key.get_ref<const std::string&>());
+      return f == obj.end() ? nullptr : &*f;
+    }
+    if (obj.is_array() && key.is_number_integer()) {
+      int64_t i = key.get<int64_t>();
+      const int64_t n = static_cast<int64_t>(obj.size());
+      if (i < 0) i += n;
+      return i < 0 || i >= n ? nullptr : &obj[static_cast<size_t>(i)];
+    }
+    return nullptr;
+  }
+
   static Value get_item(const Value& obj, const Value& key) {
     if (obj.is_object() && key.is_string()) {
       auto f = obj.find(key.get<std::string>());
@@ -300,8 +352,12 @@ class Renderer {
       Value a = eval(*e.args[0]);
       return truthy(a) ? a : eval(*e.args[1]);
     }
-    const Value a = eval(*e.args[0]);
-    const Value b = eval(*e.args[1]);
+    return with_value(*e.args[0], {e.args[1].get()}, [&](const Value& a) {
+      return with_value(*e.args[1], {}, [&](const Value& b) { return binary_op(op, a, b); });
+    });
+  }
+
+  Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (op == "~") return to_str(a) + to_str(b);
     if (op == "==") return values_equal(a, b);
     if (op == "!=") return !values_equal(a, b);
@@ -414,18 +470,24 @@ class Renderer {
         const Value* v = find_var(e.name);
         return v ? *v : undefined_value();
       }
-      case ExprKind::kGetAttr: return get_item(eval(*e.args[0]), Value(e.name));
-      case ExprKind::kGetItem: return get_item(eval(*e.args[0]), eval(*e.args[1]));
+      case ExprKind::kGetAttr:
+        return with_value(*e.args[0], {}, [&](const Value& obj) { return get_item(obj, Value(e.name)); });
+      case ExprKind::kGetItem:
+        return with_value(*e.args[0], {e.args[1].get()},
+                          [&](const Value& obj) { return get_item(obj, eval(*e.args[1])); });
       case ExprKind::kSlice:
-        return slice(eval(*e.args[0]), e.args[1].get(), e.args[2].get(), e.args[3].get());
+        return with_value(*e.args[0], {e.args[1].get(), e.args[2].get(), e.args[3].get()}, [&](const Value& obj) {
+          return slice(obj, e.args[1].get(), e.args[2].get(), e.args[3].get());
+        });
       case ExprKind::kCall: return call(e);
-      case ExprKind::kFilter: return apply_filter_call(e, eval(*e.args[0]));
-      case ExprKind::kTest: {
-        const Value v = eval(*e.args[0]);
-        std::vector<Value> args;
-        for (size_t i = 1; i < e.args.size(); ++i) args.push_back(eval(*e.args[i]));
-        return apply_test(e.name, v, args) != e.negated;
-      }
+      case ExprKind::kFilter:
+        return with_value(*e.args[0], {&e}, [&](const Value& v) { return apply_filter_call(e, v); });
+      case ExprKind::kTest:
+        return with_value(*e.args[0], {&e}, [&](const Value& v) {
+          std::vector<Value> args;
+          for (size_t i = 1; i < e.args.size(); ++i) args.push_back(eval(*e.args[i]));
+          return Value(apply_test(e.name, v, args) != e.negated);
+        });
       case ExprKind::kUnary: {
         const Value v = eval(*e.args[0]);
         if (e.name == "not") return !truthy(v);

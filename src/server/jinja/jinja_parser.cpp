@@ -415,11 +415,13 @@ class Parser {
   // more than its highest child's, and past kMaxNesting the template is refused.
   ExprPtr sealed(ExprPtr e) const {
     int below = 0;
+    bool pure = e->kind != ExprKind::kCall;
     for (const auto& a : e->args) {
-      if (a) below = std::max(below, a->height);
+      if (a) below = std::max(below, a->height), pure = pure && a->pure;
     }
-    for (const auto& [k, a] : e->kwargs) below = std::max(below, a->height);
+    for (const auto& [k, a] : e->kwargs) below = std::max(below, a->height), pure = pure && a->pure;
     e->height = below + 1;
+    e->pure = pure;
     if (e->height > kMaxNesting) too_deep();
     return e;
   }
