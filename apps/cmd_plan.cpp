@@ -11,9 +11,12 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "command_registry.h"
 #include "plan_calibrate.h"
 #include "core/dtype.h"
+#include "loader/gguf_reader.h"
 #include "planner/calibration.h"
 #include "planner/deploy_emit.h"
 #include "planner/model_catalog.h"
@@ -35,6 +38,9 @@ struct PlanFlags {
   int64_t input_len = 1024, output_len = 256, max_model_len = 0, max_num_seqs = 256, max_batched = 8192;
   double concurrency = 0, qps = 0, ttft_slo = 0, tpot_slo = 0, price = 0, headroom = 1.3, peak_conc = 0,
          peak_qps = 0, mem_util = 0.9;
+  double gpu_price = 0, depreciation_months = 36, gpu_watts = 0, power_price = 0, ops_cost_month = 0,
+         daily_requests = 0;
+  std::string currency;
   bool offline = false, local = false, calibrate = false, json = false;
 };
 
@@ -105,13 +111,58 @@ void write_deployment_files(const Plan& plan, const PlanFlags& f) {
                       o.engine.c_str(), f.out.c_str());
 }
 
+// The architecture of a local model file, for the parallm line: GGUF
+// general.architecture, or config.json's model_type (architectures[0] when
+// it has none). "" when it cannot be read.
+std::string local_model_arch(const std::string& ref) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  try {
+    if (fs::is_regular_file(ref, ec)) {
+      std::ifstream in(ref, std::ios::binary);
+      char magic[4] = {0, 0, 0, 0};
+      in.read(magic, 4);
+      if (std::string(magic, 4) == "GGUF") return GgufFile(ref).get_string("general.architecture");
+    }
+    const fs::path cfg = fs::is_directory(ref, ec) ? fs::path(ref) / "config.json" : fs::path(ref);
+    auto j = nlohmann::json::parse(read_file(cfg.string()), nullptr, false);
+    if (!j.is_object()) return "";
+    if (j.contains("model_type") && j["model_type"].is_string()) return j["model_type"].get<std::string>();
+    if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+        j["architectures"][0].is_string())
+      return j["architectures"][0].get<std::string>();
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
+void check_economics(const PlanFlags& f) {
+  const std::pair<const char*, double> nonneg[] = {
+      {"--gpu-hour-price", f.price}, {"--gpu-price", f.gpu_price}, {"--gpu-watts", f.gpu_watts},
+      {"--power-price", f.power_price}, {"--ops-cost-month", f.ops_cost_month}, {"--daily-requests", f.daily_requests}};
+  for (const auto& [name, v] : nonneg)
+    if (v < 0) throw InputError(strfmt("%s must not be negative (got %g)", name, v));
+  if (f.price > 0 && f.gpu_price > 0)
+    throw InputError("--gpu-hour-price (rent) and --gpu-price (bought, depreciated) both price the cards; give one");
+  if (f.depreciation_months < 1) throw InputError(strfmt("--depreciation-months must be at least 1 (got %g)", f.depreciation_months));
+  if (!f.currency.empty() && f.currency != "USD" && f.price <= 0 && f.gpu_price <= 0)
+    throw InputError("--currency " + f.currency + ": the catalog's card prices are USD; give --gpu-hour-price or --gpu-price in " +
+                     f.currency);
+}
+
 int run_plan(const PlanFlags& f) {
   if (f.calibrate) return run_calibrate(f);
   check_emit_flags(f);
+  check_economics(f);
   if (f.model.empty()) throw InputError("--model is required (a catalog name, GGUF file, config.json or directory)");
   PlanRequest r;
   r.model = load_model_spec(f.model);
+  // Launch lines load the catalog's repository, the HF id given, or the path.
   r.model_ref = catalog_has_model(f.model) ? r.model.hf_repo : f.model;
+  {
+    std::error_code ec;
+    if (std::filesystem::exists(f.model, ec)) r.model_arch = local_model_arch(f.model);
+  }
   std::string weights = f.weights;
   if (weights.empty()) weights = !r.model.file_weight_type.empty() ? r.model.file_weight_type : "bf16";
   r.weights = parse_weight_format(weights);
@@ -165,6 +216,13 @@ int run_plan(const PlanFlags& f) {
   w.tpot_slo_ms = f.tpot_slo;
   w.max_model_len = f.max_model_len;
   r.economics.gpu_hour_price = f.price;
+  r.economics.gpu_price = f.gpu_price;
+  r.economics.depreciation_months = f.depreciation_months;
+  r.economics.gpu_watts = f.gpu_watts;
+  r.economics.power_price = f.power_price;
+  r.economics.ops_cost_month = f.ops_cost_month;
+  r.economics.daily_requests = f.daily_requests;
+  if (!f.currency.empty()) r.economics.currency = f.currency;
   r.economics.headroom = f.headroom;
   r.economics.peak_concurrency = f.peak_conc;
   r.economics.peak_qps = f.peak_qps;
@@ -202,7 +260,14 @@ const bool registered = register_command({"plan", "Plan a deployment: fits? whic
     sub.add_option("--pp", f->pp, "Pin pipeline parallel size");
     sub.add_option("--dp", f->dp, "Pin data parallel replicas");
     sub.add_option("--ep", f->ep, "Pin expert parallel size (MoE)");
-    sub.add_option("--gpu-hour-price", f->price, "USD per device-hour [catalog estimate]");
+    sub.add_option("--gpu-hour-price", f->price, "Rent per device-hour, in --currency [catalog estimate, USD]");
+    sub.add_option("--gpu-price", f->gpu_price, "Purchase price per device (depreciation instead of rent)");
+    sub.add_option("--depreciation-months", f->depreciation_months, "Months --gpu-price is written off over [36]");
+    sub.add_option("--gpu-watts", f->gpu_watts, "Board power per device, W [catalog]");
+    sub.add_option("--power-price", f->power_price, "Electricity per kWh, in --currency [0: not counted]");
+    sub.add_option("--ops-cost-month", f->ops_cost_month, "Operations (staff, hosting) per month, in --currency");
+    sub.add_option("--daily-requests", f->daily_requests, "Requests a day, for the cost per token at the real volume");
+    sub.add_option("--currency", f->currency, "Label of every price [USD]");
     sub.add_option("--headroom", f->headroom, "Capacity headroom factor [1.3]");
     sub.add_option("--peak-concurrency", f->peak_conc, "Peak concurrent requests to provision for");
     sub.add_option("--peak-qps", f->peak_qps, "Peak requests/s to provision for");

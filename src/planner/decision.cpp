@@ -70,6 +70,24 @@ Layout minimal_fitting_layout(const PlanRequest& r, const ParamCounts& p, int64_
 
 void add_reasons(Plan* plan);  // plan_reasons.cpp
 
+// The seeds' monthly cost (cost_model.h) of `gpus` devices of the request.
+MonthlyCost deployment_cost(const PlanRequest& r, double gpus, double capacity_tokens_per_s) {
+  const Economics& e = r.economics;
+  CostInputs in;
+  in.gpus = gpus;
+  in.gpu_hour_price = e.gpu_hour_price > 0 ? e.gpu_hour_price : r.gpu.price_per_hour;
+  in.gpu_price = e.gpu_price;
+  in.depreciation_months = e.depreciation_months;
+  in.gpu_watts = e.gpu_watts > 0 ? e.gpu_watts : r.gpu.watts;
+  in.power_price = e.power_price;
+  in.ops_cost_month = e.ops_cost_month;
+  in.daily_requests = e.daily_requests;
+  in.mean_output_tokens = static_cast<double>(r.workload.output_len);
+  in.capacity_tokens_per_s = capacity_tokens_per_s;
+  in.currency = e.currency;
+  return monthly_cost(in);
+}
+
 Plan make_plan(const PlanRequest& request) {
   validate_model(request.model);
   validate(request);
@@ -146,7 +164,6 @@ Plan make_plan(const PlanRequest& request) {
 
   // Capacity for the peak with the recommended layout.
   Capacity& cap = plan.capacity;
-  const double price = r.economics.gpu_hour_price > 0 ? r.economics.gpu_hour_price : r.gpu.price_per_hour;
   if (plan.best >= 0) {
     const Candidate& b = plan.candidates[plan.best];
     const int per_replica_gpus = b.layout.gpus_per_replica();
@@ -170,8 +187,10 @@ Plan make_plan(const PlanRequest& request) {
                          : 0;
     cap.replicas = std::max<int64_t>(cap.replicas, 1);
     cap.gpus = cap.replicas * per_replica_gpus;
-    cap.cost_per_hour = static_cast<double>(cap.gpus) * price;
-    cap.cost_per_month = cap.cost_per_hour * 730.0;
+    plan.cost = deployment_cost(r, static_cast<double>(cap.gpus),
+                                b.capacity_tokens_per_s / std::max(1, b.layout.dp) * static_cast<double>(cap.replicas));
+    cap.cost_per_hour = plan.cost.total_hour;
+    cap.cost_per_month = plan.cost.total_month;
     cap.cost_per_million_output_tokens = b.cost_per_million_output_tokens;
     if (plan.verdict == Verdict::kFine && cap.replicas > 1 && b.layout.tp * b.layout.pp == 1 &&
         cap.unit != "offline")
@@ -185,8 +204,9 @@ Plan make_plan(const PlanRequest& request) {
     cap.unit = "concurrent requests";
     cap.replicas = 1;
     cap.gpus = plan.recommended.gpus_per_replica();
-    cap.cost_per_hour = static_cast<double>(cap.gpus) * price;
-    cap.cost_per_month = cap.cost_per_hour * 730.0;
+    plan.cost = deployment_cost(r, static_cast<double>(cap.gpus), 0);
+    cap.cost_per_hour = plan.cost.total_hour;
+    cap.cost_per_month = plan.cost.total_month;
     plan.commands = launch_commands(plan, hypothetical);
   }
   add_reasons(&plan);

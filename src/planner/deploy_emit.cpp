@@ -1,12 +1,13 @@
 // What the three deployment writers share: flag checks, one replica's argv
 // (from launch_commands(), with dp = 1: each pod, container or unit is one
 // replica), the GPU groups on one host, and YAML quoting.
-// NOTE: the GPU groups are consecutive (0..tp*pp-1, then the next); the
-// planner's --topology picks the best-linked group size (best_group), not
-// which indices, so the groups do not follow the topology.
+// The GPU groups come from gpu_groups.h: consecutive without a topology,
+// NV#-linked and spread over NUMA nodes with `plan --topology`.
 #include "planner/deploy_emit.h"
 
 #include <sstream>
+
+#include "planner/gpu_groups.h"
 
 #include "util/check.h"
 #include "util/log.h"
@@ -61,6 +62,15 @@ std::vector<std::string> replica_argv(const Plan& plan, const std::string& engin
   if (!line)
     throw InputError("--engine '" + engine +
                      "': expected parallm, vllm, sglang, trtllm or llamacpp");
+  if (line->empty()) {
+    // The engine cannot run this plan (launch_commands.cpp says why).
+    const EngineLaunch& e = engine == "parallm"  ? cmd.parallm_all
+                            : engine == "vllm"   ? cmd.vllm_all
+                            : engine == "sglang" ? cmd.sglang_all
+                            : engine == "trtllm" ? cmd.trtllm_all
+                                                 : cmd.llamacpp_all;
+    throw InputError("--engine " + engine + ": " + (e.note.empty() ? "no launch line for this plan" : e.note));
+  }
   std::vector<std::string> argv;
   std::istringstream in(*line);
   for (std::string w; in >> w;) {
@@ -82,6 +92,13 @@ std::vector<std::vector<int>> replica_gpu_groups(const Plan& plan) {
   const int n = emit_replicas(plan);
   const int per = plan.recommended.tp * plan.recommended.pp;
   std::vector<std::vector<int>> groups(n);
+  if (n * per <= plan.request.fabric.gpus_per_node) {
+    // One host holds them all: the groups of gpu_groups.h (topology-aware).
+    const std::vector<GpuGroup> g = gpu_groups(plan.request.fabric, per, n);
+    for (int i = 0; i < n; ++i) groups[i] = g[static_cast<size_t>(i)].gpus;
+    return groups;
+  }
+  // More than one host's worth (one_host_note says so): consecutive indices.
   for (int i = 0; i < n; ++i)
     for (int g = 0; g < per; ++g) groups[i].push_back(i * per + g);
   return groups;

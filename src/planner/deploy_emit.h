@@ -43,7 +43,8 @@ EngineInfo engine_info(const std::string& engine);
 // split on blanks, plus the host and port (and parallm's drain timeout).
 std::vector<std::string> replica_argv(const Plan& plan, const std::string& engine,
                                       const std::string& host, int port, int drain_s);
-// GPU indices of each replica on one host: consecutive groups of tp x pp.
+// GPU indices of each replica on one host: groups of tp x pp from gpu_groups.h
+// (topology-aware with --topology), consecutive when they need more than one host.
 std::vector<std::vector<int>> replica_gpu_groups(const Plan& plan);
 // For compose and systemd: a comment line when the replicas need more GPUs
 // than one node of the plan has ("" when they fit).

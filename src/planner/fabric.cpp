@@ -8,6 +8,9 @@
 // --calibrate` measures the local all-reduce instead.
 #include "planner/fabric.h"
 
+#include <cctype>
+#include <cstdlib>
+
 #include <algorithm>
 #include <functional>
 
@@ -107,6 +110,12 @@ Fabric fabric_from_topology(const GpuSpec& gpu, const topo::TopoMatrix& t, int n
       f.fast[a][b] = l.kind == topo::LinkKind::kNvLink;
       f.kind[a][b] = topo::link_name(l);
     }
+  f.from_topology = true;
+  // NUMA affinity ("0", "0-1", "N/A"): the first number, -1 when absent.
+  for (int a = 0; a < n; ++a) {
+    const std::string cell = a < static_cast<int>(t.numa_affinity.size()) ? t.numa_affinity[a] : "";
+    f.numa_node.push_back(!cell.empty() && std::isdigit(static_cast<unsigned char>(cell[0])) ? std::atoi(cell.c_str()) : -1);
+  }
   f.description = strfmt("%d x %s from nvidia-smi topo", n, gpu.name.c_str());
   if (nodes > 1) f.description += strfmt(", %d nodes", nodes);
   return f;

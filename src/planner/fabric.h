@@ -19,6 +19,8 @@ struct Fabric {
   std::vector<std::vector<double>> latency_us;  // per collective step over that link
   std::vector<std::vector<bool>> fast;          // NVLink-class link
   std::vector<std::vector<std::string>> kind;   // "NVLink", "PCIe4", "PCIe across sockets", ...
+  std::vector<int> numa_node;                   // [gpus_per_node] from the topology's NUMA column; empty = unknown
+  bool from_topology = false;                   // links measured (nvidia-smi topo), not assumed uniform
   double network_gbps = 50;                     // per GPU between nodes (400 Gb/s NIC)
   double network_latency_us = 25;
   std::string description;

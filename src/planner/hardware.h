@@ -26,6 +26,7 @@ struct GpuSpec {
   int nvlink_group = 0;          // GPUs one NVLink domain joins (8 = NVSwitch board, 2 = bridge)
   int pcie_gen = 4;              // host link generation (x16)
   double price_per_hour = 0;     // USD, rough on-demand cloud price; --gpu-hour-price overrides
+  double watts = 0;              // board power (TDP) of the datasheet; --gpu-watts overrides
   bool is_cpu = false;           // the host CPU as the device (memory = RAM)
 };
 

@@ -48,6 +48,55 @@ std::vector<ModelSpec> build_catalog() {
     m.attn_bias = true;
     c.push_back(m);
   }
+  // Llama 3.2 small models (tied embeddings; head_dim = hidden / heads).
+  for (auto [name, repo, layers, embd, heads] :
+       {std::tuple{"llama-3.2-1b", "meta-llama/Llama-3.2-1B-Instruct", 16, 2048, 32},
+        std::tuple{"llama-3.2-3b", "meta-llama/Llama-3.2-3B-Instruct", 28, 3072, 24}}) {
+    ModelSpec m = dense(name, repo, layers, embd, heads, 8, 8192, 128256, 131072);
+    m.tied_embeddings = true;
+    c.push_back(m);
+  }
+  // Qwen3 dense: explicit head_dim 128, q/k RMSNorm, no qkv bias; the three
+  // smallest tie their embeddings.
+  for (auto [name, repo, layers, embd, heads, ff, tied] :
+       {std::tuple{"qwen3-0.6b", "Qwen/Qwen3-0.6B", 28, 1024, 16, 3072, true},
+        std::tuple{"qwen3-1.7b", "Qwen/Qwen3-1.7B", 28, 2048, 16, 6144, true},
+        std::tuple{"qwen3-4b", "Qwen/Qwen3-4B", 36, 2560, 32, 9728, true},
+        std::tuple{"qwen3-8b", "Qwen/Qwen3-8B", 36, 4096, 32, 12288, false},
+        std::tuple{"qwen3-14b", "Qwen/Qwen3-14B", 40, 5120, 40, 17408, false},
+        std::tuple{"qwen3-32b", "Qwen/Qwen3-32B", 64, 5120, 64, 25600, false}}) {
+    ModelSpec m = dense(name, repo, layers, embd, heads, 8, ff, 151936, 40960);
+    m.head_dim = 128;
+    m.qk_norm = true;
+    m.tied_embeddings = tied;
+    c.push_back(m);
+  }
+  // Gemma 2 / 3 (text part): explicit head_dim, tied embeddings. NOTE: their
+  // sliding-window layers keep a shorter KV cache than the global ones; the
+  // memory model counts every layer as global (an upper bound).
+  for (auto [name, repo, layers, embd, heads, kv, hd, ff, vocab, max_pos] :
+       {std::tuple{"gemma-2-2b", "google/gemma-2-2b-it", 26, 2304, 8, 4, 256, 9216, 256000, 8192},
+        std::tuple{"gemma-2-9b", "google/gemma-2-9b-it", 42, 3584, 16, 8, 256, 14336, 256000, 8192},
+        std::tuple{"gemma-2-27b", "google/gemma-2-27b-it", 46, 4608, 32, 16, 128, 36864, 256000, 8192},
+        std::tuple{"gemma-3-1b", "google/gemma-3-1b-it", 26, 1152, 4, 1, 256, 6912, 262144, 32768},
+        std::tuple{"gemma-3-4b", "google/gemma-3-4b-it", 34, 2560, 8, 4, 256, 10240, 262208, 131072},
+        std::tuple{"gemma-3-12b", "google/gemma-3-12b-it", 48, 3840, 16, 8, 256, 15360, 262208, 131072},
+        std::tuple{"gemma-3-27b", "google/gemma-3-27b-it", 62, 5376, 32, 16, 128, 21504, 262208, 131072}}) {
+    ModelSpec m = dense(name, repo, layers, embd, heads, kv, ff, vocab, max_pos);
+    m.head_dim = hd;
+    m.tied_embeddings = true;
+    if (std::string(name).rfind("gemma-3", 0) == 0) m.qk_norm = true;
+    c.push_back(m);
+  }
+  // Phi-3 / Phi-4.
+  c.push_back(dense("phi-3-mini", "microsoft/Phi-3-mini-4k-instruct", 32, 3072, 32, 32, 8192, 32064, 4096));
+  c.push_back(dense("phi-3-medium", "microsoft/Phi-3-medium-4k-instruct", 40, 5120, 40, 10, 17920, 32064, 4096));
+  c.push_back(dense("phi-4", "microsoft/phi-4", 40, 5120, 40, 10, 17920, 100352, 16384));
+  {
+    ModelSpec m = dense("phi-4-mini", "microsoft/Phi-4-mini-instruct", 32, 3072, 24, 8, 8192, 200064, 131072);
+    m.tied_embeddings = true;
+    c.push_back(m);
+  }
   c.push_back(dense("mistral-7b", "mistralai/Mistral-7B-v0.1", 32, 4096, 32, 8, 14336, 32000, 32768));
   {
     ModelSpec m = dense("mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1", 32, 4096, 32, 8, 0, 32000, 32768);
@@ -102,20 +151,146 @@ std::string lower(std::string s) {
   return s;
 }
 
+// Hugging Face ids compare without case, the organisation's "Meta-" model
+// prefix and the release suffixes (-Instruct, -it, -hf, -chat): the base and
+// the instruct repository of a model have the same architecture.
+std::string hf_key(const std::string& id) {
+  std::string s = lower(id);
+  const size_t slash = s.find('/');
+  if (slash != std::string::npos && s.compare(slash + 1, 5, "meta-") == 0) s.erase(slash + 1, 5);
+  for (bool again = true; again;) {
+    again = false;
+    for (const char* suffix : {"-instruct", "-chat-hf", "-chat", "-hf", "-it", "-4k", "-128k"}) {
+      const std::string x = suffix;
+      if (s.size() > x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0) {
+        s.erase(s.size() - x.size());
+        again = true;
+      }
+    }
+  }
+  return s;
+}
+
+// Levenshtein distance, for "did you mean" suggestions.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+const ModelSpec* find_model(const std::string& name) {
+  const std::string n = lower(name);
+  for (const auto& m : catalog())
+    if (m.name == n) return &m;
+  if (name.find('/') != std::string::npos) {
+    const std::string k = hf_key(name);
+    for (const auto& m : catalog())
+      if (hf_key(m.hf_repo) == k) return &m;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
-bool catalog_has_model(const std::string& name) {
-  for (const auto& m : catalog())
-    if (m.name == lower(name)) return true;
-  return false;
+bool catalog_has_model(const std::string& name) { return find_model(name) != nullptr && name.find('/') == std::string::npos; }
+
+bool catalog_has_hf_id(const std::string& hf_id) {
+  return hf_id.find('/') != std::string::npos && find_model(hf_id) != nullptr;
+}
+
+std::vector<std::string> close_model_names(const std::string& name, size_t max_count) {
+  const bool hf = name.find('/') != std::string::npos;
+  const std::string key = hf ? hf_key(name) : lower(name);
+  std::vector<std::pair<size_t, std::string>> scored;
+  for (const auto& m : catalog()) {
+    const std::string cand = hf ? m.hf_repo : m.name;
+    scored.push_back({edit_distance(key, hf ? hf_key(cand) : cand), cand});
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (const auto& [d, cand] : scored) {
+    if (out.size() >= max_count || d > std::max<size_t>(4, key.size() / 2)) break;
+    out.push_back(cand);
+  }
+  return out;
+}
+
+QuantizedRepos catalog_quantized_repos(const std::string& name) {
+  // Public repositories holding the catalog models' weights in other formats
+  // (AWQ int4, W8A8 int8, FP8 ModelOpt / official FP8, GGUF); "" = none known.
+  struct Row {
+    const char* name;
+    QuantizedRepos r;
+  };
+  static const Row rows[] = {
+      {"llama-2-7b", {"TheBloke/Llama-2-7B-AWQ", "", "", "TheBloke/Llama-2-7B-GGUF"}},
+      {"llama-2-13b", {"TheBloke/Llama-2-13B-AWQ", "", "", "TheBloke/Llama-2-13B-GGUF"}},
+      {"llama-2-70b", {"TheBloke/Llama-2-70B-AWQ", "", "", "TheBloke/Llama-2-70B-GGUF"}},
+      {"llama-3.1-8b",
+       {"hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8",
+        "nvidia/Llama-3.1-8B-Instruct-FP8", "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF"}},
+      {"llama-3.1-70b",
+       {"hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4", "RedHatAI/Meta-Llama-3.1-70B-Instruct-quantized.w8a8",
+        "nvidia/Llama-3.1-70B-Instruct-FP8", "bartowski/Meta-Llama-3.1-70B-Instruct-GGUF"}},
+      {"llama-3.1-405b",
+       {"hugging-quants/Meta-Llama-3.1-405B-Instruct-AWQ-INT4", "", "nvidia/Llama-3.1-405B-Instruct-FP8", ""}},
+      {"llama-3.2-1b", {"", "", "", "bartowski/Llama-3.2-1B-Instruct-GGUF"}},
+      {"llama-3.2-3b", {"", "", "", "bartowski/Llama-3.2-3B-Instruct-GGUF"}},
+      {"qwen2.5-7b", {"Qwen/Qwen2.5-7B-Instruct-AWQ", "", "", "Qwen/Qwen2.5-7B-Instruct-GGUF"}},
+      {"qwen2.5-14b", {"Qwen/Qwen2.5-14B-Instruct-AWQ", "", "", "Qwen/Qwen2.5-14B-Instruct-GGUF"}},
+      {"qwen2.5-32b", {"Qwen/Qwen2.5-32B-Instruct-AWQ", "", "", "Qwen/Qwen2.5-32B-Instruct-GGUF"}},
+      {"qwen2.5-72b", {"Qwen/Qwen2.5-72B-Instruct-AWQ", "", "", "Qwen/Qwen2.5-72B-Instruct-GGUF"}},
+      {"qwen3-0.6b", {"", "", "Qwen/Qwen3-0.6B-FP8", "Qwen/Qwen3-0.6B-GGUF"}},
+      {"qwen3-1.7b", {"", "", "Qwen/Qwen3-1.7B-FP8", "Qwen/Qwen3-1.7B-GGUF"}},
+      {"qwen3-4b", {"Qwen/Qwen3-4B-AWQ", "", "Qwen/Qwen3-4B-FP8", "Qwen/Qwen3-4B-GGUF"}},
+      {"qwen3-8b", {"Qwen/Qwen3-8B-AWQ", "", "Qwen/Qwen3-8B-FP8", "Qwen/Qwen3-8B-GGUF"}},
+      {"qwen3-14b", {"Qwen/Qwen3-14B-AWQ", "", "Qwen/Qwen3-14B-FP8", "Qwen/Qwen3-14B-GGUF"}},
+      {"qwen3-32b", {"Qwen/Qwen3-32B-AWQ", "", "Qwen/Qwen3-32B-FP8", "Qwen/Qwen3-32B-GGUF"}},
+      {"qwen3-30b-a3b", {"", "", "Qwen/Qwen3-30B-A3B-FP8", "Qwen/Qwen3-30B-A3B-GGUF"}},
+      {"qwen3-235b-a22b", {"", "", "Qwen/Qwen3-235B-A22B-FP8", ""}},
+      {"mistral-7b", {"TheBloke/Mistral-7B-v0.1-AWQ", "", "", "TheBloke/Mistral-7B-v0.1-GGUF"}},
+      {"mixtral-8x7b", {"TheBloke/Mixtral-8x7B-v0.1-AWQ", "", "", "TheBloke/Mixtral-8x7B-v0.1-GGUF"}},
+      // DeepSeek-V3's own checkpoint is FP8 (block-scaled).
+      {"deepseek-v3", {"", "", "deepseek-ai/DeepSeek-V3", "unsloth/DeepSeek-V3-GGUF"}},
+      {"gemma-2-2b", {"", "", "", "bartowski/gemma-2-2b-it-GGUF"}},
+      {"gemma-2-9b", {"", "", "", "bartowski/gemma-2-9b-it-GGUF"}},
+      {"gemma-2-27b", {"", "", "", "bartowski/gemma-2-27b-it-GGUF"}},
+      {"gemma-3-1b", {"", "", "", "unsloth/gemma-3-1b-it-GGUF"}},
+      {"gemma-3-4b", {"", "", "", "unsloth/gemma-3-4b-it-GGUF"}},
+      {"gemma-3-12b", {"", "", "", "unsloth/gemma-3-12b-it-GGUF"}},
+      {"gemma-3-27b", {"", "", "", "unsloth/gemma-3-27b-it-GGUF"}},
+      {"phi-3-mini", {"", "", "", "microsoft/Phi-3-mini-4k-instruct-gguf"}},
+      {"phi-3-medium", {"", "", "", "bartowski/Phi-3-medium-4k-instruct-GGUF"}},
+      {"phi-4", {"", "", "", "microsoft/phi-4-gguf"}},
+  };
+  const ModelSpec* m = find_model(name);
+  if (m == nullptr) return {};
+  for (const Row& row : rows)
+    if (m->name == row.name) return row.r;
+  return {};
 }
 
 ModelSpec catalog_model(const std::string& name) {
-  for (const auto& m : catalog())
-    if (m.name == lower(name)) return m;
+  if (const ModelSpec* m = find_model(name)) return *m;
+  std::string close;
+  for (const auto& c : close_model_names(name, 3)) close += (close.empty() ? "" : ", ") + c;
+  if (name.find('/') != std::string::npos)
+    throw InputError("unknown model '" + name + "': not a file and not a Hugging Face id in the catalog" +
+                     (close.empty() ? std::string(" (give its config.json instead)")
+                                    : " (did you mean " + close + "? or give its config.json)"));
   std::string known;
   for (const auto& m : catalog()) known += (known.empty() ? "" : ", ") + m.name;
-  throw InputError("unknown model '" + name + "' (not a file, not in the catalog: " + known + ")");
+  throw InputError("unknown model '" + name + "' (not a file, not in the catalog" +
+                   (close.empty() ? "" : "; did you mean " + close + "?") + " known: " + known + ")");
 }
 
 std::vector<std::string> catalog_model_names() {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/cost_model.h"
 #include "planner/fabric.h"
 #include "planner/memory_model.h"
 #include "planner/perf_model.h"
@@ -29,7 +30,14 @@ struct Workload {
 };
 
 struct Economics {
-  double gpu_hour_price = 0;   // 0 = catalog price of the device
+  double gpu_hour_price = 0;   // rent per device-hour; 0 = catalog price of the device (USD)
+  double gpu_price = 0;        // purchase price per device; > 0 = depreciation instead of rent
+  double depreciation_months = 36;
+  double gpu_watts = 0;        // per device; 0 = catalog board power
+  double power_price = 0;      // per kWh; 0 = power not counted
+  double ops_cost_month = 0;   // staff and hosting per month
+  double daily_requests = 0;   // real volume; 0 = unknown (cost at full capacity only)
+  std::string currency = "USD";
   double headroom = 1.3;
   double peak_concurrency = 0; // 0 = the workload's
   double peak_qps = 0;
@@ -38,6 +46,7 @@ struct Economics {
 struct PlanRequest {
   ModelSpec model;
   std::string model_ref;       // what launch commands load (catalog repo or path)
+  std::string model_arch;      // GGUF general.architecture / HF model_type of a local file ("" = unknown)
   WeightFormat weights;
   std::string kv_dtype = "auto";
   double kv_elem_bytes = 2;
@@ -73,13 +82,30 @@ struct Capacity {
   double per_replica = 0;          // capacity of one replica in `unit`
   int64_t replicas = 0;
   int64_t gpus = 0;
-  double cost_per_hour = 0;
-  double cost_per_month = 0;       // 730 h
+  double cost_per_hour = 0;        // cost_model.h: cost_per_month / 720 h
+  double cost_per_month = 0;       // cost_model.h: cards + power + ops, 30 days
   double cost_per_million_output_tokens = 0;
 };
 
+// One command of a launch: where it runs ("node 0", "replica 1 (node 0)",
+// "" = the only one) and the shell line itself (no comments: it runs as printed).
+struct LaunchLine {
+  std::string where;
+  std::string command;
+};
+
+// Per engine: every command to run (one per node or per replica when the
+// engine needs that), and a note (why there is no line, what a placeholder
+// path stands for, which checkpoint holds the quantized weights).
+struct EngineLaunch {
+  std::vector<LaunchLine> lines;  // empty = the engine cannot run this plan (note says why)
+  std::string note;
+};
+
 struct LaunchCommands {
+  // The first command of each engine (one replica / the head node), "" when none.
   std::string parallm, vllm, sglang, trtllm, llamacpp;
+  EngineLaunch parallm_all, vllm_all, sglang_all, trtllm_all, llamacpp_all;
 };
 
 struct Plan {
@@ -95,6 +121,7 @@ struct Plan {
   Verdict verdict = Verdict::kFine;
   std::vector<std::string> reasons;
   Capacity capacity;
+  MonthlyCost cost;                   // cost_model.h for capacity.gpus devices
   LaunchCommands commands;
 };
 

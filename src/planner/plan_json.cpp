@@ -6,6 +6,29 @@ namespace parallm::planner {
 
 namespace {
 
+nlohmann::json engine_json(const EngineLaunch& e) {
+  nlohmann::json lines = nlohmann::json::array();
+  for (const auto& l : e.lines) lines.push_back({{"where", l.where}, {"command", l.command}});
+  return {{"lines", lines}, {"note", e.note}};
+}
+
+nlohmann::json cost_json(const MonthlyCost& c) {
+  auto or_null = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return {{"currency", c.currency},
+          {"card_basis", c.card_basis},
+          {"cards_per_month", c.cards_month},
+          {"power_per_month", c.power_month},
+          {"power_kwh_per_month", c.power_kwh_month},
+          {"ops_per_month", c.ops_month},
+          {"total_per_month", c.total_month},
+          {"hours_per_month", MonthlyCost::kHoursPerMonth},
+          {"output_tokens_per_month_at_volume", or_null(c.tokens_month_volume)},
+          {"output_tokens_per_month_at_capacity", or_null(c.tokens_month_capacity)},
+          {"cost_per_million_output_tokens_at_volume", or_null(c.cost_per_million_volume)},
+          {"cost_per_million_output_tokens_at_capacity", or_null(c.cost_per_million_capacity)},
+          {"utilization", or_null(c.utilization)}};
+}
+
 nlohmann::json layout_json(const Layout& l) { return {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"ep", l.ep}}; }
 
 nlohmann::json candidate_json(const Candidate& c) {
@@ -30,7 +53,9 @@ nlohmann::json candidate_json(const Candidate& c) {
                     {"capacity_output_tokens_per_s", c.capacity_tokens_per_s}};
   j["meets_slo"] = c.meets_slo;
   j["meets_load"] = c.meets_load;
-  j["cost_per_million_output_tokens"] = c.cost_per_million_output_tokens;
+  // No SLO capacity, no cost: null, never 0.
+  j["cost_per_million_output_tokens"] =
+      c.max_concurrency_slo > 0 ? nlohmann::json(c.cost_per_million_output_tokens) : nlohmann::json(nullptr);
   return j;
 }
 
@@ -81,6 +106,12 @@ nlohmann::json plan_to_json(const Plan& plan) {
                  {"sglang", plan.commands.sglang},
                  {"trtllm", plan.commands.trtllm},
                  {"llamacpp", plan.commands.llamacpp}};
+  j["launch_all"] = {{"parallm", engine_json(plan.commands.parallm_all)},
+                     {"vllm", engine_json(plan.commands.vllm_all)},
+                     {"sglang", engine_json(plan.commands.sglang_all)},
+                     {"trtllm", engine_json(plan.commands.trtllm_all)},
+                     {"llamacpp", engine_json(plan.commands.llamacpp_all)}};
+  j["cost"] = cost_json(plan.cost);
   return j;
 }
 

@@ -18,7 +18,14 @@ std::string layout_label(const Layout& l) {
 
 namespace {
 
-std::string gb(double bytes) { return strfmt("%.1f GB", bytes / 1e9); }
+// Memory in GiB (2^30 bytes): an "80 GB" A100/H100 holds 80 GiB.
+std::string gb(double bytes) { return strfmt("%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }
+
+std::string slo_text(double ms, const char* name, const char* fmt) {
+  return ms > 0 ? std::string(name) + " <= " + strfmt(fmt, ms) + " ms" : std::string(name) + ": none";
+}
+
+std::string money(const Plan& plan, double v) { return strfmt("%.0f %s", v, plan.cost.currency.c_str()); }
 
 const Candidate* find(const Plan& plan, int tp, int pp) {
   for (const auto& c : plan.candidates)
@@ -52,6 +59,22 @@ void add_reasons(Plan* plan) {
     out.push_back(strfmt("Fits on one %s: weights %s, leaving %s of KV cache = %lld tokens (%.0f KB per token).",
                          g.name.c_str(), gb(plan->weight_bytes).c_str(), gb(one.kv_bytes).c_str(),
                          static_cast<long long>(one.kv_capacity_tokens), plan->kv_bytes_per_token / 1e3));
+  }
+  // 1b. Where the playbook's formulas differ from this model's real numbers.
+  {
+    const ModelSpec& m = r.model;
+    const double textbook = 2.0 * static_cast<double>(m.n_layer) * static_cast<double>(m.n_embd) * r.kv_elem_bytes;
+    if (textbook > 0 && std::fabs(plan->kv_bytes_per_token - textbook) > 0.01 * textbook) {
+      std::string why = m.is_mla() ? strfmt("MLA caches one %lld-wide latent per layer", static_cast<long long>(m.kv_lora_rank + m.qk_rope_head_dim))
+                        : m.n_kv_head < m.n_head
+                            ? strfmt("grouped-query attention keeps %lld KV heads of %lld", static_cast<long long>(m.n_kv_head),
+                                     static_cast<long long>(m.n_head))
+                            : strfmt("head_dim x heads = %lld, not hidden = %lld", static_cast<long long>(m.head_dim * m.n_head),
+                                     static_cast<long long>(m.n_embd));
+      out.push_back(strfmt("KV cache: %.0f KB per token, not the textbook 2 x layers x hidden x bytes = %.0f KB: %s, "
+                           "so %.1fx the sequences fit.",
+                           plan->kv_bytes_per_token / 1e3, textbook / 1e3, why.c_str(), textbook / plan->kv_bytes_per_token));
+    }
   }
   // 2. Quantization as the alternative to more cards.
   if (!one.fits) {
@@ -91,18 +114,34 @@ void add_reasons(Plan* plan) {
                        static_cast<long long>(w.input_len + w.output_len), b.at_load.ttft_ms, b.at_load.tpot_ms,
                        b.output_tokens_per_s));
   if (w.ttft_slo_ms > 0 || w.tpot_slo_ms > 0)
-    out.push_back(strfmt("SLOs (TTFT <= %.0f ms, TPOT <= %.1f ms) hold up to %lld concurrent sequences per replica%s.",
-                         w.ttft_slo_ms, w.tpot_slo_ms, static_cast<long long>(b.max_concurrency_slo),
-                         b.meets_load ? "" : "; the workload exceeds that"));
-  // 4. Replicas versus tensor parallelism when one device holds the model.
+    out.push_back(strfmt("SLOs (%s, %s) hold up to %lld concurrent sequences per replica%s.",
+                         slo_text(w.ttft_slo_ms, "TTFT", "%.0f").c_str(), slo_text(w.tpot_slo_ms, "TPOT", "%.1f").c_str(),
+                         static_cast<long long>(b.max_concurrency_slo), b.meets_load ? "" : "; the workload exceeds that"));
+  // 4. Replicas versus tensor parallelism when one device holds the model:
+  // the sentence follows the comparison, per device so that layouts of
+  // different sizes compare.
   if (one.fits && b.layout.tp == 1 && b.layout.pp == 1 && b.layout.dp > 1) {
     const Candidate* tpc = find(*plan, 2, 1);
-    if (tpc != nullptr && tpc->fits && tpc->capacity_tokens_per_s > 0)
-      out.push_back(strfmt("Replicas beat tensor parallelism: each copy fits one device, so dp=%d serves %.0f tokens/s "
-                           "($%.3f per million) while tp=2 reaches %.0f ($%.3f): tp makes two devices work on the same "
-                           "requests and adds two all-reduces per layer.",
-                           b.layout.dp, b.capacity_tokens_per_s, b.cost_per_million_output_tokens,
-                           tpc->capacity_tokens_per_s, tpc->cost_per_million_output_tokens));
+    if (tpc != nullptr && tpc->fits && tpc->capacity_tokens_per_s > 0 && b.capacity_tokens_per_s > 0) {
+      const double rep_per_dev = b.capacity_tokens_per_s / b.layout.gpus();
+      const double tp_per_dev = tpc->capacity_tokens_per_s / tpc->layout.gpus();
+      const bool rep_more = rep_per_dev >= tp_per_dev;
+      const bool rep_cheaper = b.cost_per_million_output_tokens <= tpc->cost_per_million_output_tokens;
+      const std::string nums = strfmt("dp=%d (one device a copy) serves %.0f tokens/s per device at TPOT %.1f ms, $%.3f per "
+                                      "million; tp=2 serves %.0f per device at TPOT %.1f ms, $%.3f",
+                                      b.layout.dp, rep_per_dev, b.at_capacity.tpot_ms, b.cost_per_million_output_tokens,
+                                      tp_per_dev, tpc->at_capacity.tpot_ms, tpc->cost_per_million_output_tokens);
+      if (rep_more && rep_cheaper)
+        out.push_back("Replicas beat tensor parallelism: " + nums +
+                      "; tp makes two devices work on the same requests and adds two all-reduces per layer.");
+      else if (tpc->at_capacity.tpot_ms < b.at_capacity.tpot_ms && !rep_cheaper)
+        out.push_back("Tensor parallelism is faster and cheaper here, but " + nums +
+                      "; the replicas rank first only by the ranking's preference for smaller replicas (docs/plan.md).");
+      else if (tpc->at_capacity.tpot_ms < b.at_capacity.tpot_ms)
+        out.push_back("Replicas for throughput, tensor parallelism for latency: " + nums + ".");
+      else
+        out.push_back("Replicas and tp=2 compared: " + nums + ".");
+    }
   }
   // 5. Tensor parallelism over slow links.
   for (const auto& c : plan->candidates) {
@@ -119,22 +158,50 @@ void add_reasons(Plan* plan) {
     const Candidate& ru = plan->candidates[plan->runner_up];
     std::string why;
     if (!ru.meets_load && b.meets_load) why = "it does not carry the workload within the SLOs";
+    else if (ru.max_concurrency_slo <= 0 && b.max_concurrency_slo > 0) why = "it misses the SLOs even with one request";
     else if (ru.cost_per_million_output_tokens > b.cost_per_million_output_tokens)
       why = strfmt("it costs $%.3f instead of $%.3f per million output tokens", ru.cost_per_million_output_tokens,
                    b.cost_per_million_output_tokens);
-    else why = "it needs more devices per replica";
+    else if (ru.layout.gpus_per_replica() > b.layout.gpus_per_replica())
+      why = strfmt("it is $%.3f against $%.3f per million output tokens, not enough cheaper for %d instead of %d devices "
+                   "per replica (the ranking asks >10%% per doubling)",
+                   ru.cost_per_million_output_tokens, b.cost_per_million_output_tokens, ru.layout.gpus_per_replica(),
+                   b.layout.gpus_per_replica());
+    else why = strfmt("it ranks lower at $%.3f against $%.3f per million output tokens", ru.cost_per_million_output_tokens,
+                      b.cost_per_million_output_tokens);
     out.push_back("Runner-up " + layout_label(ru.layout) + ": " + why + ".");
   }
-  // 7. Capacity.
+  // 7. Capacity and the seeds' cost.
   const Capacity& cap = plan->capacity;
   if (cap.unit != "offline" && cap.per_replica > 0)
-    out.push_back(strfmt("Capacity: peak %.4g %s / %.4g per replica x headroom %.2f -> %lld replica(s) = %lld devices, "
-                         "$%.0f per month.",
+    out.push_back(strfmt("Capacity: peak %.4g %s / %.4g per replica x headroom %.2f -> %lld replica(s) of %s = %lld devices.",
                          cap.peak, cap.unit.c_str(), cap.per_replica, r.economics.headroom,
-                         static_cast<long long>(cap.replicas), static_cast<long long>(cap.gpus), cap.cost_per_month));
-  if (plan->verdict == Verdict::kCantKeepUp)
-    out.push_back("Can't keep up on one device: the model fits, but the load needs replicas (data parallel), not "
-                  "tensor parallelism.");
+                         static_cast<long long>(cap.replicas), layout_label(Layout{1, b.layout.tp, b.layout.pp, b.layout.ep}).c_str(),
+                         static_cast<long long>(cap.gpus)));
+  const MonthlyCost& mc = plan->cost;
+  {
+    std::string s = strfmt("Cost per month (30 days): cards %s (%s) + power %s (%.0f kWh%s) + ops %s = %s", money(*plan, mc.cards_month).c_str(),
+                           mc.card_basis.c_str(), money(*plan, mc.power_month).c_str(), mc.power_kwh_month,
+                           r.economics.power_price > 0 ? "" : ", no --power-price", money(*plan, mc.ops_month).c_str(),
+                           money(*plan, mc.total_month).c_str());
+    if (mc.cost_per_million_volume > 0)
+      s += strfmt("; %.4g M output tokens a month at %.0f requests a day -> %.3f %s per million (%.0f%% of capacity)",
+                  mc.tokens_month_volume / 1e6, r.economics.daily_requests, mc.cost_per_million_volume, mc.currency.c_str(),
+                  mc.utilization * 100);
+    if (mc.cost_per_million_capacity > 0)
+      s += strfmt("; at full capacity %.3f %s per million", mc.cost_per_million_capacity, mc.currency.c_str());
+    out.push_back(s + ".");
+  }
+  if (plan->verdict == Verdict::kCantKeepUp) {
+    if (cap.replicas > 1 || b.layout.dp > 1)
+      out.push_back(strfmt("Can't keep up on one device: the model fits, but the load needs %lld replicas (data parallel), "
+                           "not a bigger one.",
+                           static_cast<long long>(std::max<int64_t>(cap.replicas, b.layout.dp))));
+    else
+      out.push_back(strfmt("Can't keep up on one device: the model fits, but one device misses the load within the SLOs; "
+                           "%s carries it as one replica on %d devices.",
+                           layout_label(b.layout).c_str(), b.layout.gpus()));
+  }
 }
 
 }  // namespace parallm::planner

@@ -120,9 +120,15 @@ class K8s(unittest.TestCase):
 
     def test_plans_and_engines(self):
         for label, args in PLANS:
-            for engine in ("vllm", "parallm", "sglang", "trtllm", "llamacpp"):
+            for engine in ("vllm", "sglang", "trtllm", "llamacpp"):
                 with self.subTest(plan=label, engine=engine):
                     self.check(label, args, engine)
+            # parallm serves local files on the CPU (no CUDA backend yet): a GPU
+            # plan of a catalog model has no parallm line, so nothing to deploy.
+            with self.subTest(plan=label, engine="parallm"), tempfile.TemporaryDirectory() as out:
+                r = plan(args, "--emit", "k8s", "--out", out, "--engine", "parallm")
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("No parallm line", r.stderr)
 
     def test_default_engine_is_vllm(self):
         with tempfile.TemporaryDirectory() as out:
@@ -165,7 +171,7 @@ class OneHost(unittest.TestCase):
             with self.subTest(plan=label), tempfile.TemporaryDirectory() as out:
                 p = plan_json(args)
                 lay, replicas = p["recommendation"]["layout"], p["capacity"]["replicas"]
-                emit(args, "systemd", out, "parallm")
+                emit(args, "systemd", out, "vllm")
                 names = sorted(os.listdir(out))
                 self.assertEqual(names, [f"parallm-{i}.service" for i in range(replicas)])
                 seen = []
@@ -178,9 +184,9 @@ class OneHost(unittest.TestCase):
                     self.assertEqual(len(devs), lay["tp"] * lay["pp"])
                     seen += devs
                     exec_start = re.search(r"^ExecStart=(.*)$", text, re.M).group(1).split()
-                    self.assertEqual(exec_start[:3], ["/usr/bin/env", "parallm", "serve"])
-                    self.assertEqual(flag(exec_start, "tp"), str(lay["tp"]))
-                    self.assertEqual(flag(exec_start, "dp"), "1")
+                    self.assertEqual(exec_start[:3], ["/usr/bin/env", "vllm", "serve"])
+                    self.assertEqual(flag(exec_start, "tensor-parallel-size"), str(lay["tp"]))
+                    self.assertIsNone(flag(exec_start, "data-parallel-size"), "one replica per unit")
                     if shutil.which("systemd-analyze"):  # systemd's own parser, where it is installed
                         v = subprocess.run(["systemd-analyze", "verify", os.path.join(out, n)],
                                            capture_output=True, text=True, timeout=30)

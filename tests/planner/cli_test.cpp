@@ -78,12 +78,38 @@ TEST_F(PlanCli, BadInputExits2WithOneLine) {
            "plan --model llama-2-7b --gpu H100-SXM --topology " + topo + "bad_link.txt",
            "plan --model " + data + "missing-heads-config.json --gpu H100-SXM",
            "topo --from-file " + topo + "bad_rows.txt",
+           std::string("plan --model llama-2-7b --gpu H100-SXM --gpu-hour-price -2"),
+           std::string("plan --model llama-2-7b --gpu H100-SXM --gpu-watts -300"),
+           std::string("plan --model llama-2-7b --gpu H100-SXM --power-price -0.1"),
+           std::string("plan --model llama-2-7b --gpu H100-SXM --gpu-price 30000 --gpu-hour-price 2"),
+           std::string("plan --model llama-2-7b --gpu H100-SXM --currency CNY"),
+           std::string("plan --model llama-2-7b --gpu H100-SXM --emit k8s --out /tmp/parallm-x --engine tgi"),
+           std::string("plan --model meta-llama/Llama-9.9-8B-Instruct --gpu H100-SXM"),
        }) {
     Result r = run(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
     EXPECT_EQ(r.err.rfind("parallm: error: ", 0), 0u) << args << "\n" << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
   }
+}
+
+// An HF id of a catalog model plans like its catalog name; an unknown one
+// names the closest ids; the seeds' cost fields are in the JSON.
+TEST_F(PlanCli, HfIdsSuggestionsAndCost) {
+  Result r = run("plan --model meta-llama/Llama-3.1-8B-Instruct --gpu A100-80G --daily-requests 100000 "
+                 "--gpu-hour-price 10 --currency CNY --power-price 1 --ops-cost-month 5000 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"]["params_total"], 8030261248LL);
+  EXPECT_EQ(j["cost"]["currency"], "CNY");
+  // 1 card x 10 x 720 h + 400 W x 720 h x 1 per kWh + 5000.
+  EXPECT_DOUBLE_EQ(j["cost"]["total_per_month"].get<double>(), 7200.0 + 288.0 + 5000.0);
+  EXPECT_DOUBLE_EQ(j["cost"]["output_tokens_per_month_at_volume"].get<double>(), 100000.0 * 256 * 30);
+  EXPECT_EQ(std::string(j["launch"]["vllm"]).rfind("vllm serve meta-llama/Llama-3.1-8B-Instruct ", 0), 0u);
+  EXPECT_EQ(j["launch"]["parallm"], "");
+  Result bad = run("plan --model meta-llama/Llama-3.1-9B-Instruct --gpu A100-80G");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("did you mean meta-llama/Llama-3.1-8B-Instruct"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -107,7 +107,8 @@ TEST(Plan, CapacityIsPeakOverPerReplicaTimesHeadroom) {
   ASSERT_GT(c.per_replica, 0);
   EXPECT_EQ(c.replicas, static_cast<int64_t>(std::ceil(1000.0 / c.per_replica * 1.5)));
   EXPECT_EQ(c.gpus, c.replicas * p.recommended.gpus_per_replica());
-  EXPECT_DOUBLE_EQ(c.cost_per_month, c.gpus * r.gpu.price_per_hour * 730.0);
+  // The seeds' month: 30 days of rent (cost_model.h; power and ops not given).
+  EXPECT_DOUBLE_EQ(c.cost_per_month, c.gpus * r.gpu.price_per_hour * 720.0);
 }
 
 TEST(Plan, PinnedLayoutIsPredictedAsGiven) {
@@ -180,9 +181,11 @@ TEST(Plan, JsonHasTheFixedFields) {
   EXPECT_EQ(vllm.rfind("vllm serve mistralai/Mixtral-8x7B-v0.1 --tensor-parallel-size", 0), 0u) << vllm;
   for (const char* flag : {"--pipeline-parallel-size", "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs"})
     EXPECT_NE(vllm.find(flag), std::string::npos) << flag;
-  EXPECT_NE(std::string(j["launch"]["sglang"]).find("--tp "), std::string::npos);
+  EXPECT_NE(std::string(j["launch"]["sglang"]).find("--tp-size "), std::string::npos);
   EXPECT_NE(std::string(j["launch"]["trtllm"]).find("--tp_size"), std::string::npos);
-  EXPECT_NE(std::string(j["launch"]["llamacpp"]).find("llama-server -m"), std::string::npos);
+  // llama.cpp loads GGUF (here a bf16 conversion of the checkpoint), never the safetensors id.
+  EXPECT_NE(std::string(j["launch"]["llamacpp"]).find("llama-server -m ./mixtral-8x7b-BF16.gguf "), std::string::npos)
+      << j["launch"]["llamacpp"];
   EXPECT_FALSE(plan_to_text(make_plan(r)).empty());
   EXPECT_EQ(std::string(j["launch"]["parallm"]).find("--kv-dtype"), std::string::npos);
 }
@@ -194,7 +197,8 @@ TEST(Plan, EightBitKvCacheReachesTheLaunchLines) {
     r.kv_elem_bytes = bytes;
     const Plan p = make_plan(r);
     ASSERT_GE(p.best, 0);
-    EXPECT_NE(p.commands.parallm.find("--kv-dtype q8_0"), std::string::npos) << p.commands.parallm;
+    EXPECT_NE(p.commands.vllm.find("--kv-cache-dtype fp8"), std::string::npos) << p.commands.vllm;
+    EXPECT_NE(p.commands.llamacpp.find("-ctk q8_0 -ctv q8_0"), std::string::npos) << p.commands.llamacpp;
   }
 }
 
