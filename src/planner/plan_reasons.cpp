@@ -27,6 +27,12 @@ std::string slo_text(double ms, const char* name, const char* fmt) {
 
 std::string money(const Plan& plan, double v) { return strfmt("%.0f %s", v, plan.cost.currency.c_str()); }
 
+// The candidates' cost per million is at the rent price: --gpu-hour-price in
+// --currency, or the catalog's USD estimate.
+std::string rank_money(const Plan& plan, double v) {
+  return strfmt("%.3f %s", v, plan.request.economics.gpu_hour_price > 0 ? plan.cost.currency.c_str() : "USD");
+}
+
 const Candidate* find(const Plan& plan, int tp, int pp) {
   for (const auto& c : plan.candidates)
     if (c.layout.tp == tp && c.layout.pp == pp && c.layout.ep == 1) return &c;
@@ -127,10 +133,11 @@ void add_reasons(Plan* plan) {
       const double tp_per_dev = tpc->capacity_tokens_per_s / tpc->layout.gpus();
       const bool rep_more = rep_per_dev >= tp_per_dev;
       const bool rep_cheaper = b.cost_per_million_output_tokens <= tpc->cost_per_million_output_tokens;
-      const std::string nums = strfmt("dp=%d (one device a copy) serves %.0f tokens/s per device at TPOT %.1f ms, $%.3f per "
-                                      "million; tp=2 serves %.0f per device at TPOT %.1f ms, $%.3f",
-                                      b.layout.dp, rep_per_dev, b.at_capacity.tpot_ms, b.cost_per_million_output_tokens,
-                                      tp_per_dev, tpc->at_capacity.tpot_ms, tpc->cost_per_million_output_tokens);
+      const std::string nums = strfmt("dp=%d (one device a copy) serves %.0f tokens/s per device at TPOT %.1f ms, %s per "
+                                      "million; tp=2 serves %.0f per device at TPOT %.1f ms, %s",
+                                      b.layout.dp, rep_per_dev, b.at_capacity.tpot_ms,
+                                      rank_money(*plan, b.cost_per_million_output_tokens).c_str(), tp_per_dev,
+                                      tpc->at_capacity.tpot_ms, rank_money(*plan, tpc->cost_per_million_output_tokens).c_str());
       if (rep_more && rep_cheaper)
         out.push_back("Replicas beat tensor parallelism: " + nums +
                       "; tp makes two devices work on the same requests and adds two all-reduces per layer.");
@@ -160,24 +167,36 @@ void add_reasons(Plan* plan) {
     if (!ru.meets_load && b.meets_load) why = "it does not carry the workload within the SLOs";
     else if (ru.max_concurrency_slo <= 0 && b.max_concurrency_slo > 0) why = "it misses the SLOs even with one request";
     else if (ru.cost_per_million_output_tokens > b.cost_per_million_output_tokens)
-      why = strfmt("it costs $%.3f instead of $%.3f per million output tokens", ru.cost_per_million_output_tokens,
-                   b.cost_per_million_output_tokens);
+      why = strfmt("it costs %s instead of %s per million output tokens", rank_money(*plan, ru.cost_per_million_output_tokens).c_str(),
+                   rank_money(*plan, b.cost_per_million_output_tokens).c_str());
     else if (ru.layout.gpus_per_replica() > b.layout.gpus_per_replica())
-      why = strfmt("it is $%.3f against $%.3f per million output tokens, not enough cheaper for %d instead of %d devices "
+      why = strfmt("it is %s against %s per million output tokens, not enough cheaper for %d instead of %d devices "
                    "per replica (the ranking asks >10%% per doubling)",
-                   ru.cost_per_million_output_tokens, b.cost_per_million_output_tokens, ru.layout.gpus_per_replica(),
+                   rank_money(*plan, ru.cost_per_million_output_tokens).c_str(),
+                   rank_money(*plan, b.cost_per_million_output_tokens).c_str(), ru.layout.gpus_per_replica(),
                    b.layout.gpus_per_replica());
-    else why = strfmt("it ranks lower at $%.3f against $%.3f per million output tokens", ru.cost_per_million_output_tokens,
-                      b.cost_per_million_output_tokens);
+    else why = strfmt("it ranks lower at %s against %s per million output tokens",
+                      rank_money(*plan, ru.cost_per_million_output_tokens).c_str(),
+                      rank_money(*plan, b.cost_per_million_output_tokens).c_str());
     out.push_back("Runner-up " + layout_label(ru.layout) + ": " + why + ".");
   }
-  // 7. Capacity and the seeds' cost.
+  // 7. Capacity and the seeds' cost. The recommended layout fills the
+  // devices given; the capacity line is what the peak needs: say which to buy.
   const Capacity& cap = plan->capacity;
-  if (cap.unit != "offline" && cap.per_replica > 0)
-    out.push_back(strfmt("Capacity: peak %.4g %s / %.4g per replica x headroom %.2f -> %lld replica(s) of %s = %lld devices.",
-                         cap.peak, cap.unit.c_str(), cap.per_replica, r.economics.headroom,
-                         static_cast<long long>(cap.replicas), layout_label(Layout{1, b.layout.tp, b.layout.pp, b.layout.ep}).c_str(),
-                         static_cast<long long>(cap.gpus)));
+  if (cap.unit != "offline" && cap.per_replica > 0) {
+    std::string s = strfmt("Capacity: peak %.4g %s / %.4g per replica x headroom %.2f -> %lld replica(s) of %s = %lld devices",
+                           cap.peak, cap.unit.c_str(), cap.per_replica, r.economics.headroom,
+                           static_cast<long long>(cap.replicas),
+                           layout_label(Layout{1, b.layout.tp, b.layout.pp, b.layout.ep}).c_str(),
+                           static_cast<long long>(cap.gpus));
+    if (cap.gpus > b.layout.gpus())
+      s += strfmt("; the %d device(s) given hold %d of them: the peak needs %lld more", b.layout.gpus(), b.layout.dp,
+                  static_cast<long long>(cap.gpus - b.layout.gpus()));
+    else if (cap.gpus < b.layout.gpus())
+      s += strfmt("; the recommendation's dp=%d uses all %d devices given, %lld replica(s) already carry the peak", b.layout.dp,
+                  b.layout.gpus(), static_cast<long long>(cap.replicas));
+    out.push_back(s + ".");
+  }
   const MonthlyCost& mc = plan->cost;
   {
     std::string s = strfmt("Cost per month (30 days): cards %s (%s) + power %s (%.0f kWh%s) + ops %s = %s", money(*plan, mc.cards_month).c_str(),

@@ -46,7 +46,11 @@ std::string plan_to_text(const Plan& plan) {
               static_cast<long long>(w.output_len), load.c_str());
   o << (w.ttft_slo_ms > 0 ? strfmt(", TTFT <= %.0f ms", w.ttft_slo_ms) : std::string(", TTFT SLO: none"));
   o << (w.tpot_slo_ms > 0 ? strfmt(", TPOT <= %.1f ms", w.tpot_slo_ms) : std::string(", TPOT SLO: none"));
-  o << "\n\nVerdict: " << verdict_name(plan.verdict) << "   recommended: " << layout_label(plan.recommended) << "\n\n";
+  o << "\n\nVerdict: " << verdict_name(plan.verdict) << "   recommended: " << layout_label(plan.recommended);
+  if (plan.capacity.replicas > 0 && plan.capacity.gpus != plan.recommended.gpus())
+    o << strfmt("   for the peak: %lld replica(s) = %lld devices", static_cast<long long>(plan.capacity.replicas),
+                static_cast<long long>(plan.capacity.gpus));
+  o << "\n\n";
   o << strfmt("  %-22s %4s %4s %9s %9s %9s %8s %9s %9s %8s\n", "layout", "gpus", "fits", "GiB/dev", "KV tokens",
               "TTFT ms", "TPOT ms", "tok/s", "max@SLO", "$/Mtok");
   size_t shown = 0;

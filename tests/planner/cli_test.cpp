@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 namespace {
@@ -132,6 +133,32 @@ TEST_F(PlanCli, GgufModelFromMakeModel) {
   EXPECT_EQ(j["model"]["params_active"], total - 2 * 6 * 3 * 64 * 128);
   EXPECT_EQ(j["model"]["weight_bytes"], 4.0 * total);
   EXPECT_EQ(j["model"]["kv_bytes_per_token"], 2 * 2 * 2 * 16 * 2);  // K+V, 2 layers, 2 KV heads, head_dim 16, fp16
+  // On a GPU there is no parallm line (no CUDA backend); on the CPU the local
+  // GGUF of a supported architecture gets one, and llama.cpp loads the file.
+  EXPECT_EQ(j["launch"]["parallm"], "");
+  EXPECT_NE(std::string(j["launch_all"]["parallm"]["note"]).find("CPU only"), std::string::npos);
+  EXPECT_EQ(std::string(j["launch"]["llamacpp"]).rfind("llama-server -m " + path + " ", 0), 0u);
+  Result cpu = run("plan --model " + path + " --gpu cpu --json");
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  const std::string line = nlohmann::json::parse(cpu.out)["launch"]["parallm"];
+  EXPECT_EQ(line.rfind("parallm serve --model " + path + " --tp 1", 0), 0u) << line;
+  // Every flag of the printed line is an option of parallm serve's own parser.
+  Result help = run("serve --help");
+  ASSERT_EQ(help.code, 0) << help.err;
+  std::istringstream words(line);
+  int flags = 0;
+  for (std::string w; words >> w;) {
+    if (w.rfind("--", 0) != 0) continue;
+    ++flags;
+    bool found = false;
+    for (size_t at = help.out.find(w); at != std::string::npos && !found; at = help.out.find(w, at + 1)) {
+      const char before = at == 0 ? ' ' : help.out[at - 1];
+      const char after = at + w.size() < help.out.size() ? help.out[at + w.size()] : ' ';
+      found = (before == ' ' || before == ',') && (after == ' ' || after == ',' || after == '=');
+    }
+    EXPECT_TRUE(found) << w << " is not an option of parallm serve";
+  }
+  EXPECT_GE(flags, 5);
   std::filesystem::remove(path);
 }
 
