@@ -86,7 +86,7 @@ EngineLaunch launch_trtllm(const LaunchContext& c) {
   if (l.ep > 1) base += flag("--ep_size", static_cast<long long>(l.ep));
   base += flag("--max_batch_size", c.max_num_seqs) + flag("--max_seq_len", c.max_model_len) +
           flag("--kv_cache_free_gpu_memory_fraction", strfmt("%.2f", c.plan->request.memory.gpu_memory_utilization)) + cfg;
-  if (!pre.empty()) e.lines.push_back({"", pre});
+  if (!pre.empty()) e.lines.push_back({c.nodes_used > 1 ? "every node" : "", pre});
   if (c.replica_spans_nodes) {
     // MPI starts the ranks of one replica on all its nodes; trtllm-llmapi-launch
     // wires them into one server.
