@@ -149,7 +149,8 @@ WeightFormat parse_weight_format(const std::string& raw) {
   else if (n == "fp16" || n == "f16") { f.bits_per_weight = 16; f.name = "fp16"; }
   else if (n == "bf16") { f.bits_per_weight = 16; }
   else if (n == "fp8") { f.bits_per_weight = 8; f.compute = ComputeType::kFp8; f.vllm_quant = "fp8"; }
-  else if (n == "int8") { f.bits_per_weight = 8; f.compute = ComputeType::kInt8; f.vllm_quant = "int8"; }
+  // int8: W8A8 checkpoints, which vLLM loads as compressed-tensors ("int8" is no vLLM method).
+  else if (n == "int8") { f.bits_per_weight = 8; f.compute = ComputeType::kInt8; f.vllm_quant = "compressed-tensors"; }
   // int4 (AWQ/GPTQ): 4-bit weights plus an fp16 scale and zero per group of 128.
   else if (n == "int4") { f.bits_per_weight = 4.25; f.vllm_quant = "awq"; }
   // GGUF block types: bits include the per-block scales (ggml block sizes).

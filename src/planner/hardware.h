@@ -47,7 +47,7 @@ struct WeightFormat {
   std::string name;              // "fp16", "int4", "q4_k", ...
   double bits_per_weight = 16;   // including block scales
   ComputeType compute = ComputeType::kFp16;
-  std::string vllm_quant;        // hint for launch commands ("fp8", "awq", "" = none)
+  std::string vllm_quant;        // vLLM --quantization of the format ("fp8", "compressed-tensors", "awq", "" = none)
 };
 
 // fp32|bf16|fp16|fp8|int8|int4 or a GGUF type (q8_0, q6_k, q5_k, q4_k, q4_0, ...).

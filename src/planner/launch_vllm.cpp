@@ -19,16 +19,17 @@ std::string vllm_model_and_quant(const LaunchContext& c, std::string* note) {
   const std::string& w = c.plan->request.weights.name;
   if (w == "fp8") {
     if (!c.local && !c.repos.fp8.empty()) return c.repos.fp8;  // the checkpoint says fp8
-    return c.model + flag("--quantization", std::string("fp8"));  // online dynamic FP8
+    return c.model + flag("--quantization", c.plan->request.weights.vllm_quant);  // online dynamic FP8
   }
   if (w == "int8") {
-    if (!c.local && !c.repos.w8a8_int8.empty()) return c.repos.w8a8_int8 + flag("--quantization", std::string("compressed-tensors"));
+    const std::string q = flag("--quantization", c.plan->request.weights.vllm_quant);  // compressed-tensors
+    if (!c.local && !c.repos.w8a8_int8.empty()) return c.repos.w8a8_int8 + q;
     *note = "int8: no W8A8 checkpoint of this model is known; make ./" + c.name +
             "-w8a8 with llm-compressor (W8A8 int8) and serve that path.";
-    return "./" + c.name + "-w8a8" + flag("--quantization", std::string("compressed-tensors"));
+    return "./" + c.name + "-w8a8" + q;
   }
   if (w == "int4") {
-    if (!c.local && !c.repos.awq_int4.empty()) return c.repos.awq_int4 + flag("--quantization", std::string("awq"));
+    if (!c.local && !c.repos.awq_int4.empty()) return c.repos.awq_int4 + flag("--quantization", c.plan->request.weights.vllm_quant);
     *note = "int4: no AWQ checkpoint of this model is known; the line quantizes in flight with bitsandbytes "
             "(NF4, about 4.5 bits a weight instead of AWQ's 4.25).";
     return c.model + flag("--quantization", std::string("bitsandbytes"));
