@@ -68,6 +68,21 @@ void add_reasons(Plan* plan) {
   }
   // 1b. Where the playbook's formulas differ from this model's real numbers.
   {
+    // Weights: "参数量 × 精度字节数" with the nominal 4 / 2 / 1 / 0.5 bytes; the
+    // real formats carry block scales (int4 AWQ/GPTQ 4.25 bits, GGUF q4_k 4.5).
+    const double nominal_bits = r.weights.name == "int4"                              ? 4
+                                : r.weights.name == "int8" || r.weights.name == "fp8" ? 8
+                                : r.weights.name == "fp32"                             ? 32
+                                                                                       : 16;
+    const bool gguf = r.weights.name.rfind("q", 0) == 0;
+    if (!gguf && std::fabs(r.weights.bits_per_weight - nominal_bits) > 1e-9)
+      out.push_back(strfmt("Weights: %.4g B parameters x %.4g bits (%s with its scales) = %.1f GB (%s), not the "
+                           "playbook's %.4g bits a weight = %.1f GB.",
+                           plan->params.total / 1e9, r.weights.bits_per_weight, r.weights.name.c_str(),
+                           plan->weight_bytes / 1e9, gb(plan->weight_bytes).c_str(), nominal_bits,
+                           static_cast<double>(plan->params.total) * nominal_bits / 8 / 1e9));
+  }
+  {
     const ModelSpec& m = r.model;
     const double textbook = 2.0 * static_cast<double>(m.n_layer) * static_cast<double>(m.n_embd) * r.kv_elem_bytes;
     if (textbook > 0 && std::fabs(plan->kv_bytes_per_token - textbook) > 0.01 * textbook) {

@@ -6,6 +6,7 @@
 // GPUs as 4 x TP2 replicas on a box whose NVLink pairs are not consecutive.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -123,6 +124,14 @@ TEST(PlanReasons, TextbookKvFormulaAgainstGqa) {
   ASSERT_TRUE(has_prefix(p, "KV cache: 328 KB per token, not the textbook", &s));
   EXPECT_NE(s.find("= 2621 KB"), std::string::npos) << s;
   EXPECT_NE(s.find("8 KV heads of 64"), std::string::npos) << s;
+  // int4 weights carry group scales: 4.25 bits a weight, not the playbook's 0.5 bytes.
+  Plan q = make_plan(request("llama-2-70b", "int4", "A100-80G", 1));
+  ASSERT_TRUE(has_prefix(q, "Weights: ", &s));
+  const double params = static_cast<double>(q.params.total);
+  char want[160];
+  std::snprintf(want, sizeof(want), "= %.1f GB (%.1f GiB), not the playbook's 4 bits a weight = %.1f GB", params * 4.25 / 8 / 1e9,
+                params * 4.25 / 8 / (1024.0 * 1024 * 1024), params * 4 / 8 / 1e9);
+  EXPECT_NE(s.find(want), std::string::npos) << s << "\n" << want;
   // Llama-2-7B has no GQA and head_dim x heads = hidden: no such sentence.
   EXPECT_FALSE(has_prefix(make_plan(request("llama-2-7b", "fp16", "H100-SXM", 1)), "KV cache:"));
 }
