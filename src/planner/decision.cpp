@@ -70,7 +70,6 @@ Layout minimal_fitting_layout(const PlanRequest& r, const ParamCounts& p, int64_
 
 void add_reasons(Plan* plan);  // plan_reasons.cpp
 
-// The seeds' monthly cost (cost_model.h) of `gpus` devices of the request.
 MonthlyCost deployment_cost(const PlanRequest& r, double gpus, double capacity_tokens_per_s) {
   const Economics& e = r.economics;
   CostInputs in;
@@ -86,6 +85,13 @@ MonthlyCost deployment_cost(const PlanRequest& r, double gpus, double capacity_t
   in.capacity_tokens_per_s = capacity_tokens_per_s;
   in.currency = e.currency;
   return monthly_cost(in);
+}
+
+double device_hour_price(const PlanRequest& r) {
+  PlanRequest one = r;
+  one.economics.ops_cost_month = 0;
+  one.economics.daily_requests = 0;
+  return deployment_cost(one, 1, 0).total_hour;
 }
 
 Plan make_plan(const PlanRequest& request) {

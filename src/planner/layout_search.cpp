@@ -88,7 +88,7 @@ void evaluate_candidates(const PlanRequest& r, const ParamCounts& p, int64_t max
                          std::vector<Candidate>* out) {
   const Fabric& f = r.fabric;
   const Workload& w = r.workload;
-  const double price = r.economics.gpu_hour_price > 0 ? r.economics.gpu_hour_price : r.gpu.price_per_hour;
+  const double price = device_hour_price(r);  // cost_model.h: rent or depreciation + power, per device-hour
   for (const Layout& l : enumerate_layouts(r.model, f.gpus_per_node, f.nodes, r.pinned)) {
     Candidate c;
     c.layout = l;

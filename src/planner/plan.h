@@ -139,4 +139,11 @@ void evaluate_candidates(const PlanRequest& r, const ParamCounts& p, int64_t max
 
 LaunchCommands launch_commands(const Plan& plan, const Candidate& c);
 
+// What one device costs an hour under the request's economics (cost_model.h:
+// rent or depreciation, plus power; ops excluded, being per deployment): the
+// price behind every candidate's cost per million output tokens.
+double device_hour_price(const PlanRequest& r);
+// The seeds' monthly cost (cost_model.h) of `gpus` devices of the request.
+MonthlyCost deployment_cost(const PlanRequest& r, double gpus, double capacity_tokens_per_s);
+
 }  // namespace parallm::planner

@@ -27,10 +27,10 @@ std::string slo_text(double ms, const char* name, const char* fmt) {
 
 std::string money(const Plan& plan, double v) { return strfmt("%.0f %s", v, plan.cost.currency.c_str()); }
 
-// The candidates' cost per million is at the rent price: --gpu-hour-price in
-// --currency, or the catalog's USD estimate.
+// The candidates' cost per million, at device_hour_price() (in --currency;
+// the catalog's prices are USD, and another currency needs a price).
 std::string rank_money(const Plan& plan, double v) {
-  return strfmt("%.3f %s", v, plan.request.economics.gpu_hour_price > 0 ? plan.cost.currency.c_str() : "USD");
+  return strfmt("%.3f %s", v, plan.request.economics.currency.c_str());
 }
 
 const Candidate* find(const Plan& plan, int tp, int pp) {

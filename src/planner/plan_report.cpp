@@ -52,7 +52,7 @@ std::string plan_to_text(const Plan& plan) {
                 static_cast<long long>(plan.capacity.gpus));
   o << "\n\n";
   o << strfmt("  %-22s %4s %4s %9s %9s %9s %8s %9s %9s %8s\n", "layout", "gpus", "fits", "GiB/dev", "KV tokens",
-              "TTFT ms", "TPOT ms", "tok/s", "max@SLO", "$/Mtok");
+              "TTFT ms", "TPOT ms", "tok/s", "max@SLO", (r.economics.currency + "/Mtok").c_str());
   size_t shown = 0;
   for (const auto& c : plan.candidates) {
     if (++shown > 12) {

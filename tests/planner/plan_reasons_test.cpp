@@ -157,6 +157,30 @@ TEST(PlanReasons, CostLineIsTheSeedsFormula) {
   EXPECT_NE(s.find("CNY"), std::string::npos) << s;
 }
 
+TEST(PlanReasons, CandidatesAreCostedWithDepreciationAndPower) {
+  // Bought cards (60,000 over 36 months) and 400 W at 1.2 a kWh: every
+  // candidate's cost per million is at that device-hour, not the catalog rent.
+  PlanRequest r = request("llama-2-7b", "fp16", "A100-80G", 2);
+  r.workload.concurrency = 64;
+  r.economics.gpu_price = 60000;
+  r.economics.depreciation_months = 36;
+  r.economics.power_price = 1.2;
+  r.economics.currency = "CNY";
+  const double hour = 60000.0 / 36 / 720 + 0.4 * 1.2;
+  EXPECT_DOUBLE_EQ(device_hour_price(r), hour);
+  Plan p = make_plan(r);
+  int costed = 0;
+  for (const auto& c : p.candidates) {
+    if (c.max_concurrency_slo <= 0) continue;
+    ++costed;
+    EXPECT_NEAR(c.cost_per_million_output_tokens, hour * c.layout.gpus() / 3600.0 / c.capacity_tokens_per_s * 1e6,
+                1e-9 * c.cost_per_million_output_tokens);
+  }
+  EXPECT_GT(costed, 0);
+  EXPECT_EQ(p.cost.card_basis, "depreciation");
+  EXPECT_NE(plan_to_text(p).find("CNY/Mtok"), std::string::npos);
+}
+
 TEST(PlanReasons, EightGpusAsFourTp2ReplicasOnNvLinkPairs) {
   // NVLink pairs (0,3) (1,2) (4,7) (5,6), two sockets: TP2 on consecutive
   // indices (0,1) would all-reduce over PCIe through the host bridge.
