@@ -94,7 +94,7 @@ std::vector<std::vector<int>> replica_gpu_groups(const Plan& plan) {
   std::vector<std::vector<int>> groups(n);
   if (n * per <= plan.request.fabric.gpus_per_node) {
     // One host holds them all: the groups of gpu_groups.h (topology-aware).
-    const std::vector<GpuGroup> g = gpu_groups(plan.request.fabric, per, n);
+    const std::vector<GpuGroup> g = gpu_groups(plan.request.fabric, per, n, plan.recommended.tp);
     for (int i = 0; i < n; ++i) groups[i] = g[static_cast<size_t>(i)].gpus;
     return groups;
   }

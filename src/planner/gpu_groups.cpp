@@ -27,10 +27,12 @@ int numa_of(const Fabric& f, int gpu) {
   return gpu < static_cast<int>(f.numa_node.size()) ? f.numa_node[gpu] : -1;
 }
 
-// Groups of one node, picked greedily among the free GPUs (see the header).
-std::vector<std::vector<int>> pick_on_node(const Fabric& f, int size, int count) {
+// Groups of one node, picked greedily among the free GPUs (see the header);
+// `allowed` (empty = all) limits the GPUs to choose from.
+std::vector<std::vector<int>> pick_on_node(const Fabric& f, int size, int count, const std::vector<int>& allowed = {}) {
   const int n = f.gpus_per_node;
-  std::vector<bool> used(static_cast<size_t>(n), false);
+  std::vector<bool> used(static_cast<size_t>(n), !allowed.empty());
+  for (int g : allowed) used[static_cast<size_t>(g)] = false;
   std::vector<int> groups_on_numa(static_cast<size_t>(n + 1), 0);
   std::vector<std::vector<int>> out;
   for (int k = 0; k < count; ++k) {
@@ -78,7 +80,7 @@ std::vector<std::vector<int>> pick_on_node(const Fabric& f, int size, int count)
 
 }  // namespace
 
-std::vector<GpuGroup> gpu_groups(const Fabric& f, int group_size, int replicas) {
+std::vector<GpuGroup> gpu_groups(const Fabric& f, int group_size, int replicas, int tp) {
   PARALLM_CHECK(group_size >= 1 && replicas >= 1);
   const int n = std::max(1, f.gpus_per_node);
   std::vector<GpuGroup> out;
@@ -99,6 +101,12 @@ std::vector<GpuGroup> gpu_groups(const Fabric& f, int group_size, int replicas) 
   std::vector<std::vector<int>> node_groups;
   if (measured) {
     node_groups = pick_on_node(f, group_size, std::min(per_node, replicas));
+    if (tp > 1 && tp < group_size && group_size % tp == 0)
+      for (auto& g : node_groups) {
+        std::vector<int> ordered;
+        for (const auto& chunk : pick_on_node(f, tp, group_size / tp, g)) ordered.insert(ordered.end(), chunk.begin(), chunk.end());
+        g = ordered;
+      }
   } else {
     for (int k = 0; k < std::min(per_node, replicas); ++k) {
       std::vector<int> g;

@@ -26,8 +26,11 @@ struct GpuGroup {
 
 // group_size = tp x pp, replicas = dp. Replicas fill node 0 first, then node
 // 1, ...; a group larger than a node spans whole nodes (gpus lists node-local
-// indices 0..gpus_per_node-1 of each of its nodes, node = first node).
-std::vector<GpuGroup> gpu_groups(const Fabric& fabric, int group_size, int replicas);
+// indices 0..gpus_per_node-1 of each of its nodes, node = first node). With
+// 1 < tp < group_size (pipeline stages), each group is ordered so that every
+// run of tp consecutive GPUs (one stage's TP ranks, as the engines assign
+// them from CUDA_VISIBLE_DEVICES) is the best-linked tp-subset left.
+std::vector<GpuGroup> gpu_groups(const Fabric& fabric, int group_size, int replicas, int tp = 0);
 
 // "0,3" for CUDA_VISIBLE_DEVICES.
 std::string gpu_list(const std::vector<int>& gpus);

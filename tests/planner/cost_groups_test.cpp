@@ -124,6 +124,21 @@ TEST(GpuGroups, TpGroupsSitOnNvLinkAndReplicasSpreadOverNuma) {
   EXPECT_NE(ones[0].numa_node, ones[1].numa_node);
 }
 
+TEST(GpuGroups, PipelineStagesKeepTheirTpRanksOnNvLink) {
+  // tp2 x pp2 on the pairs box: one group per socket, ordered so that each
+  // stage's two consecutive ranks are an NV12 pair ("0,3,1,2", not "0,1,2,3").
+  Fabric f = fabric_of(kPairs8);
+  auto g = gpu_groups(f, 4, 2, 2);
+  ASSERT_EQ(g.size(), 2u);
+  for (const auto& grp : g) {
+    ASSERT_EQ(grp.gpus.size(), 4u);
+    EXPECT_TRUE(f.fast[grp.gpus[0]][grp.gpus[1]]) << gpu_list(grp.gpus);
+    EXPECT_TRUE(f.fast[grp.gpus[2]][grp.gpus[3]]) << gpu_list(grp.gpus);
+  }
+  EXPECT_NE(g[0].numa_node, g[1].numa_node);
+  EXPECT_EQ(gpu_list(g[0].gpus), "0,3,1,2");
+}
+
 TEST(GpuGroups, SavedA100PairsAndReplicasBeyondANode) {
   Fabric f = fabric_of(read(std::string(PARALLM_SOURCE_DIR) + "/tests/doctor/data/a100_pairs_nvlink.txt"));
   auto g = gpu_groups(f, 2, 2);
