@@ -21,6 +21,15 @@ std::string replica_where(const LaunchContext& c, int replica) {
   return strfmt("replica %d (node %d)", replica, g.node);
 }
 
+std::string device_prefix(const LaunchContext& c) {
+  if (c.nodes_used > 1) return "";
+  std::vector<int> order;
+  for (const auto& g : c.groups) order.insert(order.end(), g.gpus.begin(), g.gpus.end());
+  bool identity = true;
+  for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int>(i);
+  return identity ? "" : "CUDA_VISIBLE_DEVICES=" + gpu_list(order) + " ";
+}
+
 namespace {
 
 // The summary string of an engine: its first serve command, without the

@@ -41,5 +41,9 @@ EngineLaunch launch_parallm(const LaunchContext& c);
 
 // Where each replica runs, for per-replica lines: "replica 1 (node 0)".
 std::string replica_where(const LaunchContext& c, int replica);
+// "CUDA_VISIBLE_DEVICES=0,3,1,2 " for a one-node command whose engine takes
+// the GPUs in order (TP ranks first, then stages, then DP ranks), when the
+// topology's groups are not simply 0, 1, 2, ...; "" otherwise.
+std::string device_prefix(const LaunchContext& c);
 
 }  // namespace parallm::planner

@@ -24,7 +24,7 @@ namespace {
 template <typename Make>
 void per_replica(const LaunchContext& c, EngineLaunch* e, Make make) {
   if (c.layout.dp <= 1) {
-    e->lines.push_back({"", make(0)});
+    e->lines.push_back({"", device_prefix(c) + make(0)});
     return;
   }
   for (int rep = 0; rep < c.layout.dp; ++rep)

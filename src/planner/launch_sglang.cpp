@@ -60,7 +60,7 @@ EngineLaunch launch_sglang(const LaunchContext& c) {
   tail += flag("--context-length", c.max_model_len);
   tail += flag("--max-running-requests", c.max_num_seqs);
   if (c.nodes_used <= 1) {
-    e.lines.push_back({"", head + par + (l.dp > 1 ? flag("--dp-size", static_cast<long long>(l.dp)) : "") + tail});
+    e.lines.push_back({"", device_prefix(c) + head + par + (l.dp > 1 ? flag("--dp-size", static_cast<long long>(l.dp)) : "") + tail});
     return e;
   }
   if (c.replica_spans_nodes) {

@@ -62,7 +62,7 @@ EngineLaunch launch_vllm(const LaunchContext& c) {
   base += flag("--max-num-seqs", c.max_num_seqs);
   if (c.kv_4bit) e.note += std::string(e.note.empty() ? "" : " ") + "vLLM's smallest KV cache here is fp8 (1 byte a value), not 4-bit.";
   if (c.nodes_used <= 1) {
-    e.lines.push_back({"", base + (l.dp > 1 ? flag("--data-parallel-size", static_cast<long long>(l.dp)) : "")});
+    e.lines.push_back({"", device_prefix(c) + base + (l.dp > 1 ? flag("--data-parallel-size", static_cast<long long>(l.dp)) : "")});
     return e;
   }
   const std::string head = "$HEAD_IP";

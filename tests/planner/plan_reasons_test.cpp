@@ -205,6 +205,15 @@ TEST(PlanReasons, EightGpusAsFourTp2ReplicasOnNvLinkPairs) {
   // The first two replicas sit on different sockets.
   EXPECT_EQ(lines[0].command.rfind("CUDA_VISIBLE_DEVICES=0,3 ", 0), 0u) << lines[0].command;
   EXPECT_EQ(lines[1].command.rfind("CUDA_VISIBLE_DEVICES=4,7 ", 0), 0u) << lines[1].command;
+  // vLLM's built-in data parallelism takes the GPUs in order, TP ranks first:
+  // the line lists the same pairs in the same order.
+  const std::string vllm = p.commands.vllm_all.lines.at(0).command;
+  EXPECT_EQ(vllm.rfind("CUDA_VISIBLE_DEVICES=0,3,4,7,1,2,5,6 vllm serve ", 0), 0u) << vllm;
+  // Without a topology the order is 0..7: no prefix.
+  PlanRequest plain = request("llama-3.1-8b", "bf16", "A100-80G", 8);
+  plain.pinned = r.pinned;
+  plain.workload.concurrency = 256;
+  EXPECT_EQ(make_plan(plain).commands.vllm_all.lines.at(0).command.rfind("vllm serve ", 0), 0u);
 }
 
 }  // namespace
