@@ -357,19 +357,27 @@ TEST(LaunchLines, EveryFlagOfEveryLineIsInItsToolsList) {
       // One command per replica where the engine has no data parallelism.
       if ((engine == "trtllm" || engine == "llamacpp") && l.dp > 1 && group <= per_node) {
         ASSERT_EQ(static_cast<int>(serves.size()), l.dp);
-        std::map<int, std::set<std::string>> used_per_node;  // node -> GPUs
+        // Replica k runs on the node its label names; on one node no GPU serves two replicas.
+        std::map<std::string, std::set<std::string>> used_per_node;  // "node N" -> GPUs
         std::set<std::string> ports;
-        for (size_t k = 0; k < serves.size(); ++k) {
+        size_t k = 0;
+        for (const auto& line : e->lines) {
+          if (line.command.find(engine == "trtllm" ? "trtllm-serve" : "llama-server") == std::string::npos) continue;
           const std::string devs = serves[k].cuda_visible_devices;
           ASSERT_FALSE(devs.empty());
+          const std::string node = line.where.substr(line.where.find("node"));
           std::stringstream ss(devs);
           int n = 0;
-          const int node = p.commands.trtllm_all.lines.empty() ? 0 : 0;
-          (void)node;
-          for (std::string g; std::getline(ss, g, ',');) ++n;
+          for (std::string g; std::getline(ss, g, ',');) {
+            ++n;
+            EXPECT_TRUE(used_per_node[node].insert(g).second) << "GPU " << g << " in two replicas on " << node;
+            EXPECT_LT(std::stoi(g), per_node);
+          }
           EXPECT_EQ(n, group);
           ports.insert(serves[k].args.at("--port"));
+          ++k;
         }
+        EXPECT_EQ(k, serves.size());
         EXPECT_EQ(static_cast<int>(ports.size()), l.dp) << "every replica its own port";
       }
       // Multi-node: one command per node.
