@@ -74,10 +74,12 @@ LaunchCommands launch_commands(const Plan& plan, const Candidate& cand) {
   if (kv_seqs > 0) seqs = std::min(seqs, kv_seqs);
   c.max_num_seqs = std::max<long long>(1, static_cast<long long>(seqs));
   c.gpus_per_node = std::max(1, r.fabric.gpus_per_node);
-  c.group_size = std::max(1, cand.layout.tp * cand.layout.pp);
+  c.attn_dp_ep = cand.layout.ep > cand.layout.tp && cand.layout.dp > 1;
+  c.group_size = std::max(1, cand.layout.tp * cand.layout.pp * (c.attn_dp_ep ? cand.layout.dp : 1));
   c.replica_spans_nodes = c.group_size > c.gpus_per_node;
   c.nodes_used = std::max(1, (cand.layout.gpus() + c.gpus_per_node - 1) / c.gpus_per_node);
-  c.groups = gpu_groups(r.fabric, c.group_size, std::max(1, cand.layout.dp), cand.layout.tp);
+  c.groups = c.attn_dp_ep ? gpu_groups(r.fabric, c.group_size, 1)
+                          : gpu_groups(r.fabric, c.group_size, std::max(1, cand.layout.dp), cand.layout.tp);
   c.kv_8bit = r.kv_elem_bytes <= 1.0625 && r.kv_elem_bytes > 0.6;  // fp8/int8 (1 B) or q8_0 (1.0625 B)
   c.kv_4bit = r.kv_elem_bytes <= 0.6;
 

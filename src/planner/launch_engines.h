@@ -21,7 +21,11 @@ struct LaunchContext {
   long long max_model_len = 0;
   long long max_num_seqs = 1; // per replica (launch_commands.cpp: SLO capacity capped by KV)
   int gpus_per_node = 1;
-  int group_size = 1;         // tp x pp
+  // Attention data-parallel + expert-parallel (ep > tp with dp > 1: the
+  // experts span the dp ranks, DeepSeek-V3's serving layout): the dp ranks are
+  // one replica of dp x tp x pp GPUs, not independent copies.
+  bool attn_dp_ep = false;
+  int group_size = 1;         // GPUs of one replica: tp x pp (x dp with attn_dp_ep)
   bool replica_spans_nodes = false;
   int nodes_used = 1;         // nodes the whole deployment occupies
   std::vector<GpuGroup> groups;  // [dp] from gpu_groups.h

@@ -74,15 +74,22 @@ EngineLaunch launch_trtllm(const LaunchContext& c) {
   } else if (w == "int4") {
     placeholder("int4_awq");
   }
-  std::string pre;
-  std::string cfg;
-  if (c.kv_8bit || c.kv_4bit) {
-    // The KV cache dtype has no trtllm-serve flag: it is an LLM API option.
-    pre = "printf 'kv_cache_config:\\n  dtype: fp8\\n' > trtllm-kv-fp8.yaml";
-    cfg = flag("--config", std::string("trtllm-kv-fp8.yaml"));
+  std::string pre, cfg, yaml;
+  // The KV cache dtype has no trtllm-serve flag: it is an LLM API option of
+  // the --config YAML (written by a printf line).
+  if (c.kv_8bit || c.kv_4bit) yaml += "kv_cache_config:\\n  dtype: fp8\\n";
+  if (c.attn_dp_ep) {
+    // Attention DP is an LLM API option: TP over all the replica's GPUs, each
+    // rank its own attention batch, the experts over --ep_size.
+    yaml += "enable_attention_dp: true\\n";
   }
+  if (!yaml.empty()) {
+    pre = "printf '" + yaml + "' > trtllm-extra.yaml";
+    cfg = flag("--config", std::string("trtllm-extra.yaml"));
+  }
+  const int tp_size = c.attn_dp_ep ? l.tp * l.dp : l.tp;
   std::string base = "trtllm-serve " + model + flag("--backend", std::string("pytorch")) +
-                     flag("--tp_size", static_cast<long long>(l.tp)) + flag("--pp_size", static_cast<long long>(l.pp));
+                     flag("--tp_size", static_cast<long long>(tp_size)) + flag("--pp_size", static_cast<long long>(l.pp));
   if (l.ep > 1) base += flag("--ep_size", static_cast<long long>(l.ep));
   base += flag("--max_batch_size", c.max_num_seqs) + flag("--max_seq_len", c.max_model_len) +
           flag("--kv_cache_free_gpu_memory_fraction", strfmt("%.2f", c.plan->request.memory.gpu_memory_utilization)) + cfg;
@@ -91,15 +98,20 @@ EngineLaunch launch_trtllm(const LaunchContext& c) {
     // MPI starts the ranks of one replica on all its nodes; trtllm-llmapi-launch
     // wires them into one server.
     const int per_replica = (c.group_size + c.gpus_per_node - 1) / c.gpus_per_node;
-    for (int rep = 0; rep < l.dp; ++rep) {
+    const int replicas = c.attn_dp_ep ? 1 : l.dp;
+    for (int rep = 0; rep < replicas; ++rep) {
       std::string hosts;
       for (int k = 0; k < per_replica; ++k)
         hosts += (hosts.empty() ? "" : ",") + strfmt("$NODE%d:%d", rep * per_replica + k, c.gpus_per_node);
-      e.lines.push_back({l.dp > 1 ? strfmt("replica %d", rep) : "node 0",
+      e.lines.push_back({replicas > 1 ? strfmt("replica %d", rep) : "node 0",
                          strfmt("mpirun -H %s -np %d trtllm-llmapi-launch ", hosts.c_str(), c.group_size) + base +
-                             (l.dp > 1 ? flag("--port", 8000LL + rep) : "")});
+                             (replicas > 1 ? flag("--port", 8000LL + rep) : "")});
     }
     e.note += std::string(e.note.empty() ? "" : " ") + "Set NODE<k> to the hosts; mpirun starts every rank.";
+    return e;
+  }
+  if (c.attn_dp_ep) {
+    e.lines.push_back({"", device_prefix(c) + base});
     return e;
   }
   per_replica(c, &e, [&](int) { return base; });
@@ -110,6 +122,10 @@ EngineLaunch launch_llamacpp(const LaunchContext& c) {
   const Layout& l = c.layout;
   const std::string& w = c.plan->request.weights.name;
   EngineLaunch e;
+  if (c.attn_dp_ep) {
+    e.note = "llama.cpp has no expert parallelism; no line for attention DP + EP.";
+    return e;
+  }
   if (c.replica_spans_nodes) {
     e.note = "llama.cpp splits a model only over the GPUs of one host (its RPC backend is experimental); no line for a "
              "replica of " + std::to_string(c.group_size) + " GPUs.";

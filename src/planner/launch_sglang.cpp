@@ -49,9 +49,18 @@ EngineLaunch launch_sglang(const LaunchContext& c) {
   const Layout& l = c.layout;
   EngineLaunch e;
   std::string head = "python -m sglang.launch_server" + sglang_model_and_quant(c, &e.note);
-  std::string par = flag("--tp-size", static_cast<long long>(l.tp));
-  if (l.pp > 1) par += flag("--pp-size", static_cast<long long>(l.pp));
-  if (l.ep > 1) par += flag("--ep-size", static_cast<long long>(l.ep));
+  std::string par;
+  if (c.attn_dp_ep) {
+    // DP attention: --tp-size is all the GPUs of the replica, --dp-size the
+    // attention groups among them, the experts over --ep-size.
+    par = flag("--tp-size", static_cast<long long>(l.tp * l.dp)) + flag("--dp-size", static_cast<long long>(l.dp)) +
+          " --enable-dp-attention" + flag("--ep-size", static_cast<long long>(l.ep));
+    if (l.pp > 1) par += flag("--pp-size", static_cast<long long>(l.pp));
+  } else {
+    par = flag("--tp-size", static_cast<long long>(l.tp));
+    if (l.pp > 1) par += flag("--pp-size", static_cast<long long>(l.pp));
+    if (l.ep > 1) par += flag("--ep-size", static_cast<long long>(l.ep));
+  }
   // SGLang's static fraction holds weights and KV pool; leave the activations
   // and CUDA graphs the 0.05 that vLLM's utilization cap includes.
   std::string tail;
@@ -60,7 +69,17 @@ EngineLaunch launch_sglang(const LaunchContext& c) {
   tail += flag("--context-length", c.max_model_len);
   tail += flag("--max-running-requests", c.max_num_seqs);
   if (c.nodes_used <= 1) {
-    e.lines.push_back({"", device_prefix(c) + head + par + (l.dp > 1 ? flag("--dp-size", static_cast<long long>(l.dp)) : "") + tail});
+    e.lines.push_back({"", device_prefix(c) + head + par +
+                               (l.dp > 1 && !c.attn_dp_ep ? flag("--dp-size", static_cast<long long>(l.dp)) : "") + tail});
+    return e;
+  }
+  if (c.attn_dp_ep) {
+    // One replica over all the nodes: the same command on each, its rank.
+    for (int k = 0; k < c.nodes_used; ++k)
+      e.lines.push_back({strfmt("node %d", k), head + par + tail + flag("--nnodes", static_cast<long long>(c.nodes_used)) +
+                                                   flag("--node-rank", static_cast<long long>(k)) +
+                                                   flag("--dist-init-addr", std::string("$HEAD_IP:50000"))});
+    e.note += std::string(e.note.empty() ? "" : " ") + "Set HEAD_IP to node 0's address on every node.";
     return e;
   }
   if (c.replica_spans_nodes) {

@@ -67,7 +67,7 @@ EngineLaunch launch_vllm(const LaunchContext& c) {
   }
   const std::string head = "$HEAD_IP";
   e.note += std::string(e.note.empty() ? "" : " ") + "Set HEAD_IP to node 0's address on every node.";
-  if (c.replica_spans_nodes) {
+  if (c.replica_spans_nodes && !c.attn_dp_ep) {
     // A replica spans nodes: one Ray cluster over all of them, one vllm serve on the head.
     e.lines.push_back({"node 0", "ray start --head --port 6379"});
     for (int n = 1; n < c.nodes_used; ++n) e.lines.push_back({strfmt("node %d", n), "ray start --address " + head + ":6379"});
@@ -76,8 +76,9 @@ EngineLaunch launch_vllm(const LaunchContext& c) {
     e.lines.push_back({"node 0", cmd});
     return e;
   }
-  // Whole replicas per node; data parallel over nodes.
-  const int local = std::max(1, c.gpus_per_node / c.group_size);
+  // Whole replicas per node; data parallel over nodes (also attention DP +
+  // EP over nodes: the DP ranks of one node, the experts over all of them).
+  const int local = std::max(1, c.gpus_per_node / std::max(1, l.tp * l.pp));
   const std::string dp = flag("--data-parallel-size", static_cast<long long>(l.dp)) +
                          flag("--data-parallel-address", head) + flag("--data-parallel-rpc-port", 13345LL);
   for (int n = 0; n < c.nodes_used; ++n) {

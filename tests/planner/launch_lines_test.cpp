@@ -407,6 +407,51 @@ TEST(LaunchLines, TheCheckerRejectsWhatTheToolsReject) {
   EXPECT_NONFATAL_FAILURE(check_line("llama-server -m meta-llama/Llama-3.1-8B extra"), "positional");
 }
 
+// Attention data-parallel + expert-parallel (ep spans the dp ranks): one
+// replica of dp x tp GPUs, the way DeepSeek-V3 is served, on 8 and 16 GPUs.
+TEST(LaunchLines, AttentionDpWithExpertParallelIsOneReplica) {
+  for (int nodes : {1, 2}) {
+    SCOPED_TRACE(nodes);
+    PlanRequest r = request("deepseek-v3", "fp8", nodes == 1 ? "H200" : "H100-SXM", 8, nodes);
+    r.workload.concurrency = 256;
+    Plan p = make_plan(r);
+    Candidate c = p.best >= 0 ? p.candidates[p.best] : Candidate{};
+    const int n = 8 * nodes;
+    c.layout = Layout{n, 1, 1, n};
+    const LaunchCommands cmd = launch_commands(p, c);
+    for (const auto& [engine, e] : engines(cmd))
+      for (const auto& line : e->lines) check_line(line.command);
+    ASSERT_EQ(static_cast<int>(cmd.vllm_all.lines.size()), nodes);
+    Parsed v = check_line(cmd.vllm_all.lines[0].command);
+    EXPECT_EQ(v.args.at("--data-parallel-size"), std::to_string(n));
+    EXPECT_EQ(v.args.at("--tensor-parallel-size"), "1");
+    EXPECT_EQ(v.args.count("--enable-expert-parallel"), 1u);
+    if (nodes > 1) {
+      EXPECT_EQ(check_line(cmd.vllm_all.lines[1].command).args.count("--headless"), 1u);
+    }
+    ASSERT_EQ(static_cast<int>(cmd.sglang_all.lines.size()), nodes);
+    Parsed sg = check_line(cmd.sglang_all.lines[0].command);
+    EXPECT_EQ(sg.args.at("--tp-size"), std::to_string(n));
+    EXPECT_EQ(sg.args.at("--dp-size"), std::to_string(n));
+    EXPECT_EQ(sg.args.count("--enable-dp-attention"), 1u);
+    EXPECT_EQ(sg.args.at("--ep-size"), std::to_string(n));
+    if (nodes > 1) {
+      EXPECT_EQ(sg.args.at("--nnodes"), "2");
+    }
+    // TensorRT-LLM: one server (not one per dp rank), attention DP in its YAML.
+    int serves = 0;
+    bool attention_dp = false;
+    for (const auto& line : cmd.trtllm_all.lines) {
+      serves += line.command.find("trtllm-serve") != std::string::npos;
+      attention_dp = attention_dp || line.command.find("enable_attention_dp: true") != std::string::npos;
+    }
+    EXPECT_EQ(serves, 1);
+    EXPECT_TRUE(attention_dp);
+    EXPECT_EQ(check_line(cmd.trtllm).args.at("--tp_size"), std::to_string(n));
+    EXPECT_TRUE(cmd.llamacpp_all.lines.empty());
+  }
+}
+
 TEST(LaunchLines, ParallmLineOnlyForALocalSupportedModelOnTheCpu) {
   PlanRequest r = request("llama-3.1-8b", "q4_0", "cpu", 1);
   r.model_ref = kData + "llama-3.1-8b-config.json";  // a local file
