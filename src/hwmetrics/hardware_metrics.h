@@ -18,7 +18,7 @@
 namespace parallm::hwmetrics {
 
 struct HardwareMetricsOptions {
-  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string nvml_library = default_nvml_library();
   std::string proc_root = "/proc";
   std::string sys_root = "/sys";
   double gpu_poll_s = 2;

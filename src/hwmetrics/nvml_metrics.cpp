@@ -7,7 +7,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace parallm::hwmetrics {
@@ -39,6 +41,13 @@ struct NvmlFieldValue {  // nvmlFieldValue_t (value at byte offset 32)
   } value;
 };
 static_assert(sizeof(NvmlFieldValue) == 40, "nvmlFieldValue_t is 40 bytes");
+struct NvmlProcessInfo {  // nvmlProcessInfo_t (= nvmlProcessInfo_v2_t), what the _v2/_v3 queries fill
+  unsigned int pid;
+  unsigned long long used_gpu_memory;  // bytes, or kValueNotAvailable
+  unsigned int gpu_instance_id, compute_instance_id;
+};
+static_assert(sizeof(NvmlProcessInfo) == 24, "nvmlProcessInfo_t is 24 bytes");
+using NvmlProcessQuery = NvmlReturn (*)(NvmlDevice, unsigned int*, NvmlProcessInfo*);
 
 constexpr int kTemperatureGpu = 0;                     // NVML_TEMPERATURE_GPU
 constexpr int kClockSm = 1;                            // NVML_CLOCK_SM
@@ -49,6 +58,27 @@ constexpr unsigned kFieldNvlinkDataTx = 138,
                    kFieldNvlinkDataRx = 139;  // NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_*, KiB
 constexpr int kValueDouble = 0, kValueUint = 1, kValueUlong = 2, kValueUllong = 3, kValueSllong = 4;
 constexpr unsigned kUuidChars = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
+constexpr NvmlReturn kInsufficientSize = 7;                // NVML_ERROR_INSUFFICIENT_SIZE
+constexpr unsigned long long kValueNotAvailable = ~0ull;  // NVML_VALUE_NOT_AVAILABLE
+
+// One device's list from a process query. NVML's protocol: a call with a
+// count too small answers INSUFFICIENT_SIZE and the count it needs; the list
+// can grow between the two calls, so ask again (a few times) with headroom.
+std::vector<NvmlProcessInfo> query_processes(NvmlProcessQuery query, NvmlDevice d) {
+  std::vector<NvmlProcessInfo> infos;
+  unsigned int n = 0;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    infos.resize(n);
+    const NvmlReturn rc = query(d, &n, infos.empty() ? nullptr : infos.data());
+    if (rc == 0) {
+      infos.resize(std::min<size_t>(n, infos.size()));
+      return infos;
+    }
+    if (rc != kInsufficientSize) return {};
+    n += 4;
+  }
+  return {};
+}
 
 std::optional<double> field_number(const NvmlFieldValue& f) {
   if (f.nvml_return != 0) return std::nullopt;
@@ -90,6 +120,9 @@ struct NvmlReader::Api {
   NvmlReturn (*ecc)(NvmlDevice, int, int,
                     unsigned long long*) = nullptr;                  // nvmlDeviceGetTotalEccErrors
   NvmlReturn (*fields)(NvmlDevice, int, NvmlFieldValue*) = nullptr;  // nvmlDeviceGetFieldValues
+  NvmlProcessQuery compute_procs = nullptr;   // nvmlDeviceGetComputeRunningProcesses_v3 (or _v2)
+  NvmlProcessQuery graphics_procs = nullptr;  // nvmlDeviceGetGraphicsRunningProcesses_v3 (or _v2)
+  NvmlReturn (*process_name)(unsigned int, char*, unsigned int) = nullptr;  // nvmlSystemGetProcessName
 
   struct NvlinkPrev {
     double tx_kib = 0, rx_kib = 0;
@@ -130,6 +163,17 @@ NvmlReader::NvmlReader(const std::string& library) : api_(std::make_unique<Api>(
   a.load(&a.pcie, "nvmlDeviceGetPcieThroughput");
   a.load(&a.ecc, "nvmlDeviceGetTotalEccErrors");
   a.load(&a.fields, "nvmlDeviceGetFieldValues");
+  // NOTE: the unversioned names fill the older 16-byte struct; only _v2/_v3 share the one above.
+  if (!a.load(&a.compute_procs, "nvmlDeviceGetComputeRunningProcesses_v3"))
+    a.load(&a.compute_procs, "nvmlDeviceGetComputeRunningProcesses_v2");
+  if (!a.load(&a.graphics_procs, "nvmlDeviceGetGraphicsRunningProcesses_v3"))
+    a.load(&a.graphics_procs, "nvmlDeviceGetGraphicsRunningProcesses_v2");
+  a.load(&a.process_name, "nvmlSystemGetProcessName");
+}
+
+std::string default_nvml_library() {
+  const char* env = std::getenv("PARALLM_NVML_LIBRARY");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string("libnvidia-ml.so.1");
 }
 
 NvmlReader::~NvmlReader() {
@@ -200,6 +244,48 @@ std::vector<GpuSample> NvmlReader::sample() {
       }
     }
     out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::vector<GpuProcess> NvmlReader::processes() {
+  std::vector<GpuProcess> out;
+  if (!available()) return out;
+  Api& a = *api_;
+  unsigned int n = 0;
+  if (a.count(&n) != 0) return out;
+  for (unsigned int i = 0; i < n; ++i) {
+    NvmlDevice d = nullptr;
+    if (a.handle(i, &d) != 0) continue;
+    char uuid[kUuidChars] = {0};
+    if (a.uuid != nullptr) a.uuid(d, uuid, sizeof(uuid) - 1);
+    std::vector<GpuProcess> here;
+    auto merge = [&](NvmlProcessQuery query, bool graphics) {
+      if (query == nullptr) return;
+      for (const NvmlProcessInfo& p : query_processes(query, d)) {
+        auto it = std::find_if(here.begin(), here.end(), [&](const GpuProcess& q) { return q.pid == p.pid; });
+        if (it == here.end()) {
+          GpuProcess g;
+          g.gpu = static_cast<int>(i);
+          g.uuid = uuid;
+          g.pid = p.pid;
+          here.push_back(g);
+          it = here.end() - 1;
+        }
+        (graphics ? it->graphics : it->compute) = true;
+        // A process in both lists holds one allocation: report the larger reading.
+        if (p.used_gpu_memory != kValueNotAvailable)
+          it->used_bytes = std::max<uint64_t>(it->used_bytes.value_or(0), p.used_gpu_memory);
+      }
+    };
+    merge(a.compute_procs, false);
+    merge(a.graphics_procs, true);
+    std::sort(here.begin(), here.end(), [](const GpuProcess& x, const GpuProcess& y) { return x.pid < y.pid; });
+    for (GpuProcess& g : here) {
+      char name[256] = {0};
+      if (a.process_name != nullptr && a.process_name(g.pid, name, sizeof(name) - 1) == 0) g.name = name;
+      out.push_back(std::move(g));
+    }
   }
   return out;
 }

@@ -27,11 +27,25 @@ struct GpuSample {
       ecc_uncorrected_total;  // volatile (since driver load)
 };
 
+// One process with a context on one GPU (nvmlDeviceGetCompute/GraphicsRunningProcesses).
+struct GpuProcess {
+  int gpu = 0;       // NVML device index
+  std::string uuid;  // the device's "GPU-..."
+  unsigned int pid = 0;
+  std::string name;                     // nvmlSystemGetProcessName ("" when NVML does not say)
+  std::optional<uint64_t> used_bytes;   // device memory it holds; none when NVML cannot say
+  bool compute = false, graphics = false;  // which lists it is in (a process can be in both)
+};
+
+// The library NvmlReader opens by default: $PARALLM_NVML_LIBRARY when set
+// (a path; tests point it at a stand-in), else "libnvidia-ml.so.1".
+std::string default_nvml_library();
+
 class NvmlReader {
  public:
   // Opens `library` (a name for the loader's search, or a path) and
   // initializes NVML; available() is false when either fails.
-  explicit NvmlReader(const std::string& library = "libnvidia-ml.so.1");
+  explicit NvmlReader(const std::string& library = default_nvml_library());
   ~NvmlReader();
   NvmlReader(const NvmlReader&) = delete;
   NvmlReader& operator=(const NvmlReader&) = delete;
@@ -42,6 +56,9 @@ class NvmlReader {
   // One reading of every device. Not thread-safe (one caller at a time);
   // PCIe throughput makes NVML sample for ~20 ms per counter and device.
   std::vector<GpuSample> sample();
+  // Every process holding a context on any device, by device then pid. Empty
+  // when NVML is absent or the driver lacks both process queries.
+  std::vector<GpuProcess> processes();
 
  private:
   struct Api;

@@ -4,6 +4,10 @@
 // missing symbol must drop only that family) and answers
 // NVML_ERROR_NOT_SUPPORTED for GPU 1's ECC and temperature. The NVLink data
 // counters grow by 1024 KiB per call, so two samples give a rate.
+// Processes: GPU 0 runs pid 4242 "python3" (compute, 6 GiB) and pid 4343
+// "blender" (compute and graphics, 2 GiB); GPU 1 runs pid 5151 (compute,
+// memory not available, no name). The process queries follow NVML's
+// INSUFFICIENT_SIZE protocol, so the reader's two-call dance is exercised.
 #include <cstring>
 
 namespace {
@@ -21,7 +25,13 @@ struct FieldValue {
   unsigned long long value;
 };
 
-constexpr int kSuccess = 0, kInvalidArgument = 2, kNotSupported = 3;
+struct ProcessInfo {  // nvmlProcessInfo_t
+  unsigned int pid;
+  unsigned long long used;
+  unsigned int gpu_instance, compute_instance;
+};
+
+constexpr int kSuccess = 0, kInvalidArgument = 2, kNotSupported = 3, kNotFound = 6, kInsufficientSize = 7;
 int g_devices[2];
 unsigned long long g_nvlink_kib = 0;
 
@@ -82,6 +92,31 @@ int nvmlDeviceGetFieldValues(void* d, int n, FieldValue* v) {
     v[i].nvml_return = v[i].field_id == 138 || v[i].field_id == 139 ? kSuccess : kNotSupported;
     v[i].value = g_nvlink_kib;
   }
+  return kSuccess;
+}
+
+static int answer(const ProcessInfo* list, unsigned int n, unsigned int* count, ProcessInfo* out) {
+  if (*count < n) {
+    *count = n;
+    return kInsufficientSize;
+  }
+  for (unsigned int i = 0; i < n; ++i) out[i] = list[i];
+  *count = n;
+  return kSuccess;
+}
+int nvmlDeviceGetComputeRunningProcesses_v3(void* d, unsigned int* count, ProcessInfo* out) {
+  static const ProcessInfo gpu0[] = {{4343, 2ull << 30, 0, 0}, {4242, 6ull << 30, 0, 0}};
+  static const ProcessInfo gpu1[] = {{5151, ~0ull, 0, 0}};
+  return index_of(d) == 0 ? answer(gpu0, 2, count, out) : answer(gpu1, 1, count, out);
+}
+int nvmlDeviceGetGraphicsRunningProcesses_v3(void* d, unsigned int* count, ProcessInfo* out) {
+  static const ProcessInfo gpu0[] = {{4343, 2ull << 30, 0, 0}};
+  return index_of(d) == 0 ? answer(gpu0, 1, count, out) : answer(nullptr, 0, count, out);
+}
+int nvmlSystemGetProcessName(unsigned int pid, char* name, unsigned int n) {
+  const char* s = pid == 4242 ? "python3" : pid == 4343 ? "blender" : nullptr;
+  if (s == nullptr) return kNotFound;
+  std::strncpy(name, s, n);
   return kSuccess;
 }
 }

@@ -3,6 +3,8 @@
 // unsupported query (GPU 1's temperature and ECC) leaves only that out.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "hwmetrics/hardware_metrics.h"
 #include "hwmetrics/nvml_metrics.h"
 
@@ -35,6 +37,42 @@ TEST(NvmlReader, FakeDriverTwoGpus) {
   ASSERT_TRUE(again[0].nvlink_tx_bytes_per_second);
   EXPECT_GT(*again[0].nvlink_tx_bytes_per_second, 0);
   EXPECT_GT(*again[0].nvlink_rx_bytes_per_second, 0);
+}
+
+TEST(NvmlReader, FakeDriverProcesses) {
+  NvmlReader r(FAKE_NVML);
+  ASSERT_TRUE(r.available()) << r.status();
+  const std::vector<GpuProcess> p = r.processes();
+  ASSERT_EQ(p.size(), 3u);
+  // By device, then pid; 4343 is in both lists and counted once.
+  EXPECT_EQ(p[0].gpu, 0);
+  EXPECT_EQ(p[0].pid, 4242u);
+  EXPECT_EQ(p[0].name, "python3");
+  EXPECT_EQ(*p[0].used_bytes, 6ull << 30);
+  EXPECT_TRUE(p[0].compute);
+  EXPECT_FALSE(p[0].graphics);
+  EXPECT_EQ(p[1].pid, 4343u);
+  EXPECT_EQ(*p[1].used_bytes, 2ull << 30);
+  EXPECT_TRUE(p[1].compute && p[1].graphics);
+  EXPECT_EQ(p[1].uuid, "GPU-00000000-aaaa");
+  EXPECT_EQ(p[2].gpu, 1);
+  EXPECT_EQ(p[2].pid, 5151u);
+  EXPECT_FALSE(p[2].used_bytes);  // NVML_VALUE_NOT_AVAILABLE
+  EXPECT_EQ(p[2].name, "");
+}
+
+TEST(NvmlReader, AbsentLibraryHasNoProcesses) {
+  NvmlReader r("/nonexistent/libnvidia-ml.so.1");
+  EXPECT_FALSE(r.available());
+  EXPECT_TRUE(r.processes().empty());
+}
+
+TEST(NvmlReader, LibraryFromEnvironment) {
+  setenv("PARALLM_NVML_LIBRARY", FAKE_NVML, 1);
+  EXPECT_EQ(default_nvml_library(), FAKE_NVML);
+  EXPECT_TRUE(NvmlReader().available());
+  unsetenv("PARALLM_NVML_LIBRARY");
+  EXPECT_EQ(default_nvml_library(), "libnvidia-ml.so.1");
 }
 
 TEST(HardwareMetrics, FakeDriverRendersGpuSeries) {
