@@ -3,6 +3,9 @@
 // `nvidia-smi topo -m`, and/or does the memory arithmetic for --model on
 // --gpu; prints findings ranked error > warning > info, each with its evidence
 // and fixes in the order to try them. The recognisers are in src/doctor/.
+// Two checks are live rather than over text: --processes lists other
+// processes' device memory through NVML, and --comm-check times an
+// all-reduce across the --tp × --pp ranks.
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -10,11 +13,16 @@
 #include <sstream>
 
 #include "command_registry.h"
+#include "comm/comm_factory.h"
+#include "doctor/comm_check.h"
 #include "doctor/finding.h"
 #include "doctor/log_findings.h"
 #include "doctor/memory_findings.h"
 #include "doctor/metrics_findings.h"
+#include "doctor/process_findings.h"
 #include "doctor/topology_findings.h"
+#include "engine_cli.h"
+#include "hwmetrics/nvml_metrics.h"
 #include "loadtest/http_url.h"
 #include "loadtest/server_probe.h"
 #include "planner/hardware.h"
@@ -29,7 +37,44 @@ struct DoctorFlags {
   std::string model, gpu, url, log, metrics, topology;
   int tp = 1, pp = 1;
   bool json = false;
+  bool processes = false, comm_check = false;
+  std::string comm = "local";
+  double comm_timeout_s = 10;
 };
+
+// NOTE: threads sharing host memory move GB/s even on a busy machine; an
+// all-reduce 20x under a single core's memcpy means stalled or oversubscribed
+// ranks. Over mpi the link may be a network, so no verdict there.
+constexpr double kLocalExpectedBusGbps = 0.5;
+
+std::vector<doctor::Finding> check_processes() {
+  hwmetrics::NvmlReader nvml;
+  if (!nvml.available()) return {doctor::nvml_unavailable(nvml.status())};
+  return doctor::process_findings(nvml.sample(), nvml.processes());
+}
+
+// Runs the timed all-reduce; false when this process is an MPI rank other
+// than 0 (rank 0 prints for the job).
+bool check_comm(const DoctorFlags& f, std::vector<doctor::Finding>* findings) {
+  doctor::CommCheckOptions o;
+  o.tp = f.tp;
+  o.pp = f.pp;
+  const CommBackend backend = parse_comm_backend(f.comm);
+  if (backend == CommBackend::kNccl)
+    throw InputError("doctor --comm-check times host buffers: use --comm local or --comm mpi");
+  if (backend == CommBackend::kLocal) {
+    o.expected_bus_gbps = kLocalExpectedBusGbps;
+    o.expected_why = "threads sharing host memory";
+  }
+  CommOptions co;
+  co.timeout_s = f.comm_timeout_s;
+  CommSession session(f.comm);  // MPI_Init under mpirun
+  auto comms = make_communicators(backend, f.tp * f.pp, co);
+  const bool prints = backend == CommBackend::kLocal || comms[0]->rank() == 0;
+  const doctor::CommCheckResult r = doctor::run_comm_check(comms, f.tp * f.pp, o);
+  for (auto& x : doctor::comm_findings(r, o, f.comm_timeout_s)) findings->push_back(std::move(x));
+  return prints;
+}
 
 std::string read_text(const std::string& path, const char* flag) {
   std::ifstream f(path, std::ios::binary);
@@ -57,8 +102,11 @@ void add(std::vector<doctor::Finding>* all, std::vector<doctor::Finding> some, c
 }
 
 int run_doctor(const DoctorFlags& f) {
-  if (f.log.empty() && f.metrics.empty() && f.url.empty() && f.topology.empty() && f.model.empty())
-    throw InputError("give at least one of --log, --url, --metrics, --topology, or --model with --gpu");
+  if (f.log.empty() && f.metrics.empty() && f.url.empty() && f.topology.empty() && f.model.empty() &&
+      !f.processes && !f.comm_check)
+    throw InputError(
+        "give at least one of --log, --url, --metrics, --topology, --processes, --comm-check, or --model with --gpu");
+  if (!(f.comm_timeout_s > 0)) throw InputError("--comm-timeout must be > 0 seconds");
   if (!f.model.empty() && f.gpu.empty()) throw InputError("--model needs --gpu for the memory check");
   if (f.tp < 1 || f.pp < 1) throw InputError("--tp and --pp must be at least 1");
   // Read every input first so bad input fails before anything is printed.
@@ -80,6 +128,10 @@ int run_doctor(const DoctorFlags& f) {
     std::string w = !m.file_weight_type.empty() ? m.file_weight_type : "bf16";
     add(&findings, doctor::memory_findings(m, planner::parse_weight_format(w), g, f.tp, f.pp, 0), "the model");
   }
+  if (f.processes) add(&findings, check_processes(), "the GPU processes");
+  bool prints = true;
+  if (f.comm_check) prints = check_comm(f, &findings);
+  if (!prints) return 0;
   doctor::rank(&findings);
 
   if (f.json) {
@@ -110,6 +162,11 @@ const bool registered = register_command({"doctor", "Diagnose OOM, KV capacity a
     sub.add_option("--metrics", f->metrics, "A saved /metrics text instead of --url");
     sub.add_option("--log", f->log, "A start-up log (vLLM, SGLang or parallm)");
     sub.add_option("--topology", f->topology, "A saved `nvidia-smi topo -m`");
+    sub.add_flag("--processes", f->processes,
+                 "List other processes' device memory per GPU through NVML ($PARALLM_NVML_LIBRARY to override)");
+    sub.add_flag("--comm-check", f->comm_check, "Time an all-reduce across the --tp x --pp ranks");
+    sub.add_option("--comm", f->comm, "Communicator for --comm-check: local (threads) | mpi (under mpirun) [local]");
+    sub.add_option("--comm-timeout", f->comm_timeout_s, "Seconds a rank may be late before it counts as dead [10]");
     sub.add_flag("--json", f->json, "Print the findings as a JSON array");
     return [f]() -> int { return run_doctor(*f); };
   }});
