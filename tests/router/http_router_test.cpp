@@ -236,6 +236,49 @@ TEST(HttpRouter, BadBackendUrlsAreInputErrors) {
   EXPECT_THROW(HttpRouter{o}, InputError);
   o.backends = {"http://127.0.0.1:1", "http://127.0.0.1:1"};
   EXPECT_THROW(HttpRouter{o}, InputError);
+  // Malformed: no port number, no host, a path-only string.
+  for (const char* bad : {"http://127.0.0.1:notaport", "http://:8000", "127.0.0.1:8000/v1"}) {
+    o.backends = {bad};
+    EXPECT_THROW(HttpRouter{o}, InputError) << bad;
+  }
+  // A host that does not resolve (RFC 6761 reserves .invalid) is the user's typo, not a down backend.
+  o.backends = {"http://no-such-host.invalid:8000"};
+  try {
+    HttpRouter r{o};
+    ADD_FAILURE() << "no-such-host.invalid resolved";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-host.invalid"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HttpRouter, BackendRefusingAtStartIsDownThenAdmitted) {
+  ScriptedBackend up("b0"), late("b1");
+  const int late_port = late.port();
+  late.stop();  // nothing listens there when the router starts: connection refused
+  HttpRouterOptions o;
+  o.port = 0;
+  o.policy = BackendPolicy::kRoundRobin;
+  o.health_interval_s = 0.2;
+  o.health_timeout_s = 0.5;
+  o.backends = {up.url(), "http://127.0.0.1:" + std::to_string(late_port)};
+  HttpRouter router(o);  // not an input error
+  const int port = router.bind();
+  router.start();
+  UpstreamClient client;
+  EXPECT_TRUE(router.backend_up(0));
+  EXPECT_FALSE(router.backend_up(1));
+  EXPECT_EQ(send(client, port, "GET", "/health").get().status, 200);
+  for (int i = 0; i < 6; ++i) {
+    const Reply r = send(client, port, "POST", "/v1/completions", completion(false)).get();
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(nlohmann::json::parse(r.body)["backend"], "b0");
+  }
+  late.start(late_port);  // it answers now: admitted on its next health probe
+  ASSERT_TRUE(wait_for([&] { return router.backend_up(1); }));
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(send(client, port, "POST", "/v1/completions", completion(false)).get().status, 200);
+  EXPECT_GT(late.completions.load(), 0);
+  router.stop();
 }
 
 TEST(HttpRouter, RoundRobinSpreadsAndPassesAnswersThrough) {

@@ -151,10 +151,27 @@ def router(backends, policy):
 def check_bad_input():
     for args, what in ([["router"], "no --backend"],
                        [["router", "--backend", "ftp://x"], "bad URL"],
-                       [["router", "--backend", "http://127.0.0.1:1", "--policy", "x"], "bad policy"]):
+                       [["router", "--backend", "http://127.0.0.1:1", "--policy", "x"], "bad policy"],
+                       [["router", "--backend", "http://127.0.0.1:notaport"], "malformed port"],
+                       [["router", "--backend", "http://no-such-host.invalid:8000"], "host does not resolve"]):
         r = subprocess.run([ARGS.binary] + args, capture_output=True, text=True, timeout=10)
         assert r.returncode == 2, (what, r.returncode, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, (what, r.stderr)
         print(f"  bad input ({what}): exit 2: {r.stderr.strip().splitlines()[-1]}")
+    # A backend that refuses connections at start is down, not bad input: the
+    # router serves (503 until some backend answers).
+    rp, rport = router([1], "round-robin")
+    try:
+        try:
+            status = urllib.request.urlopen(f"http://127.0.0.1:{rport}/health", timeout=5).status
+        except urllib.error.HTTPError as e:
+            status = e.code
+        assert status == 503, status
+        assert rp.poll() is None
+        print("  backend refusing at start: router up, /health 503")
+    finally:
+        rp.terminate()
+        rp.wait(10)
 
 
 def hit_rate_run(ports, policy, prompts):
