@@ -138,6 +138,7 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
       if (!outcome->success) return;
       metrics->requests_ok++;
       for (const FinishedChoice& c : outcome->choices) metrics->observe_delivered(c);
+      metrics->observe_delivered_response(outcome->choices);
     });
     exchange_->on_gone([weak] {
       if (auto f = weak.lock()) f->client_gone();

@@ -65,6 +65,9 @@ class ServerMetrics {
   // vllm: per-request histograms and request_success_total, for each choice
   // of a response delivered whole.
   void observe_delivered(const FinishedChoice& c);
+  // vllm:request_max_num_generation_tokens: once per response delivered whole,
+  // the most tokens any of its choices generated (vLLM's per sequence group).
+  void observe_delivered_response(const std::vector<FinishedChoice>& choices);
 
   std::atomic<uint64_t> requests_ok{0}, requests_rejected{0};
   std::string render(const ServingMetrics& m, const std::vector<DeviceStat>& devices) const;
@@ -74,7 +77,8 @@ class ServerMetrics {
 
   Histogram ttft_, tpot_, e2e_;  // parallm:
   const std::string model_label_;  // model_name="..." (escaped)
-  Histogram v_ttft_, v_itl_, v_tpot_, v_e2e_, v_queue_, v_prefill_, v_decode_, v_prompt_, v_generation_;
+  Histogram v_ttft_, v_itl_, v_tpot_, v_request_tpot_, v_e2e_, v_queue_, v_prefill_, v_decode_, v_prompt_,
+      v_generation_, v_max_generation_;
   mutable std::mutex success_mu_;
   std::map<std::string, uint64_t> success_;  // by finish reason; stop, length and abort from the start
 };

@@ -936,6 +936,8 @@ TEST_F(HttpServerTest, VllmMetricFamilies) {
       {"vllm:request_decode_time_seconds", "histogram"},
       {"vllm:request_prompt_tokens", "histogram"},
       {"vllm:request_generation_tokens", "histogram"},
+      {"vllm:request_time_per_output_token_seconds", "histogram"},
+      {"vllm:request_max_num_generation_tokens", "histogram"},
   };
   for (const auto& [name, type] : families) {
     ASSERT_TRUE(m.types.count(name)) << "no # TYPE line for " << name;
@@ -979,9 +981,13 @@ TEST_F(HttpServerTest, VllmMetricFamilies) {
   for (const char* name : {"vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
                            "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds",
                            "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
-                           "vllm:time_per_output_token_seconds"}) {
+                           "vllm:time_per_output_token_seconds", "vllm:request_time_per_output_token_seconds"}) {
     EXPECT_EQ(m.value(std::string(name) + "_count"), kDelivered) << name;
   }
+  // Once per delivered response, its longest choice: no more than all tokens, no less than the mean choice.
+  EXPECT_EQ(m.value("vllm:request_max_num_generation_tokens_count"), m.value("parallm:request_success_total"));
+  EXPECT_LE(m.value("vllm:request_max_num_generation_tokens_sum"), static_cast<double>(generation_sum));
+  EXPECT_GE(m.value("vllm:request_max_num_generation_tokens_sum") * kDelivered, static_cast<double>(generation_sum));
   EXPECT_EQ(m.value("vllm:request_prompt_tokens_sum"), static_cast<double>(prompt_sum));
   EXPECT_EQ(m.value("vllm:request_generation_tokens_sum"), static_cast<double>(generation_sum));
   // The engine's queue and prefill times came through (the script's are fixed).

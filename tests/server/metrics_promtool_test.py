@@ -33,6 +33,7 @@ VLLM_FAMILIES = [
     "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
     "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
     "vllm:request_decode_time_seconds", "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
+    "vllm:request_time_per_output_token_seconds", "vllm:request_max_num_generation_tokens",
 ]
 
 
