@@ -7,14 +7,17 @@ SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests (tests/deploy/CMakeLists.t
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def parse_args(binary=False):
-    """--source (the repository, default: two folders up), --shared, and --binary where a test runs parallm.
-    Leaves the rest of sys.argv to unittest."""
+def parse_args(binary=False, fake_nvml=False):
+    """--source (the repository, default: two folders up), --shared, --binary where a test runs parallm, and
+    --fake-nvml (the stand-in libnvidia-ml of tests/hwmetrics) where it reads GPUs. Leaves the rest of sys.argv
+    to unittest."""
     p = argparse.ArgumentParser()
     p.add_argument("--source", default=os.path.dirname(os.path.dirname(HERE)))
     p.add_argument("--shared", default=os.path.join(os.path.dirname(os.path.dirname(HERE)), "..", "shared"))
     if binary:
         p.add_argument("--binary", required=True)
+    if fake_nvml:
+        p.add_argument("--fake-nvml", required=True)
     args, rest = p.parse_known_args()
     sys.argv = [sys.argv[0]] + rest
     return args

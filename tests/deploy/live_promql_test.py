@@ -1,20 +1,23 @@
 """The dashboard's and the alerts' PromQL against a real Prometheus scraping a real `parallm serve`.
 
-Starts `parallm serve` (stories260K, --port 0) and Debian's `prometheus` on free loopback ports (a
+Starts two `parallm serve` (stories260K, --port 0) and Debian's `prometheus` on free loopback ports (a
 generated config: scrape every 1 s, evaluate deploy/prometheus/alerts.yml every 1 s, its own TSDB in a
-temp folder), sends a short load (36 completions, a third streamed, and 4 bad requests), waits until
-Prometheus has scraped the end of it, then asks /api/v1/query for:
-- every target of every panel of deploy/grafana/parallm.json, with the template variables replaced
-  ($__rate_interval -> 1m, $instance -> .*): each must return data. Expressions over parallm:gpu_*
-  are skipped with the reason when the scrape has no parallm:gpu_ series but parallm:gpu_metrics_available
-  (they need NVML and a GPU);
+temp folder). The first serve (job `parallm`) reads GPUs through the stand-in libnvidia-ml of
+tests/hwmetrics/fake_nvml.cpp (PARALLM_NVML_LIBRARY=--fake-nvml); the second (job `parallm_no_nvml`) is
+pointed at a library that does not exist. It sends the first a short load (36 completions, a third
+streamed, and 4 bad requests), waits until Prometheus has scraped the end of it, then asks /api/v1/query for:
+- every target of every panel of deploy/grafana/parallm.json, GPU panels included, with the template
+  variables replaced ($__rate_interval -> 1m, $instance -> .*): each must return data;
+- every expression of vLLM's example dashboard (tests/deploy/data/vllm_dashboard_exprs.txt), with
+  $model_name set as Grafana sets it, from label_values(model_name): each must return data;
+- without NVML: parallm:gpu_metrics_available is 0 and no other parallm:gpu_ series exists;
 - every alert expression: each must evaluate without error; and /api/v1/rules must show every rule
   evaluated with health "ok".
 It also runs deploy/parallm-healthcheck (the containers' health check) against the server and a closed port.
-Everything runs under one deadline (60 s) and both processes are killed at the end.
+Everything runs under one deadline (90 s) and every process is killed at the end.
 Skips (exit 77) when `prometheus` is not installed.
 
-usage: live_promql_test.py --binary build/parallm [--shared ../shared] [--source REPO]
+usage: live_promql_test.py --binary build/parallm --fake-nvml libfake_nvml.so [--shared ../shared] [--source REPO]
 """
 import json
 import os
@@ -35,7 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deploy_common as dc  # noqa: E402
 
 ARGS = None
-DEADLINE_S = 60
+DEADLINE_S = 90
+NO_NVML = "/nonexistent/libnvidia-ml.so.1"
 N_REQUESTS = 36
 N_BAD = 4
 
@@ -89,13 +93,15 @@ class Processes:
         self.tmp = tmp
         self.procs = []
 
-    def start_parallm(self, deadline):
-        self.serve_log = os.path.join(self.tmp, "serve.log")
+    def start_parallm(self, deadline, nvml_library, name="serve"):
+        self.serve_log = os.path.join(self.tmp, name + ".log")
         model = os.path.join(ARGS.shared, "models", "stories260K", "stories260K.gguf")
         cmd = [ARGS.binary, "serve", "--model", model, "--host", "127.0.0.1", "--port", "0", "--threads", "1",
                "--max-model-len", "256", "--device-memory", "256M"]
+        env = dict(os.environ, PARALLM_NVML_LIBRARY=nvml_library)
         with open(self.serve_log, "wb") as log:
-            self.procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL))
+            self.procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL,
+                                               env=env))
         while True:
             with open(self.serve_log, "rb") as f:
                 m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)", f.read())
@@ -113,13 +119,15 @@ class Processes:
             self.check(self.procs[-1], deadline, "parallm serve never became healthy")
             time.sleep(0.05)
 
-    def start_prometheus(self, serve_port, alerts, deadline):
+    def start_prometheus(self, serve_port, no_nvml_port, alerts, deadline):
         config = os.path.join(self.tmp, "prometheus.yml")
         with open(config, "w") as f:
             json.dump({"global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
                        "rule_files": [alerts],
                        "scrape_configs": [{"job_name": "parallm",
-                                           "static_configs": [{"targets": [f"127.0.0.1:{serve_port}"]}]}]}, f)
+                                           "static_configs": [{"targets": [f"127.0.0.1:{serve_port}"]}]},
+                                          {"job_name": "parallm_no_nvml",
+                                           "static_configs": [{"targets": [f"127.0.0.1:{no_nvml_port}"]}]}]}, f)
         port = free_port()
         self.prom_log = os.path.join(self.tmp, "prometheus.log")
         cmd = ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={self.tmp}/tsdb",
@@ -154,6 +162,12 @@ class Processes:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=10)
+
+
+def vllm_dashboard_exprs():
+    """The expressions of vLLM's example dashboard (data/vllm_dashboard_exprs.txt: one per line, # comments)."""
+    with open(os.path.join(dc.HERE, "data", "vllm_dashboard_exprs.txt")) as f:
+        return [line.strip() for line in f if line.strip() and not line.startswith("#")]
 
 
 def load(serve_port):
@@ -193,8 +207,9 @@ class LivePromql(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             procs = Processes(tmp)
             try:
-                serve_port = procs.start_parallm(deadline)
-                prom_port = procs.start_prometheus(serve_port, alerts_path, deadline)
+                serve_port = procs.start_parallm(deadline, ARGS.fake_nvml)
+                no_nvml_port = procs.start_parallm(deadline, NO_NVML, "serve_no_nvml")
+                prom_port = procs.start_prometheus(serve_port, no_nvml_port, alerts_path, deadline)
                 api = f"http://127.0.0.1:{prom_port}/api/v1"
 
                 def query(expr):
@@ -226,15 +241,17 @@ class LivePromql(unittest.TestCase):
                     time.sleep(0.25)
                 time.sleep(2.5)
 
-                # serve always says whether it reads GPUs (parallm:gpu_metrics_available 0 without NVML).
-                _, r = query('{__name__=~"parallm:gpu_.+", __name__!="parallm:gpu_metrics_available"}')
-                have_gpu = bool(r["data"]["result"])
-                checked, skipped = 0, []
+                # serve always says whether it reads GPUs: 1 through the stand-in NVML, 0 without one,
+                # and then no GPU series at all.
+                for job, want in (("parallm", "1"), ("parallm_no_nvml", "0")):
+                    _, r = query(f'parallm:gpu_metrics_available{{job="{job}"}}')
+                    self.assertEqual([x["value"][1] for x in r["data"]["result"]], [want], (job, r))
+                _, r = query('{__name__=~"parallm:gpu_.+", __name__!="parallm:gpu_metrics_available", '
+                             'job="parallm_no_nvml"}')
+                self.assertEqual(r["data"]["result"], [], "GPU series without NVML")
+                checked = 0
                 for title, raw in panel_targets(dash):
                     expr = substitute(raw, variables)
-                    if "parallm:gpu_" in expr and not have_gpu:
-                        skipped.append(title)
-                        continue
                     with self.subTest(panel=title, expr=expr):
                         status, r = query(expr)
                         self.assertEqual((status, r["status"]), (200, "success"), r)
@@ -242,6 +259,19 @@ class LivePromql(unittest.TestCase):
                         checked += 1
                 _, r = query("parallm:num_requests_running")
                 self.assertIn("instance", r["data"]["result"][0]["metric"], "the $instance variable's label")
+
+                # vLLM's dashboard: $model_name from label_values(model_name), Grafana's first value.
+                _, text = http("GET", api + "/label/model_name/values")
+                names = json.loads(text)["data"]
+                self.assertEqual(len(names), 1, names)  # both serves name the same model
+                vllm_checked = 0
+                for raw in vllm_dashboard_exprs():
+                    expr = substitute(raw, {"model_name": names[0]})
+                    with self.subTest(vllm_dashboard=expr):
+                        status, r = query(expr)
+                        self.assertEqual((status, r["status"]), (200, "success"), r)
+                        self.assertTrue(r["data"]["result"], f"no data for vLLM's dashboard expression: {expr}")
+                        vllm_checked += 1
 
                 for rule in rules:
                     with self.subTest(alert=rule["alert"]):
@@ -260,17 +290,15 @@ class LivePromql(unittest.TestCase):
                 for r in got:
                     self.assertEqual(r["health"], "ok", r)
 
-                print(f"\n{checked} panel queries returned data; {len(rules)} alert rules evaluated; "
-                      f"startup {t_ready - t0:.1f} s, load {t_load - t_ready:.1f} s, total {time.monotonic() - t0:.1f} s")
-                if skipped:
-                    print(f"skipped {len(skipped)} GPU panel(s) ({', '.join(skipped)}): the scrape has no parallm:gpu_* "
-                          "series (they need NVML and a GPU)")
+                print(f"\n{checked} panel queries (GPU panels through the stand-in NVML) and {vllm_checked} of vLLM's "
+                      f"dashboard returned data; {len(rules)} alert rules evaluated; startup {t_ready - t0:.1f} s, "
+                      f"load {t_load - t_ready:.1f} s, total {time.monotonic() - t0:.1f} s")
             finally:
                 procs.close()
 
 
 if __name__ == "__main__":
-    ARGS = dc.parse_args(binary=True)
+    ARGS = dc.parse_args(binary=True, fake_nvml=True)
     if shutil.which("prometheus") is None:
         dc.skip("the prometheus server is not installed (Debian package `prometheus`, tools/install_deps.sh)")
     unittest.main(verbosity=2)
