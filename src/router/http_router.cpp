@@ -118,8 +118,12 @@ HttpRouter::HttpRouter(const HttpRouterOptions& options) : options_(options) {
       b->url = loadtest::parse_http_url(text);
     } catch (const std::exception& e) {
       std::string why = e.what();
-      const std::string echo = "--url '" + text + "' ";  // loadtest's wording names its own flag
-      if (why.rfind(echo, 0) == 0) why = why.substr(echo.size());
+      // loadtest's wording names its own flag: "--url 'U' must ..." or "--url 'U': ...".
+      for (const std::string& echo : {"--url '" + text + "': ", "--url '" + text + "' "})
+        if (why.rfind(echo, 0) == 0) {
+          why = why.substr(echo.size());
+          break;
+        }
       throw InputError("--backend '" + text + "': " + why);
     }
     if (!seen.insert(b->url.to_string()).second)
