@@ -22,6 +22,7 @@
 #include "engine_cli.h"
 #include "engine/engine.h"
 #include "serve_compat.h"
+#include "serve_dp_processes.h"
 #include "loader/model_file.h"
 #include "model/kv_pool.h"
 #include "comm/comm_factory.h"
@@ -89,6 +90,7 @@ struct ServeCli {
   int64_t max_input_tokens = 0, max_output_tokens = 0, long_prompt_threshold = 0;
   double memory_utilization = 0.9, rate_limit = 0;
   bool no_prefix_caching = false;
+  bool dp_processes = false;
 };
 
 // The KV pool of a replica: per device, (budget × utilization − weights −
@@ -259,6 +261,20 @@ int run_serve(const ServeCli& s) {
     throw InputError("--max-num-seqs and --max-num-batched-tokens must be >= 1, --max-queue >= 0");
   }
   ServerOptions so = server_options(s);
+  if (s.dp_processes) {
+    if (s.dp < 2) throw InputError("--dp-processes needs --dp 2 or more");
+    const EngineOptions peek = s.engine.to_options();
+    if (peek.comm != "local") throw InputError("--dp-processes needs --comm local (each replica is one process)");
+    DpProcessOptions o;
+    o.dp = s.dp;
+    o.host = s.host;
+    o.port = s.port;
+    o.routing = s.routing;
+    o.devices = peek.devices;
+    o.world = std::max(peek.tp, peek.ep) * peek.pp;
+    o.shutdown_timeout_s = s.shutdown_timeout;
+    return run_serve_dp_processes(o, g_signals);
+  }
   CommSession comm_session(s.engine.comm);
   // Over MPI's own SIGTERM handler (which dies at once): the driver must
   // live long enough to answer its clients when mpirun ends the job because
@@ -461,7 +477,11 @@ const bool registered = register_command(
        sub.add_option("--stream-interval", s->stream_interval,
                       "Tokens per streamed write after the first: N, or auto (grows with the load; docs/server.md)")
            ->capture_default_str();
-       sub.add_option("--routing", s->routing, "--dp routing policy")->capture_default_str();
+       sub.add_option("--routing", s->routing,
+                      "--dp routing policy (with --dp-processes also the router's: prefix-affinity, round-robin)")
+           ->capture_default_str();
+       sub.add_flag("--dp-processes", s->dp_processes,
+                    "Run each --dp replica as its own process behind the router, restarted if it crashes");
        sub.add_flag("--no-prefix-caching,--no-enable-prefix-caching,!--enable-prefix-caching", s->no_prefix_caching,
                     "Disable prefix caching (--enable-prefix-caching: on, the default)");
        sub.add_option("--block-size", s->block_size, "Tokens per KV cache block")->capture_default_str();

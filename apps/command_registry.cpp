@@ -12,4 +12,14 @@ bool register_command(CommandSpec spec) {
   return true;
 }
 
+namespace {
+std::vector<std::string>& args_storage() {
+  static std::vector<std::string> args;
+  return args;
+}
+}  // namespace
+
+void set_process_args(std::vector<std::string> args) { args_storage() = std::move(args); }
+const std::vector<std::string>& process_args() { return args_storage(); }
+
 }  // namespace parallm

@@ -25,4 +25,9 @@ struct CommandSpec {
 bool register_command(CommandSpec spec);
 std::vector<CommandSpec>& registered_commands();
 
+// The command line as parsed (after apps/cli_aliases.h's rewriting), argv[0]
+// first: `serve --dp-processes` repeats its own arguments to its replicas.
+void set_process_args(std::vector<std::string> args);
+const std::vector<std::string>& process_args();
+
 }  // namespace parallm

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   }
   // vLLM's -tp / -pp / -dp and llama-server's -np / -ngl (apps/cli_aliases.h).
   std::vector<std::string> args = parallm::rewrite_dash_aliases(std::vector<std::string>(argv, argv + argc));
+  parallm::set_process_args(args);
   std::vector<char*> arg_ptrs;
   for (auto& a : args) arg_ptrs.push_back(a.data());
   try {
