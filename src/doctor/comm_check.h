@@ -30,11 +30,12 @@ struct CommCheckOptions {
 struct CommCheckResult {
   std::string backend;  // "local", "mpi"
   int ranks = 0;        // tp × pp
-  int group_ranks = 0;  // the all-reduce group measured: the TP group (the world when pp is 1 or tp is 1)
+  int group_ranks =
+      0;  // the all-reduce group measured: the TP group (the world when pp is 1 or tp is 1)
   bool ok = false;
-  std::string error;           // the CommError (or wrong-sum) message when !ok
-  double elapsed_s = 0;        // the whole check, failures included
-  double latency_us = 0;       // median one-float all-reduce
+  std::string error;              // the CommError (or wrong-sum) message when !ok
+  double elapsed_s = 0;           // the whole check, failures included
+  double latency_us = 0;          // median one-float all-reduce
   double bus_bandwidth_gbps = 0;  // median large all-reduce, 1e9 bytes/s
 };
 
@@ -44,8 +45,8 @@ struct CommCheckResult {
 // then the timed ones in each TP group (ranks [g·tp, (g+1)·tp)). Each result
 // is checked against the exact sum. Throws nothing for communicator failures:
 // they come back as !ok.
-CommCheckResult run_comm_check(const std::vector<std::unique_ptr<Communicator>>& comms, int world_ranks,
-                               const CommCheckOptions& options);
+CommCheckResult run_comm_check(const std::vector<std::unique_ptr<Communicator>>& comms,
+                               int world_ranks, const CommCheckOptions& options);
 
 // error "did not answer" with the CommError; warning "slow" under the
 // expectation; info with the numbers otherwise.

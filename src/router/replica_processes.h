@@ -24,8 +24,8 @@
 namespace parallm {
 
 struct ReplicaProcessSpec {
-  std::vector<std::string> argv;                            // argv[0]: the executable's path
-  std::vector<std::pair<std::string, std::string>> env;     // set over the parent's environment
+  std::vector<std::string> argv;                         // argv[0]: the executable's path
+  std::vector<std::pair<std::string, std::string>> env;  // set over the parent's environment
 };
 
 class ReplicaProcesses {
@@ -44,8 +44,8 @@ class ReplicaProcesses {
   bool all_exited() const;
 
   int size() const { return static_cast<int>(children_.size()); }
-  pid_t pid(int i) const;       // 0 while not running
-  int restarts(int i) const;    // times replica i was started again after exiting
+  pid_t pid(int i) const;     // 0 while not running
+  int restarts(int i) const;  // times replica i was started again after exiting
 
  private:
   struct Child {

@@ -2,14 +2,14 @@
 // restarted (a new pid), SIGTERM stops every child and nothing restarts
 // after it; and the replica command line drops exactly the parent's
 // --dp / --host / --port / --devices / --dp-processes.
+#include "router/replica_processes.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
 #include <functional>
 #include <thread>
-
-#include "router/replica_processes.h"
 
 namespace parallm {
 namespace {
@@ -39,21 +39,36 @@ TEST(ReplicaProcesses, RestartsAKilledChildAndStopsOnSigterm) {
   EXPECT_EQ(p.restarts(1), 0);
   p.signal_all(SIGTERM);
   ASSERT_TRUE(wait_for([&] { return p.all_exited(); }, p));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the backoff: still nothing restarts
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(300));  // past the backoff: still nothing restarts
   p.poll();
   EXPECT_TRUE(p.all_exited());
   EXPECT_EQ(p.restarts(0), 1);
 }
 
 TEST(ReplicaProcesses, ReplicaArguments) {
-  const std::vector<std::string> parent = {"--model", "m.gguf", "--dp",   "2",         "--port=9000",
-                                           "--host",  "0.0.0.0", "--dp-processes", "--threads", "1",
-                                           "--data-parallel-size=2", "--devices", "cpu:0,cpu:1", "--api-key", "k"};
-  const std::vector<std::string> want = {"--model", "m.gguf", "--threads", "1",         "--api-key", "k",
-                                         "--host",  "127.0.0.1", "--port", "41000", "--devices", "cpu:1"};
+  const std::vector<std::string> parent = {"--model",
+                                           "m.gguf",
+                                           "--dp",
+                                           "2",
+                                           "--port=9000",
+                                           "--host",
+                                           "0.0.0.0",
+                                           "--dp-processes",
+                                           "--threads",
+                                           "1",
+                                           "--data-parallel-size=2",
+                                           "--devices",
+                                           "cpu:0,cpu:1",
+                                           "--api-key",
+                                           "k"};
+  const std::vector<std::string> want = {"--model",   "m.gguf", "--threads", "1",
+                                         "--api-key", "k",      "--host",    "127.0.0.1",
+                                         "--port",    "41000",  "--devices", "cpu:1"};
   EXPECT_EQ(replica_serve_args(parent, 41000, "cpu:1"), want);
   const auto no_devices = replica_serve_args({"--model", "m"}, 5, "");
-  EXPECT_EQ(no_devices, (std::vector<std::string>{"--model", "m", "--host", "127.0.0.1", "--port", "5"}));
+  EXPECT_EQ(no_devices,
+            (std::vector<std::string>{"--model", "m", "--host", "127.0.0.1", "--port", "5"}));
   const int port = pick_free_loopback_port();
   EXPECT_GT(port, 0);
   EXPECT_LT(port, 65536);
