@@ -26,8 +26,20 @@ Scheduler::Scheduler(const SchedulerOptions& options, BlockManager& kv, StopPred
                                                        : options_.max_num_batched_tokens;
 }
 
-AdmissionResult Scheduler::check(int64_t n_prompt, int64_t max_tokens) const {
+AdmissionResult Scheduler::check(int64_t n_prompt, int64_t max_tokens, bool prefill_only) const {
   if (n_prompt < 1) return {Admission::kNever, "the prompt is empty"};
+  if (prefill_only) {
+    if (n_prompt > options_.max_model_len) {
+      return {Admission::kNever, strfmt("the input has %lld tokens, more than max_model_len %lld", (long long)n_prompt,
+                                        (long long)options_.max_model_len)};
+    }
+    if (kv_.blocks_for_slots(n_prompt) > kv_.n_blocks()) {
+      return {Admission::kNever,
+              strfmt("the input needs %lld KV blocks but the pool holds %lld: shorten it or give the KV cache more memory",
+                     (long long)kv_.blocks_for_slots(n_prompt), (long long)kv_.n_blocks())};
+    }
+    return {};
+  }
   if (max_tokens < 1) return {Admission::kNever, "max_tokens must be at least 1"};
   if (n_prompt + max_tokens > options_.max_model_len) {
     return {Admission::kNever,
@@ -46,7 +58,8 @@ AdmissionResult Scheduler::check(int64_t n_prompt, int64_t max_tokens) const {
 }
 
 AdmissionResult Scheduler::add(SeqRequest request) {
-  AdmissionResult r = check(static_cast<int64_t>(request.prompt.size()), request.max_tokens);
+  if (request.prefill_only) request.max_tokens = 0;
+  AdmissionResult r = check(static_cast<int64_t>(request.prompt.size()), request.max_tokens, request.prefill_only);
   if (r.status != Admission::kOk) return r;
   if (n_waiting() >= options_.max_queue) {
     return {Admission::kLater, strfmt("%lld requests are waiting (max_queue)", (long long)n_waiting())};
@@ -61,6 +74,7 @@ AdmissionResult Scheduler::add(SeqRequest request) {
   s->priority = request.priority;
   s->ignore_eos = request.ignore_eos;
   s->prompt_logits = request.prompt_logits;
+  s->prefill_only = request.prefill_only;
   s->stop_ids = std::move(request.stop_ids);
   s->arrival = next_arrival_++;
   Sequence& ref = *s;
@@ -101,8 +115,11 @@ void Scheduler::add_to_plan(Sequence& s, int64_t n_new) {
   e.pos0 = s.n_computed;
   e.n_new = n_new;
   e.tokens = s.tokens.data() + s.n_computed;
-  e.wants_logits = s.n_computed + n_new == static_cast<int64_t>(s.tokens.size());
+  const bool catches_up = s.n_computed + n_new == static_cast<int64_t>(s.tokens.size());
+  e.wants_logits = catches_up && !s.prefill_only;
   e.prompt_logits = s.prompt_logits;
+  e.prefill_only = s.prefill_only;
+  e.completes_prompt = catches_up && s.prefill_only;
   s.plan_index = static_cast<int64_t>(plan_.seqs.size());
   plan_.seqs.push_back(e);
   plan_.n_tokens += n_new;
@@ -147,7 +164,8 @@ bool Scheduler::admit_head(std::set<QueueKey>& queue) {
   Sequence& s = *seqs_.at(std::get<2>(*queue.begin()));
   const int64_t n_tokens = static_cast<int64_t>(s.tokens.size());
   kv_.lookup(s.tokens.data(), n_tokens, &hit_);
-  if (s.prompt_logits) hit_.clear();  // every prompt position must be computed for its logits
+  // Every prompt position must be computed for its logits or hidden state.
+  if (s.prompt_logits || s.prefill_only) hit_.clear();
   const int64_t n_cached = static_cast<int64_t>(hit_.blocks.size()) * kv_.block_size();
   const int64_t n_new = chunk(s, std::min(n_tokens - n_cached, budget_));
   if (!kv_.allocate(s.id, hit_, n_cached + n_new, n_tokens)) return false;
@@ -166,9 +184,9 @@ void Scheduler::schedule_long() {
     const int64_t n_new = chunk(s, std::min(s.remaining(), budget_));
     if (s.plan_index < 0 && n_new > 0 && reserve(s, n_new)) add_to_plan(s, n_new);
     // Its last chunk is in: the next long prompt may start with what is left.
-    if (long_prefill_ == nullptr || s.plan_index < 0 || !plan_.seqs[static_cast<size_t>(s.plan_index)].wants_logits) {
-      return;
-    }
+    if (long_prefill_ == nullptr || s.plan_index < 0) return;
+    const ScheduledSeq& last = plan_.seqs[static_cast<size_t>(s.plan_index)];
+    if (!last.wants_logits && !last.completes_prompt) return;
     long_prefill_ = nullptr;
   }
   if (preempted_this_step_ || long_queue_.empty()) return;
@@ -233,6 +251,15 @@ void Scheduler::update(const StepPlan& plan, const std::vector<int32_t>& sampled
     s.plan_index = -1;
     PARALLM_CHECK(s.n_computed <= static_cast<int64_t>(s.tokens.size()));
     kv_.cache_full_blocks(s.id, s.tokens.data(), s.n_computed);
+    if (e.completes_prompt) {  // prefill only: done, nothing sampled
+      SeqEvent ev;
+      ev.id = s.id;
+      ev.n_prompt = s.n_prompt;
+      ev.finish = FinishReason::kStop;
+      events->push_back(ev);
+      remove(s);
+      continue;
+    }
     if (!e.wants_logits) continue;
     if (long_prefill_ == &s) long_prefill_ = nullptr;
     const int32_t tok = sampled[i];

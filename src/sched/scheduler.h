@@ -52,6 +52,11 @@ struct SeqRequest {
   // most kMaxPromptLogitRows tokens so the logits of a step stay bounded.
   bool prompt_logits = false;
   std::vector<int32_t> stop_ids{};  // request-specific stop tokens, checked even with ignore_eos
+  // Prefill only (embeddings): the prompt is computed in full (no prefix-cache
+  // hits: every position's hidden state is wanted), nothing is sampled, and
+  // the sequence finishes (kStop, no token) once its prompt is computed, its
+  // blocks freed at once. max_tokens is ignored (0).
+  bool prefill_only = false;
 };
 
 constexpr int64_t kMaxPromptLogitRows = 128;
@@ -63,8 +68,9 @@ class Scheduler {
 
   // Would a request be admitted? never: it can never run (too long for
   // max_model_len or the whole KV pool); ok otherwise. Uses only immutable
-  // state, so it may run on any thread.
-  AdmissionResult check(int64_t n_prompt, int64_t max_tokens) const;
+  // state, so it may run on any thread. prefill_only: the prompt alone must
+  // fit (max_tokens is ignored).
+  AdmissionResult check(int64_t n_prompt, int64_t max_tokens, bool prefill_only = false) const;
   // Queues a request: check(), plus later when max_queue requests wait.
   AdmissionResult add(SeqRequest request);
   // Removes a sequence at the next step boundary (listed in plan.aborted).
@@ -90,7 +96,7 @@ class Scheduler {
     std::vector<int32_t> tokens;  // [n_tokens] prompt then generated
     int64_t n_prompt = 0, max_tokens = 0, n_computed = 0;
     int priority = 0;
-    bool ignore_eos = false, prompt_logits = false;
+    bool ignore_eos = false, prompt_logits = false, prefill_only = false;
     std::vector<int32_t> stop_ids;
     uint64_t arrival = 0;
     bool running = false, is_long = false, aborted = false;

@@ -21,6 +21,8 @@ struct ScheduledSeq {
   int64_t n_blocks = 0;
   bool wants_logits = false;        // computed catches up with all tokens: sample the next one
   bool prompt_logits = false;       // the request wants logits at its prompt positions too
+  bool prefill_only = false;        // the request wants its prompt's hidden states only (embeddings): no logits
+  bool completes_prompt = false;    // prefill_only: this chunk ends the prompt; update() finishes the sequence
 };
 
 struct StepPlan {
@@ -31,7 +33,9 @@ struct StepPlan {
   void clear() { seqs.clear(); preempted.clear(); aborted.clear(); n_tokens = 0; }
 };
 
-// What update() reports for each sequence that sampled a token this step.
+// What update() reports for each sequence that sampled a token this step, and
+// for each prefill-only sequence whose prompt is now computed (token -1,
+// finish kStop).
 struct SeqEvent {
   uint64_t id = 0;
   int32_t token = -1;               // appended token (-1: none, e.g. a stop token)

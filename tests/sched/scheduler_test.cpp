@@ -40,6 +40,15 @@ struct Harness {
     ASSERT_EQ(sched.add(std::move(r)).status, Admission::kOk);
   }
 
+  void add_prefill_only(uint64_t id, std::vector<int32_t> p) {
+    tokens[id] = p;
+    SeqRequest r;
+    r.id = id;
+    r.prompt = std::move(p);
+    r.prefill_only = true;
+    ASSERT_EQ(sched.add(std::move(r)).status, Admission::kOk);
+  }
+
   // One step with the fake executor; checks the plan's invariants.
   StepPlan step() {
     const StepPlan& plan = sched.schedule();
@@ -56,7 +65,8 @@ struct Harness {
         // A written block is never shared with another sequence.
         EXPECT_EQ(kv.ref_count(e.block_table[(e.pos0 + k) / bs]), 1);
       }
-      EXPECT_EQ(e.wants_logits, e.pos0 + e.n_new == static_cast<int64_t>(t.size()));
+      EXPECT_EQ(e.wants_logits || e.completes_prompt, e.pos0 + e.n_new == static_cast<int64_t>(t.size()));
+      EXPECT_FALSE(e.wants_logits && e.prefill_only);
       if (e.wants_logits) sampled[i] = next_token ? next_token(t) : hash_next(t);
     }
     StepPlan copy = plan;
@@ -335,6 +345,42 @@ TEST(Scheduler, AdmissionAnswers) {
   EXPECT_EQ(s.add({1, prompt(4, 0), 4}).status, Admission::kOk);
   EXPECT_EQ(s.add({2, prompt(4, 0), 4}).status, Admission::kOk);
   EXPECT_EQ(s.add({3, prompt(4, 0), 4}).status, Admission::kLater);
+}
+
+// Embeddings: a prefill-only request is chunked like any prompt, samples
+// nothing, finishes (stop, no token) with its last chunk and frees its
+// blocks; it never takes a prefix-cache hit (every hidden state is wanted),
+// and it may fill max_model_len (no generated token needs room).
+TEST(Scheduler, PrefillOnlyFinishesAfterItsPrompt) {
+  Harness h(opts(8, 256, 1000, 20), 64);
+  h.add(1, prompt(12, 10), 2);
+  h.run_to_end();
+  h.add_prefill_only(2, prompt(12, 10));  // the same prompt: its blocks are in the prefix cache
+  h.add(3, prompt(3, 50), 2);
+  EXPECT_EQ(ranges(h.step()), (std::vector<Range>{{2, 0, 8, false}}));
+  EXPECT_EQ(ranges(h.step()), (std::vector<Range>{{2, 8, 4, false}, {3, 0, 3, true}}));
+  EXPECT_EQ(h.finished.at(2), FinishReason::kStop);
+  EXPECT_EQ(h.tokens.at(2).size(), 12u);  // nothing appended
+  const SeqEvent& done = h.last_events[h.last_events.size() - 2];
+  EXPECT_EQ(done.id, 2u);
+  EXPECT_EQ(done.token, -1);
+  EXPECT_EQ(done.n_prompt, 12);
+  h.run_to_end();
+  EXPECT_EQ(h.kv.n_free_blocks(), h.kv.n_blocks());
+  EXPECT_EQ(h.sched.check(20, 0, true).status, Admission::kOk);
+  EXPECT_EQ(h.sched.check(21, 0, true).status, Admission::kNever);
+  EXPECT_EQ(h.sched.check(20, 1).status, Admission::kNever);  // a generation needs room for its token
+}
+
+// A long prefill-only prompt goes through the long queue and lets the next one start.
+TEST(Scheduler, LongPrefillOnlyReleasesTheLongQueue) {
+  Harness h(opts(8, 256, 10, 100), 64);
+  h.add_prefill_only(1, prompt(16, 10));
+  h.add_prefill_only(2, prompt(12, 40));
+  h.run_to_end();
+  EXPECT_EQ(h.finished.at(1), FinishReason::kStop);
+  EXPECT_EQ(h.finished.at(2), FinishReason::kStop);
+  EXPECT_EQ(h.kv.n_free_blocks(), h.kv.n_blocks());
 }
 
 }  // namespace
