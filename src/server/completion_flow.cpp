@@ -20,6 +20,7 @@
 #include "server/logprobs_json.h"
 #include "server/openai_request.h"
 #include "server/request_channel.h"
+#include "server/sse_writer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
 
@@ -195,7 +196,7 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
     const ApiError e(status, message, "server_error");
     if (!stream_) status_ = status;
     if (stream_) {
-      exchange_->end_stream("data: " + dump(e.body()) + "\n\ndata: [DONE]\n\n");
+      exchange_->end_stream(sse_event(dump(e.body())) + sse_done());
     } else {
       net::HttpResponse r;
       r.status = status;
@@ -318,7 +319,7 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
     json c = chunk_base(id_, created_, model_, chat_);
     c["choices"] = choice_or_null.is_null() ? json::array() : json::array({choice_or_null});
     if (include_usage_) c["usage"] = usage_field;
-    return "data: " + dump(c) + "\n\n";
+    return sse_event(dump(c));
   }
 
   void pump_stream() {
@@ -357,16 +358,16 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
     const bool done = choices_.all_finished();
     if (done) {
       if (const Generation* f = choices_.failed()) {
-        out += "data: " + dump(ApiError(500, "generation failed: " + f->error, "server_error").body()) + "\n\n";
+        out += sse_event(dump(ApiError(500, "generation failed: " + f->error, "server_error").body()));
       } else {
         mark_success();
         if (include_usage_) out += event(nullptr, choices_.usage());
       }
-      out += "data: [DONE]\n\n";
+      out += sse_done();
     }
     const int64_t now = now_ns();
     if (out.empty() && now - last_write_ns_.load() >= heartbeat_.count()) {
-      out = ": keep-alive\n\n";  // proxies keep the stream open; a dead peer shows on the write
+      out = sse_comment("keep-alive");  // proxies keep the stream open; a dead peer shows on the write
     }
     if (done) {
       exchange_->end_stream(out);  // [DONE] and the end of the body in one write
