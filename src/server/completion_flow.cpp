@@ -65,10 +65,18 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
   // ApiError (nothing sent yet) when the backend refuses. Under the lock, so
   // that a pump woken by an early event waits until all is in place.
   void start(const CompletionContext& ctx) {
-    std::lock_guard<std::mutex> lock(mu_);
-    submit(ctx);
-    if (active_) active_->add(shared_from_this());
-    begin(&ctx.metrics);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      submit(ctx);
+      if (active_) active_->add(shared_from_this());
+      begin(&ctx.metrics);
+    }
+    // Outside mu_: on_gone runs client_gone (which takes mu_) at once when
+    // the client has left already.
+    std::weak_ptr<CompletionFlow> weak = weak_from_this();
+    exchange_->on_gone([weak] {
+      if (auto f = weak.lock()) f->client_gone();
+    });
   }
 
  private:
@@ -127,9 +135,8 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
     for (size_t i = 0; i < choices_.gens.size(); ++i) texts_[i] = choices_.gens[i]->echo_text;
   }
 
-  // After submit(): the exchange's callbacks, the stream's head, a first pump.
+  // After submit(): the exchange's delivery callback, the stream's head, a first pump.
   void begin(ServerMetrics* metrics) {
-    std::weak_ptr<CompletionFlow> weak = weak_from_this();
     auto outcome = outcome_;
     exchange_->on_finished([metrics, outcome](bool delivered) {
       // Only a response that reached the client whole counts as a success
@@ -140,9 +147,6 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
       metrics->requests_ok++;
       for (const FinishedChoice& c : outcome->choices) metrics->observe_delivered(c);
       metrics->observe_delivered_response(outcome->choices);
-    });
-    exchange_->on_gone([weak] {
-      if (auto f = weak.lock()) f->client_gone();
     });
     if (stream_) {
       net::HttpHeaders h = {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
