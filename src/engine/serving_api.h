@@ -28,7 +28,9 @@ struct ServingRequest {
   bool ignore_eos = false;
   int priority = 0;              // lower runs first among waiting requests; FCFS within a priority
   int32_t logprobs = -1;         // -1: none; k >= 0: each token's logprob and the k most likely
-  bool prompt_logprobs = false;  // with logprobs >= 0: also every prompt token's (echo with logprobs)
+  // -1: none; k >= 0: every prompt token's logprob and rank and the k most
+  // likely tokens at its position (echo with logprobs; vLLM's prompt_logprobs).
+  int32_t prompt_logprobs = -1;
   std::vector<int32_t> stop_token_ids;  // more tokens that end generation (finish "stop"), ignore_eos or not
 };
 

@@ -71,6 +71,7 @@ struct ServingEngine::Impl {
     // handed over with the first event. A recompute after preemption does not
     // compute a position twice: prompt.size() is the next one wanted.
     bool prompt_logprobs = false;
+    int32_t prompt_top = 0;              // alternatives per prompt position (ServingRequest::prompt_logprobs)
     std::vector<int32_t> prompt_tokens;  // only with prompt_logprobs
     std::vector<TokenLogprobs> prompt;   // [0, prompt.size()) reported or computed so far
     bool prompt_sent = false;
@@ -274,11 +275,12 @@ void ServingEngine::Impl::loop() {
       r.priority = in.request.priority;
       r.ignore_eos = in.request.ignore_eos;
       const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
-      r.prompt_logits = in.request.prompt_logprobs && in.request.logprobs >= 0;
+      r.prompt_logits = in.request.prompt_logprobs >= 0;
       r.stop_ids = in.request.stop_token_ids;
-      Live l{std::move(in.on_event), Sampler(in.request.sampling), n_prompt, in.request.logprobs, 0.0f, {}, false, {}, {},
-             false};
+      Live l{std::move(in.on_event), Sampler(in.request.sampling), n_prompt, in.request.logprobs, 0.0f, {}, false, 0, {},
+             {}, false};
       l.prompt_logprobs = r.prompt_logits;
+      l.prompt_top = std::max<int32_t>(0, in.request.prompt_logprobs);
       l.arrival = in.arrival;
       if (l.prompt_logprobs) {
         l.prompt_tokens = r.prompt;
@@ -434,7 +436,9 @@ void ServingEngine::Impl::finish_step(Lane& lane) {
           out.token = l.prompt_tokens[static_cast<size_t>(pr.target_pos)];
           const float lse = log_sum_exp(lg, n_vocab, &row);
           out.logprob = lg[out.token] - lse;
-          top_logprobs(lg, n_vocab, l.logprobs, lse, &out.top);
+          top_logprobs(lg, n_vocab, l.prompt_top, lse, &out.top);
+          const float own = lg[out.token];
+          out.rank = 1 + static_cast<int32_t>(std::count_if(lg, lg + n_vocab, [own](float x) { return x > own; }));
           continue;
         }
         const float* lg = row_of(lane.sample_logit_rows[static_cast<size_t>(k)]);

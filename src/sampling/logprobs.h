@@ -20,6 +20,7 @@ struct TokenLogprobs {
   float logprob = 0.0f;
   std::vector<TokenLogprob> top;
   bool has_logprob = true;
+  int32_t rank = 0;  // prompt logprobs: 1 + the tokens strictly more likely (0: not computed)
 };
 
 // log(sum_i exp(logits_i)), computed stably; scratch is resized to n and clobbered.

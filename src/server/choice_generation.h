@@ -38,6 +38,8 @@ struct Generation {
         decoder(c.backend.tokenizer(), p.skip_special_tokens),
         stop(p.stop, p.include_stop_str_in_output),
         want_logprobs(p.logprobs >= 0),
+        echo_logprobs(p.echo && p.logprobs >= 0),
+        want_prompt_logprobs(p.prompt_logprobs >= 0),
         // With echo and logprobs the prompt's tokens come first, from offset 0.
         text_offset(p.echo && p.logprobs >= 0 ? 0 : count_characters(echo)),
         echo_text(std::move(echo)),
@@ -51,6 +53,9 @@ struct Generation {
   StreamDecoder decoder;
   StopMatcher stop;
   bool want_logprobs;
+  bool echo_logprobs;         // the prompt's tokens lead the completion's logprobs (echo)
+  bool want_prompt_logprobs;  // vLLM's prompt_logprobs field
+  std::vector<TokenLogprobs> prompt_logprobs;  // [n_prompt] with want_prompt_logprobs, once the first event is in
   int64_t text_offset;     // completions logprobs: characters of the text so far
   std::string echo_text;   // completions with echo: the prompt, sent first
   std::vector<TokenLogprobs> logprobs;  // tokens whose logprobs are not yet sent
@@ -76,9 +81,10 @@ struct Generation {
   // Consumes one event, received at `at`; returns the text that may be sent now.
   std::string consume(const TokenEvent& e, Clock::time_point at) {
     if (finished) return "";
-    if (want_logprobs) {
+    if (echo_logprobs) {
       for (const TokenLogprobs& t : e.prompt_logprobs) logprobs.push_back(t);
     }
+    if (want_prompt_logprobs && !e.prompt_logprobs.empty()) prompt_logprobs = e.prompt_logprobs;
     std::string text;
     if (e.token >= 0) {
       if (completion_tokens == 0) {

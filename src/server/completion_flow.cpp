@@ -104,7 +104,7 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
         sreq.ignore_eos = cp.ignore_eos;
         sreq.priority = cp.priority;
         sreq.logprobs = cp.logprobs;
-        sreq.prompt_logprobs = cp.echo && cp.logprobs >= 0;
+        sreq.prompt_logprobs = cp.prompt_logprobs >= 0 ? cp.prompt_logprobs : cp.echo && cp.logprobs >= 0 ? cp.logprobs : -1;
         sreq.stop_token_ids = cp.stop_token_ids;
         uint64_t backend_id = 0;
         std::shared_ptr<RequestChannel> channel = channel_;
@@ -299,11 +299,17 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
         out_choices.push_back({{"index", i}, {"message", std::move(message)}, {"logprobs", lp}, {"finish_reason", g.finish_reason}});
       } else {
         out_choices.push_back({{"index", i}, {"text", texts_[i]}, {"logprobs", lp}, {"finish_reason", g.finish_reason}});
+        // vLLM: a completion choice carries its prompt's prompt_logprobs.
+        if (g.want_prompt_logprobs) out_choices.back()["prompt_logprobs"] = vllm_prompt_logprobs_json(tok_, g.prompt_logprobs);
       }
     }
     json out = {{"id", id_},           {"object", chat_ ? "chat.completion" : "text_completion"},
                 {"created", created_}, {"model", model_},
                 {"choices", out_choices}, {"usage", choices_.usage()}};
+    // vLLM: a chat response carries prompt_logprobs beside its choices (one prompt for all).
+    if (chat_ && !choices_.gens.empty() && choices_.gens[0]->want_prompt_logprobs) {
+      out["prompt_logprobs"] = vllm_prompt_logprobs_json(tok_, choices_.gens[0]->prompt_logprobs);
+    }
     mark_success();
     net::HttpResponse r;
     r.set_content(dump(out), "application/json");

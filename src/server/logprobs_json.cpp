@@ -69,4 +69,30 @@ json chat_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprobs>& 
   return {{"content", content}};
 }
 
+json vllm_prompt_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprobs>& prompt) {
+  json out = json::array();
+  for (const TokenLogprobs& t : prompt) {
+    if (!t.has_logprob) {
+      out.push_back(nullptr);
+      continue;
+    }
+    auto entry = [&](int32_t id, float lp, int32_t rank) {
+      return json{{"logprob", finite_logprob(lp)}, {"rank", rank}, {"decoded_token", tok.token_to_piece(id)}};
+    };
+    // A map: its keys are ids (JSON objects are unordered; vLLM's dict lists
+    // the prompt token first).
+    json m = json::object();
+    int32_t own_rank = t.rank;
+    for (size_t r = 0; r < t.top.size(); ++r) {
+      if (t.top[r].token == t.token) own_rank = static_cast<int32_t>(r + 1);
+    }
+    for (size_t r = 0; r < t.top.size(); ++r) {
+      m[std::to_string(t.top[r].token)] = entry(t.top[r].token, t.top[r].logprob, static_cast<int32_t>(r + 1));
+    }
+    m[std::to_string(t.token)] = entry(t.token, t.logprob, own_rank);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 }  // namespace parallm

@@ -29,6 +29,12 @@ class Tokenizer;
 nlohmann::json completion_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprobs>& tokens,
                                         int64_t* text_offset);
 nlohmann::json chat_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprobs>& tokens);
+// vLLM's prompt_logprobs: [null, {"<token id>": {"logprob", "rank", "decoded_token"}, ...}, ...], one entry
+// per prompt token; each map holds the prompt's own token (its rank: 1 +
+// the tokens more likely) and the position's k most likely tokens (ranks
+// 1..k; the prompt token, when among them, takes its place in that list as
+// its rank, as vLLM's dict does).
+nlohmann::json vllm_prompt_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprobs>& prompt);
 
 // Characters (code points; each invalid byte counts as the one U+FFFD it becomes) in s.
 int64_t count_characters(const std::string& s);

@@ -153,6 +153,26 @@ void parse_tools(const json& j, CompletionParams* p) {
   if (!tools.empty()) p->tools = tools;
 }
 
+// vLLM's prompt_logprobs (an int; vLLM's -1, the whole vocabulary, is not
+// offered: a 32,000-entry map per prompt token). Like vLLM, not with stream.
+void parse_prompt_logprobs(const json& j, CompletionParams* p) {
+  if (!present(j, "prompt_logprobs")) return;
+  const json& v = j["prompt_logprobs"];
+  if (!v.is_number_integer()) throw bad_request("'prompt_logprobs' must be an integer", "prompt_logprobs");
+  if (!v.is_number_unsigned() && v.get<int64_t>() == -1) {
+    throw bad_request("'prompt_logprobs' -1 (the whole vocabulary) is not supported; at most " +
+                          std::to_string(kMaxLogprobs),
+                      "prompt_logprobs");
+  }
+  if ((!v.is_number_unsigned() && v.get<int64_t>() < 0) || (v.is_number_unsigned() && v.get<uint64_t>() > kMaxLogprobs)) {
+    throw bad_request("'prompt_logprobs' must be between 0 and " + std::to_string(kMaxLogprobs), "prompt_logprobs");
+  }
+  if (get_bool(j, "stream", false)) {
+    throw bad_request("'prompt_logprobs' is not available with 'stream': true", "prompt_logprobs");
+  }
+  p->prompt_logprobs = static_cast<int32_t>(v.get<int64_t>());
+}
+
 }  // namespace
 
 CompletionParams parse_completion_request(const std::string& body, bool chat, const JsonLimits& limits) {
@@ -209,17 +229,16 @@ CompletionParams parse_completion_request(const std::string& body, bool chat, co
       throw bad_request("'suffix' is not supported", "suffix");
     }
   }
-  // vLLM's constrained-decoding fields and prompt_logprobs: refused by name
-  // rather than answered with text that ignores them.
-  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
-                          "prompt_logprobs"}) {
+  // vLLM's constrained-decoding fields: refused by name rather than answered
+  // with text that ignores them.
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"}) {
     if (present(j, key)) {
       throw bad_request(std::string("'") + key + "' is not supported by this server yet" +
-                            (std::string(key) == "prompt_logprobs" ? " (completions: 'echo' with 'logprobs' gives the prompt's)"
-                                                                   : " (constrained decoding: only response_format json_object)"),
+                            " (constrained decoding: only response_format json_object)",
                         key);
     }
   }
+  parse_prompt_logprobs(j, &p);
   if (present(j, "response_format")) {
     const json& rf = j["response_format"];
     if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {

@@ -42,6 +42,9 @@ struct CompletionParams {
   // -1: no logprobs. Completions: `logprobs` (alternatives per token, 0-20).
   // Chat: `top_logprobs` (0-20) when `logprobs` is true.
   int32_t logprobs = -1;
+  // vLLM's prompt_logprobs: -1 none; k (0-20): each prompt token's logprob,
+  // rank and its position's k most likely tokens (not with stream).
+  int32_t prompt_logprobs = -1;
   std::optional<int64_t> max_tokens;  // max_tokens / max_completion_tokens
   SamplingParams sampling;           // seed is random when the request has none
   std::vector<std::string> stop;

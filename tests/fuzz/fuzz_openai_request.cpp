@@ -26,6 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (chat && !p.messages.is_array()) std::abort();
     if (!chat && p.prompts.empty()) std::abort();
     if (p.n < 1 || p.n > parallm::kMaxChoicesPerRequest) std::abort();
+    if (p.prompt_logprobs < -1 || p.prompt_logprobs > parallm::kMaxLogprobs) std::abort();
+    if (p.prompt_logprobs >= 0 && p.stream) std::abort();  // vLLM's rule: never with a stream
     const auto replace = nlohmann::ordered_json::error_handler_t::replace;
     const nlohmann::ordered_json kept = {
         {"m", p.messages}, {"t", p.tools}, {"k", p.chat_template_kwargs}};

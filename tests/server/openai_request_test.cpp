@@ -33,12 +33,12 @@ std::string error_of(const std::string& body, bool chat, const JsonLimits& limit
   return "";
 }
 
-// vLLM's constraint fields and prompt_logprobs are refused by name (400),
+// vLLM's constraint fields are refused by name (400),
 // never answered with text that ignores them.
 TEST(OpenAiRequest, UnhonouredVllmFieldsAre400NamingThem) {
   const std::vector<std::pair<std::string, std::string>> fields = {
       {"guided_json", R"({"type":"object"})"}, {"guided_regex", R"("[0-9]+")"},  {"guided_choice", R"(["a","b"])"},
-      {"guided_grammar", R"("root ::= [a-z]+")"}, {"structured_outputs", R"({"choice":["a"]})"}, {"prompt_logprobs", "1"}};
+      {"guided_grammar", R"("root ::= [a-z]+")"}, {"structured_outputs", R"({"choice":["a"]})"}};
   for (const auto& [key, value] : fields) {
     for (bool chat : {false, true}) {
       const std::string body = std::string(chat ? R"({"messages":[{"role":"user","content":"hi"}],)" : R"({"prompt":"hi",)") +
@@ -54,6 +54,23 @@ TEST(OpenAiRequest, UnhonouredVllmFieldsAre400NamingThem) {
   }
   // A null is the field's absence, as for every optional field.
   EXPECT_NO_THROW(parse_completion_request(R"({"prompt":"hi","guided_json":null})", false));
+}
+
+// vLLM's prompt_logprobs: an int 0..20 on both routes; -1 (vLLM's whole
+// vocabulary), negatives, too large, wrong types and streams are a 400 naming it.
+TEST(OpenAiRequest, PromptLogprobs) {
+  for (bool chat : {false, true}) {
+    const std::string head = chat ? R"({"messages":[{"role":"user","content":"hi"}],)" : R"({"prompt":"hi",)";
+    EXPECT_EQ(parse_completion_request(head + R"("prompt_logprobs":3})", chat).prompt_logprobs, 3);
+    EXPECT_EQ(parse_completion_request(head + R"("prompt_logprobs":0})", chat).prompt_logprobs, 0);
+    EXPECT_EQ(parse_completion_request(head + R"("prompt_logprobs":null})", chat).prompt_logprobs, -1);
+    EXPECT_EQ(parse_completion_request(head + R"("max_tokens":2})", chat).prompt_logprobs, -1);
+    for (const char* bad : {"-1", "-2", "21", "1.5", "\"3\"", "true", "[1]", "18446744073709551615"}) {
+      const std::string msg = error_of(head + "\"prompt_logprobs\":" + bad + "}", chat);
+      EXPECT_NE(msg.find("prompt_logprobs"), std::string::npos) << bad << ": " << msg;
+    }
+    EXPECT_NE(error_of(head + R"("prompt_logprobs":1,"stream":true})", chat).find("stream"), std::string::npos);
+  }
 }
 
 TEST(OpenAiRequest, DeepBodiesAre400NamingTheLimit) {

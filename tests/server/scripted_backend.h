@@ -127,7 +127,7 @@ class ScriptedBackend : public CompletionBackend {
         } else {
           const bool fixed = !fixed_tokens.empty();
           e.token = fixed ? fixed_tokens[static_cast<size_t>(q.n)] : script_token(q.r.sampling.seed, q.n);
-          if (q.r.prompt_logprobs && q.n == 0) {  // prompt token i: logprob -i/2, no alternatives
+          if (q.r.prompt_logprobs >= 0 && q.n == 0) {  // prompt token i: logprob -i/2, no alternatives
             for (size_t i = 0; i < q.r.prompt.size(); ++i) {
               e.prompt_logprobs.push_back({q.r.prompt[i], -0.5f * static_cast<float>(i), {}, i > 0});
             }
