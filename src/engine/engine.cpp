@@ -54,10 +54,12 @@ std::vector<int32_t> pack_batch(const ForwardBatch& b, int64_t block_size) {
   out.push_back(static_cast<int32_t>(n));
   out.push_back(static_cast<int32_t>(n_seqs));
   out.push_back(static_cast<int32_t>(b.logit_rows.size()));
+  out.push_back(static_cast<int32_t>(b.pool_ranges.size()));
   out.insert(out.end(), b.tokens.begin(), b.tokens.end());
   out.insert(out.end(), b.positions.begin(), b.positions.end());
   out.insert(out.end(), b.seq_of_token.begin(), b.seq_of_token.end());
   out.insert(out.end(), b.logit_rows.begin(), b.logit_rows.end());
+  out.insert(out.end(), b.pool_ranges.begin(), b.pool_ranges.end());
   for (int64_t s = 0; s < n_seqs; ++s) {
     out.push_back(blocks_per_seq[s]);
     for (int32_t i = 0; i < blocks_per_seq[s]; ++i) out.push_back(b.block_tables[s][i]);
@@ -69,7 +71,7 @@ void unpack_batch(const std::vector<int32_t>& in, int64_t block_size, ForwardBat
                   std::vector<std::vector<int32_t>>* tables) {
   b->clear();
   size_t at = 0;
-  const int32_t n = in[at++], n_seqs = in[at++], n_logits = in[at++];
+  const int32_t n = in[at++], n_seqs = in[at++], n_logits = in[at++], n_pool_ints = in[at++];
   auto take = [&](std::vector<int32_t>& v, int32_t count) {
     v.assign(in.begin() + static_cast<long>(at), in.begin() + static_cast<long>(at + count));
     at += static_cast<size_t>(count);
@@ -78,6 +80,7 @@ void unpack_batch(const std::vector<int32_t>& in, int64_t block_size, ForwardBat
   take(b->positions, n);
   take(b->seq_of_token, n);
   take(b->logit_rows, n_logits);
+  take(b->pool_ranges, n_pool_ints);
   tables->resize(static_cast<size_t>(n_seqs));
   b->block_tables.resize(static_cast<size_t>(n_seqs));
   for (int32_t s = 0; s < n_seqs; ++s) {
@@ -360,17 +363,15 @@ void Engine::run_step(Rank& r, const ForwardBatch& batch) {
   if (static_cast<int64_t>(r.hidden.size()) < n * c.n_embd) r.hidden.resize(static_cast<size_t>(n * c.n_embd));
   const bool last = r.stage == options_.pp - 1;
   const int64_t n_logits = static_cast<int64_t>(batch.logit_rows.size());
-  if (last && static_cast<int64_t>(r.logits.size()) < n_logits * c.n_vocab) {
-    r.logits.resize(static_cast<size_t>(n_logits * c.n_vocab));
-  }
+  const int64_t n_out = step_output_floats(batch);
+  if (last && static_cast<int64_t>(r.logits.size()) < n_out) r.logits.resize(static_cast<size_t>(n_out));
   const double comm_before = (r.world ? r.world->stats().seconds() : 0) + (r.group ? r.group->stats().seconds() : 0);
   const auto t0 = std::chrono::steady_clock::now();
   const size_t hidden_bytes = static_cast<size_t>(n * c.n_embd) * 4;
   if (r.stage > 0) r.world->recv(r.hidden.data(), hidden_bytes, (r.stage - 1) * group + r.group_rank);
-  r.model->forward(batch, *r.kv, r.hidden.data(), last ? r.logits.data() : nullptr, *r.pool);
-  if (last && r.group_rank == 0 && r.world_rank != 0) {
-    r.world->send(r.logits.data(), static_cast<size_t>(n_logits * c.n_vocab) * 4, 0);
-  }
+  float* pooled = last ? r.logits.data() + n_logits * c.n_vocab : nullptr;
+  r.model->forward(batch, *r.kv, r.hidden.data(), last ? r.logits.data() : nullptr, *r.pool, pooled);
+  if (last && r.group_rank == 0 && r.world_rank != 0) r.world->send(r.logits.data(), static_cast<size_t>(n_out) * 4, 0);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double comm_after = (r.world ? r.world->stats().seconds() : 0) + (r.group ? r.group->stats().seconds() : 0);
   r.stats.comm_s += comm_after - comm_before;
@@ -386,7 +387,7 @@ void Engine::submit(const ForwardBatch& batch) {
     if (p >= ctx_size_) throw InputError(strfmt("position %d is past the context size %lld", p, (long long)ctx_size_));
   }
   Rank& r = *ranks_[0];
-  const int64_t n_logits = static_cast<int64_t>(batch.logit_rows.size());
+  const int64_t n_out = step_output_floats(batch);
   if (world_size() == 1) {
     run_step(r, batch);
     ready_.emplace_back();  // the logits stay in the rank's buffer
@@ -409,13 +410,17 @@ void Engine::submit(const ForwardBatch& batch) {
   // the driver waiting on stage 1 while the last stage waits on the driver.
   if (static_cast<int>(in_pipe_.size()) == options_.pp - 1) receive_oldest();
   send_down(r, header, &packed, 0, batch.n_tokens());
-  in_pipe_.push_back(n_logits);
+  in_pipe_.push_back(n_out);
+}
+
+int64_t Engine::step_output_floats(const ForwardBatch& batch) const {
+  const ModelConfig& c = model_file_->config;
+  return static_cast<int64_t>(batch.logit_rows.size()) * c.n_vocab + batch.n_pooled() * c.n_embd;
 }
 
 void Engine::receive_oldest() {
-  const ModelConfig& c = model_file_->config;
   const int group = std::max(options_.tp, options_.ep);
-  const int64_t n_logits = in_pipe_.front();
+  const int64_t n_out = in_pipe_.front();
   in_pipe_.pop_front();
   // A buffer of an earlier step (no fresh pages per step: 4 MB at 32 rows of
   // a 32,000-token vocabulary).
@@ -424,7 +429,7 @@ void Engine::receive_oldest() {
     logits.swap(spare_logits_.back());
     spare_logits_.pop_back();
   }
-  logits.resize(static_cast<size_t>(n_logits * c.n_vocab));
+  logits.resize(static_cast<size_t>(n_out));
   ranks_[0]->world->recv(logits.data(), logits.size() * 4, (options_.pp - 1) * group);
   ready_.push_back(std::move(logits));
 }

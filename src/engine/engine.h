@@ -74,8 +74,10 @@ class Engine {
   bool is_driver() const { return world_rank_ == 0; }
   const EngineOptions& options() const { return options_; }
 
-  // Driver only: runs one step; returns logits [batch.logit_rows.size(), n_vocab],
-  // valid until the next forward() or collect(). Same as submit + collect.
+  // Driver only: runs one step; returns logits [batch.logit_rows.size(), n_vocab]
+  // followed by the pooled rows [batch.n_pooled(), n_embd] (sums of final-norm
+  // hidden states, see ForwardBatch::pool_ranges), valid until the next
+  // forward() or collect(). Same as submit + collect.
   const float* forward(const ForwardBatch& batch);
   // Driver only, pipeline micro-batches: submit() runs the step's first stage
   // on this thread and hands it down the pipeline; up to pp steps may be in
@@ -128,6 +130,7 @@ class Engine {
   void receive_message(Rank& r, int64_t* header, std::vector<int32_t>* packed, int64_t* arg);
   void send_down(Rank& r, int64_t header, const std::vector<int32_t>* packed, int64_t arg, int64_t n_tokens);
   void receive_oldest();
+  int64_t step_output_floats(const ForwardBatch& batch) const;  // logits, then pooled rows
   void count_traffic(Rank& r);  // the rank's byte counters from its communicators'
   void run_step(Rank& r, const ForwardBatch& batch);
   void rank_thread_main(Rank* r);
@@ -142,7 +145,7 @@ class Engine {
   std::vector<std::unique_ptr<Rank>> ranks_;  // local ranks of this process
   std::vector<std::thread> threads_;
   std::vector<float> logits_;           // the last collect()'s (pp > 1)
-  std::deque<int64_t> in_pipe_;         // logits rows of the steps handed down, oldest first
+  std::deque<int64_t> in_pipe_;         // output floats (logits, pooled rows) of the steps handed down, oldest first
   std::deque<std::vector<float>> ready_;  // logits received (pp > 1), or a marker (pp = 1), not yet collected
   std::vector<std::vector<float>> spare_logits_;  // buffers of collected steps, for the next receives
   ForwardBatch step_batch_;

@@ -32,6 +32,10 @@ struct ServingRequest {
   // likely tokens at its position (echo with logprobs; vLLM's prompt_logprobs).
   int32_t prompt_logprobs = -1;
   std::vector<int32_t> stop_token_ids;  // more tokens that end generation (finish "stop"), ignore_eos or not
+  // An embedding instead of a generation: the prompt is prefilled (no
+  // prefix-cache hits, no logits, nothing sampled; max_tokens, sampling and
+  // logprobs are ignored) and its final event carries `embedding`.
+  bool embed = false;
 };
 
 // One event per generated token, and a final one.
@@ -56,6 +60,10 @@ struct TokenEvent {
   // With ServingRequest::prompt_logprobs, on the request's first event: one
   // entry per prompt token, the first without a logprob.
   std::vector<TokenLogprobs> prompt_logprobs;
+  // With ServingRequest::embed, on the final event ("stop"): the mean over the
+  // prompt's positions of the last hidden state after the final norm (the
+  // rows the output matrix would read), L2-normalised. [n_embd]
+  std::vector<float> embedding;
 };
 
 struct ServingMetrics {

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <condition_variable>
 #include <deque>
@@ -75,6 +76,12 @@ struct ServingEngine::Impl {
     std::vector<int32_t> prompt_tokens;  // only with prompt_logprobs
     std::vector<TokenLogprobs> prompt;   // [0, prompt.size()) reported or computed so far
     bool prompt_sent = false;
+    // Embeddings (ServingRequest::embed): the sum of the final-norm rows of
+    // positions [0, n_pooled), in double across chunks. A recompute after a
+    // preemption skips the positions already added.
+    bool embed = false;
+    int64_t n_pooled = 0;
+    std::vector<double> pooled_sum = {};  // [n_embd]
     Lane* lane = nullptr;
     // TokenEvent::queue_s / prefill_s: submit(), the first step that scheduled
     // it (kept across a preemption's recompute), whether its first token is out.
@@ -87,6 +94,11 @@ struct ServingEngine::Impl {
     Live* live;
     int64_t logit_row;   // its row in the step's logits
     int64_t target_pos;  // the prompt position it predicts
+  };
+  // A pooled row of the step (embeddings): the sum over its range of a chunk.
+  struct PoolRow {
+    Live* live;
+    int64_t n_pooled_after;  // Live::n_pooled once it is added
   };
 
   // One lane: a scheduler over blocks [first_block, first_block + its pool),
@@ -114,10 +126,14 @@ struct ServingEngine::Impl {
     std::vector<Live*> sample_lives;   // their requests, in the same order
     std::vector<int64_t> sample_logit_rows;  // their rows of the logits
     std::vector<PromptRow> prompt_rows;      // logits rows at prompt positions (prompt logprobs)
+    std::vector<PoolRow> pool_rows;          // the step's pooled rows, in batch.pool_ranges order
   };
 
   Impl(Engine& e, const ServingOptions& o)
-      : engine(e), n_vocab(static_cast<int32_t>(e.config().n_vocab)), max_queue(o.max_queue) {
+      : engine(e),
+        n_vocab(static_cast<int32_t>(e.config().n_vocab)),
+        n_embd(e.config().n_embd),
+        max_queue(o.max_queue) {
     for (int32_t id = 0; id < n_vocab; ++id) {
       if (e.tokenizer().is_stop_token(id)) stop_ids.push_back(id);
     }
@@ -141,7 +157,8 @@ struct ServingEngine::Impl {
   void fail_step(Lane& lane, const std::exception& ex);
   void emit_final(uint64_t id, const char* reason, const std::string& error);
   void publish_metrics();
-  Lane& least_loaded_lane(int64_t n_prompt, int64_t max_tokens);
+  Lane& least_loaded_lane(int64_t n_prompt, int64_t max_tokens, bool prefill_only);
+  static std::vector<float> mean_normalized(const Live& l);
   bool has_work() const {
     for (const auto& l : lanes) {
       if (l->sched.has_work() || l->in_flight) return true;
@@ -154,6 +171,7 @@ struct ServingEngine::Impl {
   std::deque<Lane*> in_flight;               // lanes with a step in the pipe, oldest first
   size_t next_lane = 0;                      // round robin for submitting
   const int32_t n_vocab;
+  const int64_t n_embd;
   const int64_t max_queue;
   std::vector<int32_t> stop_ids;  // the tokenizer's stop tokens (min_tokens keeps them out)
   // Each token's bytes for JSON mode (control tokens empty), built at the first
@@ -207,10 +225,11 @@ void ServingEngine::Impl::emit_final(uint64_t id, const char* reason, const std:
 
 // The lane with the fewest live requests among those whose share of the pool
 // can ever hold this one (shares differ by a block at most).
-ServingEngine::Impl::Lane& ServingEngine::Impl::least_loaded_lane(int64_t n_prompt, int64_t max_tokens) {
+ServingEngine::Impl::Lane& ServingEngine::Impl::least_loaded_lane(int64_t n_prompt, int64_t max_tokens,
+                                                                   bool prefill_only) {
   Lane* best = nullptr;
   for (const auto& l : lanes) {
-    if (l->sched.check(n_prompt, max_tokens).status == Admission::kNever) continue;
+    if (l->sched.check(n_prompt, max_tokens, prefill_only).status == Admission::kNever) continue;
     if (best == nullptr || l->n_live < best->n_live) best = l.get();
   }
   return best != nullptr ? *best : *lanes[0];
@@ -277,11 +296,15 @@ void ServingEngine::Impl::loop() {
       const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
       r.prompt_logits = in.request.prompt_logprobs >= 0;
       r.stop_ids = in.request.stop_token_ids;
+      r.prefill_only = in.request.embed;
+      if (r.prefill_only) r.prompt_logits = false;
       Live l{std::move(in.on_event), Sampler(in.request.sampling), n_prompt, in.request.logprobs, 0.0f, {}, false, 0, {},
              {}, false};
       l.prompt_logprobs = r.prompt_logits;
       l.prompt_top = std::max<int32_t>(0, in.request.prompt_logprobs);
       l.arrival = in.arrival;
+      l.embed = r.prefill_only;
+      if (l.embed) l.pooled_sum.assign(static_cast<size_t>(n_embd), 0.0);
       if (l.prompt_logprobs) {
         l.prompt_tokens = r.prompt;
         l.prompt.reserve(static_cast<size_t>(n_prompt));
@@ -298,7 +321,7 @@ void ServingEngine::Impl::loop() {
         if (!r.ignore_eos) ban.insert(ban.end(), stop_ids.begin(), stop_ids.end());
         l.sampler.ban_until_min_tokens(std::move(ban));
       }
-      Lane& lane = least_loaded_lane(n_prompt, r.max_tokens);
+      Lane& lane = least_loaded_lane(n_prompt, r.max_tokens, r.prefill_only);
       l.lane = &lane;
       ++lane.n_live;
       const AdmissionResult a = lane.sched.add(std::move(r));
@@ -346,6 +369,7 @@ void ServingEngine::Impl::submit_step(Lane& lane) {
   lane.sample_lives.clear();
   lane.sample_logit_rows.clear();
   lane.prompt_rows.clear();
+  lane.pool_rows.clear();
   if (lane.tables.size() < plan.seqs.size()) lane.tables.resize(plan.seqs.size());
   const Clock::time_point now = Clock::now();
   // Logits rows: each sampling sequence's last token, and (prompt logprobs)
@@ -373,6 +397,15 @@ void ServingEngine::Impl::submit_step(Lane& lane) {
         if (l.prompt_sent || target_pos >= l.n_prompt || target_pos < static_cast<int64_t>(l.prompt.size())) continue;
         lane.prompt_rows.push_back({&l, static_cast<int64_t>(batch.logit_rows.size()), target_pos});
         batch.logit_rows.push_back(first_row + static_cast<int32_t>(t));
+      }
+    }
+    if (e.prefill_only) {
+      // Positions not added before (a recompute after preemption repeats some).
+      const int64_t from = std::max(e.pos0, l.n_pooled), to = e.pos0 + e.n_new;
+      if (from < to) {
+        batch.pool_ranges.push_back(first_row + static_cast<int32_t>(from - e.pos0));
+        batch.pool_ranges.push_back(first_row + static_cast<int32_t>(e.n_new));
+        lane.pool_rows.push_back({&l, to});
       }
     }
     if (e.wants_logits) {
@@ -453,6 +486,13 @@ void ServingEngine::Impl::finish_step(Lane& lane) {
         }
       }
     });
+    const float* pooled = logits + lane.batch.logit_rows.size() * static_cast<size_t>(n_vocab);  // [n_pooled, n_embd]
+    for (size_t k = 0; k < lane.pool_rows.size(); ++k) {
+      Live& l = *lane.pool_rows[k].live;
+      const float* row = pooled + k * static_cast<size_t>(n_embd);
+      for (int64_t j = 0; j < n_embd; ++j) l.pooled_sum[static_cast<size_t>(j)] += row[j];
+      l.n_pooled = lane.pool_rows[k].n_pooled_after;
+    }
   } catch (const std::exception& ex) {
     fail_step(lane, ex);
     return;
@@ -489,6 +529,7 @@ void ServingEngine::Impl::finish_step(Lane& lane) {
     if (se.finish != FinishReason::kNone) {
       ev.finished = true;
       ev.finish_reason = finish_reason_name(se.finish);
+      if (it->second.embed) ev.embedding = mean_normalized(it->second);
       --lane.n_live;
       auto cb = std::move(it->second.on_event);
       live.erase(it);
@@ -497,6 +538,23 @@ void ServingEngine::Impl::finish_step(Lane& lane) {
       it->second.on_event(ev);
     }
   }
+}
+
+// llama-server's --embedding with mean pooling and its default L2 norm
+// (embd_normalize 2): the mean of the prompt's final-norm rows, scaled to
+// unit length (a zero vector stays zero).
+std::vector<float> ServingEngine::Impl::mean_normalized(const Live& l) {
+  PARALLM_CHECK(l.n_pooled == l.n_prompt && l.n_pooled > 0);
+  std::vector<double> mean(l.pooled_sum.size());
+  double norm2 = 0;
+  for (size_t j = 0; j < mean.size(); ++j) {
+    mean[j] = l.pooled_sum[j] / static_cast<double>(l.n_pooled);
+    norm2 += mean[j] * mean[j];
+  }
+  const double inv = norm2 > 0 ? 1.0 / std::sqrt(norm2) : 0.0;
+  std::vector<float> out(mean.size());
+  for (size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(mean[j] * inv);
+  return out;
 }
 
 ServingEngine::ServingEngine(Engine& engine, const ServingOptions& options)
@@ -531,14 +589,16 @@ ServingEngine::~ServingEngine() {
 SubmitStatus ServingEngine::submit(ServingRequest request, std::function<void(const TokenEvent&)> on_event,
                                    uint64_t* id) {
   if (request.prompt.empty()) throw InputError("the prompt is empty (no tokens after tokenization)");
-  if (request.max_tokens < 1) throw InputError("max_tokens must be at least 1");
+  if (request.embed) request.max_tokens = 0;
+  if (request.max_tokens < 1 && !request.embed) throw InputError("max_tokens must be at least 1");
   const int32_t n_vocab = impl_->n_vocab;
   for (int32_t t : request.prompt) {
     if (t < 0 || t >= n_vocab) throw InputError(strfmt("token id %d is outside the vocabulary (%d)", t, n_vocab));
   }
   request.sampling.validate();
   const Clock::time_point arrival = Clock::now();
-  const AdmissionResult a = impl_->lanes[0]->sched.check(static_cast<int64_t>(request.prompt.size()), request.max_tokens);
+  const AdmissionResult a =
+      impl_->lanes[0]->sched.check(static_cast<int64_t>(request.prompt.size()), request.max_tokens, request.embed);
   if (a.status == Admission::kNever) return SubmitStatus::kTooLong;
   {
     std::lock_guard<std::mutex> lk(impl_->mu);

@@ -14,6 +14,12 @@ struct ForwardBatch {
   std::vector<int64_t> slots;         // [n_tokens] KV slot (block * block_size + row) of each token
   std::vector<const int32_t*> block_tables;  // [n_seqs] each sequence's KV block ids
   std::vector<int32_t> logit_rows;    // indices into tokens whose logits are wanted (e.g. each sequence's last)
+  // [2 * n_pooled] token-row ranges [begin, end): the last stage sums each
+  // range's final-norm hidden states into one pooled row [n_embd] (embeddings:
+  // the serving engine adds a prompt's chunks and takes the mean).
+  std::vector<int32_t> pool_ranges;
+
+  int64_t n_pooled() const { return static_cast<int64_t>(pool_ranges.size() / 2); }
 
   int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
 
@@ -33,6 +39,7 @@ struct ForwardBatch {
   }
   void clear() {
     tokens.clear(); positions.clear(); seq_of_token.clear(); slots.clear(); block_tables.clear(); logit_rows.clear();
+    pool_ranges.clear();
   }
 };
 

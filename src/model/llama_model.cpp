@@ -156,7 +156,28 @@ void LlamaModel::ffn_block(int64_t l, int64_t n, float* x, ThreadPool& pool) {
   over_tokens(pool, n, [&](int64_t b, int64_t e) { cpu::add(x + b * d, x + b * d, act_.proj.data() + b * d, (e - b) * d); });
 }
 
-void LlamaModel::forward(const ForwardBatch& batch, KvPool& kv, float* hidden, float* logits, ThreadPool& pool) {
+// Sums of final-norm rows, in token order: the same norm as the logits rows,
+// so an embedding is the state the output matrix would read. Serial: a norm
+// is ~n_embd multiply-adds per row, small beside the layers that made it.
+void LlamaModel::pool_hidden(const ForwardBatch& batch, const float* hidden, float* pooled) {
+  const ModelConfig& c = config_;
+  const int64_t d = c.n_embd;
+  PARALLM_CHECK(pooled != nullptr);
+  grown(act_.pool_row, static_cast<size_t>(d));
+  for (int64_t i = 0; i < batch.n_pooled(); ++i) {
+    const int32_t begin = batch.pool_ranges[2 * i], end = batch.pool_ranges[2 * i + 1];
+    PARALLM_CHECK(begin >= 0 && begin <= end && end <= batch.n_tokens());
+    float* out = pooled + i * d;
+    std::fill(out, out + d, 0.0f);
+    for (int32_t t = begin; t < end; ++t) {
+      cpu::rmsnorm(act_.pool_row.data(), hidden + t * d, output_norm_, 1, d, c.rms_eps);
+      cpu::add(out, out, act_.pool_row.data(), d);
+    }
+  }
+}
+
+void LlamaModel::forward(const ForwardBatch& batch, KvPool& kv, float* hidden, float* logits, ThreadPool& pool,
+                         float* pooled) {
   const ModelConfig& c = config_;
   const int64_t n = batch.n_tokens(), hd = c.head_dim;
   PARALLM_CHECK(n > 0);
@@ -180,6 +201,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KvPool& kv, float* hidden, f
     ffn_block(l, n, hidden, pool);
   }
   if (!shape_.last_stage) return;
+  if (batch.n_pooled() > 0) pool_hidden(batch, hidden, pooled);
   const int64_t n_logits = static_cast<int64_t>(batch.logit_rows.size());
   if (n_logits == 0) return;
   fit(act_.last, n_logits * c.n_embd);

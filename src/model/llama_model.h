@@ -51,6 +51,7 @@ struct Activations {
   HugeVector<float> proj;    // [n_tokens, n_embd] output of Wo / Wdown before the residual add
   HugeVector<float> gate, up;  // [n_tokens, n_ff_local]
   HugeVector<float> last;    // [n_logits, n_embd] normed rows that produce logits
+  HugeVector<float> pool_row;  // [n_embd] one normed row being added to a pooled sum
   HugeVector<float> rope_cs;  // [n_tokens, hd] RoPE cos / sin of the batch's positions, shared by all layers
 };
 
@@ -75,7 +76,11 @@ class LlamaModel {
   //    embeddings; on later stages it holds the previous stage's output. On
   //    return it holds this stage's output (the residual stream).
   //  logits [logit_rows.size(), n_vocab]: written on the last stage only.
-  void forward(const ForwardBatch& batch, KvPool& kv, float* hidden, float* logits, ThreadPool& pool);
+  //  pooled [n_pooled, n_embd]: last stage, with batch.pool_ranges: each
+  //    range's sum of final-norm hidden states (what the logits would be
+  //    computed from; no output matrix for them).
+  void forward(const ForwardBatch& batch, KvPool& kv, float* hidden, float* logits, ThreadPool& pool,
+               float* pooled = nullptr);
 
   Activations& activations() { return act_; }
   const MoeStats& moe_stats() const { return moe_stats_; }
@@ -88,6 +93,8 @@ class LlamaModel {
   // x += ffn(act_.h).
   void ffn_block(int64_t l, int64_t n_tokens, float* x, ThreadPool& pool);
   void all_reduce_tp(float* data, size_t count);
+  // pooled [n_pooled, n_embd]: see forward().
+  void pool_hidden(const ForwardBatch& batch, const float* hidden, float* pooled);
 
   ModelConfig config_;
   LocalShape shape_;

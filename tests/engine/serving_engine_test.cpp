@@ -5,12 +5,16 @@
 // the same tokens; abort frees the blocks; a repeated prompt hits the prefix
 // cache (the hit rate and the query / hit token counts); the admission
 // answers; a profiled, resized pool (what `serve` does at start) serves on
-// every rank; with pp = 2 the lanes of micro-batches give the same tokens.
+// every rank; with pp = 2 the lanes of micro-batches give the same tokens;
+// embeddings (prefill-only requests) batched with generations equal each
+// alone, over tp / pp layouts and a preempting pool too.
 #include "engine/serving_engine.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <condition_variable>
 #include <map>
@@ -373,6 +377,116 @@ TEST(ServingEngine, ProfiledStepAndResizedPoolServe) {
     ASSERT_TRUE(res.wait(1));
   }
   EXPECT_EQ(res.by_key.at(0).tokens, expect);
+}
+
+// Embeddings of `prompts`, all submitted at once (with two generations mixed
+// in, so steps hold decode tokens, sampled rows and pooled rows together).
+std::vector<std::vector<float>> embed_all(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                                          int64_t budget, uint64_t* preemptions = nullptr) {
+  ServingOptions so;
+  so.max_num_batched_tokens = budget;
+  ServingEngine serving(engine, so);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<size_t, std::vector<float>> out;
+  int finished = 0;
+  const size_t n_embed = prompts.size();
+  for (size_t i = 0; i < n_embed + 2; ++i) {
+    ServingRequest r;
+    r.prompt = prompts[i % n_embed];
+    r.embed = i < n_embed;
+    r.max_tokens = 20;
+    r.ignore_eos = true;
+    uint64_t id = 0;
+    const SubmitStatus st = serving.submit(
+        r,
+        [&, i](const TokenEvent& ev) {
+          if (!ev.finished) return;
+          std::lock_guard<std::mutex> lk(mu);
+          EXPECT_EQ(ev.finish_reason, i < n_embed ? "stop" : "length") << i;
+          EXPECT_EQ(ev.embedding.empty(), i >= n_embed) << i;
+          if (i < n_embed) out[i] = ev.embedding;
+          ++finished;
+          cv.notify_all();
+        },
+        &id);
+    EXPECT_EQ(st, SubmitStatus::kOk);
+  }
+  std::unique_lock<std::mutex> lk(mu);
+  EXPECT_TRUE(cv.wait_for(lk, std::chrono::seconds(60), [&] { return finished == static_cast<int>(n_embed + 2); }));
+  if (preemptions) *preemptions = serving.metrics().num_preemptions_total;
+  std::vector<std::vector<float>> v;
+  for (size_t i = 0; i < n_embed; ++i) v.push_back(out[i]);
+  return v;
+}
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  double worst = 0;
+  for (size_t j = 0; j < a.size(); ++j) worst = std::max(worst, std::abs(static_cast<double>(a[j]) - b[j]));
+  EXPECT_LE(worst, tol) << what;
+}
+
+TEST(ServingEngine, EmbeddingsBatchedEqualAloneOverLayouts) {
+  auto alone_engine = make_engine(kStories, 0);
+  auto prompts = make_prompts(*alone_engine, 6, 2, 120, 21);
+  std::vector<std::vector<float>> ref;
+  for (const auto& p : prompts) ref.push_back(embed_all(*alone_engine, {p}, 2048)[0]);
+  for (const auto& e : ref) {
+    ASSERT_EQ(e.size(), static_cast<size_t>(alone_engine->config().n_embd));
+    double norm2 = 0;
+    for (float x : e) norm2 += static_cast<double>(x) * x;
+    EXPECT_NEAR(norm2, 1.0, 1e-5);
+  }
+  // Different prompts, different embeddings (the pooled rows are not mixed up).
+  expect_close(ref[0], ref[0], 0, "self");
+  double diff = 0;
+  for (size_t j = 0; j < ref[0].size(); ++j) diff += std::abs(ref[0][j] - ref[1][j]);
+  EXPECT_GT(diff, 1e-3);
+  struct Layout {
+    int tp, pp;
+    int64_t budget, kv_blocks;
+  };
+  // Chunks of 16 tokens; a pool of 10 blocks (160 tokens) that must preempt.
+  for (const Layout& l : {Layout{1, 1, 16, 0}, Layout{2, 1, 48, 0}, Layout{1, 2, 32, 0}, Layout{1, 1, 64, 10}}) {
+    EngineOptions o;
+    o.model_path = kStories;
+    o.threads = 1;
+    o.ctx_size = 256;
+    o.kv_blocks = l.kv_blocks > 0 ? l.kv_blocks : 128;
+    o.tp = l.tp;
+    o.pp = l.pp;
+    Engine engine(o);
+    uint64_t preemptions = 0;
+    const auto got = embed_all(engine, prompts, l.budget, &preemptions);
+    const std::string what = "tp " + std::to_string(l.tp) + " pp " + std::to_string(l.pp) + " budget " +
+                             std::to_string(l.budget) + " blocks " + std::to_string(o.kv_blocks);
+    for (size_t i = 0; i < prompts.size(); ++i) expect_close(got[i], ref[i], 2e-5, what + " prompt " + std::to_string(i));
+    if (l.kv_blocks > 0) {
+      EXPECT_GT(preemptions, 0u) << what;
+    }
+  }
+}
+
+TEST(ServingEngine, EmbeddingAdmission) {
+  auto engine = make_engine(kStories, 8, 256);  // 8 blocks of 16: 128 tokens
+  ServingOptions so;
+  so.max_model_len = 100;
+  ServingEngine serving(*engine, so);
+  ServingRequest r;
+  r.embed = true;
+  r.max_tokens = 0;  // ignored
+  r.prompt = make_prompts(*engine, 1, 100, 100, 1)[0];
+  uint64_t id = 0;
+  std::atomic<int> done{0};
+  EXPECT_EQ(serving.submit(r, [&](const TokenEvent& ev) { done += ev.finished ? 1 : 0; }, &id), SubmitStatus::kOk);
+  r.prompt.push_back(5);  // 101 > max_model_len
+  EXPECT_EQ(serving.submit(r, [](const TokenEvent&) {}, &id), SubmitStatus::kTooLong);
+  for (int i = 0; i < 500 && done == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(done, 1);
+  wait_idle(serving);
+  EXPECT_EQ(serving.metrics().prompt_tokens_total, 100u);
+  EXPECT_EQ(serving.metrics().generation_tokens_total, 0u);
 }
 
 }  // namespace
