@@ -10,6 +10,7 @@ and Mixtral-style MoE (top-k, softmax over the selected experts).
 Supported tensor types: F32, F16, BF16 (enough for the reference tests).
 
 Usage as a script:  reference_forward.py MODEL.gguf ID ID ID ... > logits.npy
+(`final_hidden` gives the final-norm hidden states the logits come from.)
 """
 import struct
 import sys
@@ -21,7 +22,8 @@ GGUF_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7:
 
 class Gguf:
     def __init__(self, path):
-        self.buf = open(path, "rb").read()
+        with open(path, "rb") as f:
+            self.buf = f.read()
         self.pos = 0
         assert self.buf[:4] == b"GGUF", "not a GGUF file"
         self.pos = 4
@@ -120,6 +122,14 @@ def forward(g, ids, kv_dtype="f32"):
     """Logits of every position; kv_dtype "q8_0" rounds K (after RoPE) and V
     through a q8_0 cache first, and Q too (the engine scores q8_0 keys
     against q8_0-rounded queries, as ggml does)."""
+    t = g.tensors
+    out_w = t.get("output.weight", t["token_embd.weight"])
+    return final_hidden(g, ids, kv_dtype) @ out_w.T
+
+
+def final_hidden(g, ids, kv_dtype="f32"):
+    """The last hidden state of every position after the final norm, the
+    rows the output matrix reads ([T, n_embd]): what embeddings pool."""
     if kv_dtype not in ("f32", "q8_0"):
         raise ValueError(f"kv_dtype must be f32 or q8_0, not {kv_dtype}")
     arch = g.kv["general.architecture"]
@@ -181,9 +191,7 @@ def forward(g, ids, kv_dtype="f32"):
         else:
             a = silu(h @ t[b + "ffn_gate.weight"].T) * (h @ t[b + "ffn_up.weight"].T)
             x = x + a @ t[b + "ffn_down.weight"].T
-    x = rmsnorm(x, t["output_norm.weight"], eps)
-    out_w = t.get("output.weight", t["token_embd.weight"])
-    return x @ out_w.T
+    return rmsnorm(x, t["output_norm.weight"], eps)
 
 
 if __name__ == "__main__":

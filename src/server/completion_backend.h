@@ -33,6 +33,9 @@ class CompletionBackend {
   virtual std::vector<DeviceStat> device_stats() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;
   virtual int64_t max_model_len() const = 0;
+  // The size of the embeddings ServingRequest::embed returns (the model's
+  // n_embd); 0 when the backend computes none (/v1/embeddings answers 400).
+  virtual int64_t embedding_size() const { return 0; }
   // Why the backend can no longer generate ("" while it can): a lost rank, a
   // broken communicator. The server then answers 503 and the process exits.
   virtual std::string failure() const { return ""; }

@@ -27,6 +27,7 @@ class EngineBackend : public CompletionBackend {
   std::vector<DeviceStat> device_stats() const override;
   const Tokenizer& tokenizer() const override;
   int64_t max_model_len() const override;
+  int64_t embedding_size() const override { return engine_->config().n_embd; }
   std::string failure() const override;
   const Engine& engine() const { return *engine_; }
 

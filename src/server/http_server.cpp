@@ -20,6 +20,7 @@
 #include "server/api_keys.h"
 #include "server/chat_template.h"
 #include "server/completion_flow.h"
+#include "server/embeddings_api.h"
 #include "server/model_names.h"
 #include "server/origin_policy.h"
 #include "server/rate_limiter.h"
@@ -75,7 +76,7 @@ std::vector<std::string> all_keys(const ServerOptions& o) {
   return keys;
 }
 
-enum class RouteKind { kCompletions, kChat, kModels, kModel, kTokenize, kDetokenize, kHealth, kMetrics, kVersion, kPing };
+enum class RouteKind { kCompletions, kChat, kEmbeddings, kModels, kModel, kTokenize, kDetokenize, kHealth, kMetrics, kVersion, kPing };
 
 struct Route {
   RouteKind kind;
@@ -85,11 +86,13 @@ struct Route {
 // The route of a path, or nullptr; *id gets /v1/models/{id}.
 const Route* find_route(const std::string& path, std::string* id) {
   static const Route completions{RouteKind::kCompletions, "POST"}, chat{RouteKind::kChat, "POST"},
+      embeddings{RouteKind::kEmbeddings, "POST"},
       models{RouteKind::kModels, "GET"}, model{RouteKind::kModel, "GET"}, tokenize{RouteKind::kTokenize, "POST"},
       detokenize{RouteKind::kDetokenize, "POST"}, health{RouteKind::kHealth, "GET"}, metrics{RouteKind::kMetrics, "GET"},
       version{RouteKind::kVersion, "GET"}, ping{RouteKind::kPing, "GET"};
   if (path == "/v1/completions") return &completions;
   if (path == "/v1/chat/completions") return &chat;
+  if (path == "/v1/embeddings") return &embeddings;
   if (path == "/v1/models") return &models;
   if (path.rfind("/v1/models/", 0) == 0 && path.size() > 11) {
     *id = path.substr(11);
@@ -342,6 +345,10 @@ void HttpServer::Impl::serve_route(const Route& route, const std::string& model_
       *async = true;
       return;
     }
+    case RouteKind::kEmbeddings:
+      handle_embeddings(ctx, ex);
+      *async = true;
+      return;
     case RouteKind::kModels: {
       nlohmann::json cards = nlohmann::json::array();
       for (const std::string& id : served_model_names(options)) cards.push_back(model_card(id));

@@ -1,6 +1,7 @@
 // HttpServer: the OpenAI-compatible HTTP front end, on parallm's own HTTP
 // core (net/http_core.h: one event loop, a few workers, per-phase deadlines).
 //   POST /v1/completions, POST /v1/chat/completions  (JSON or SSE streams)
+//   POST /v1/embeddings
 //   GET /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize
 //   GET /health, GET /ping (and POST), GET /version, GET /metrics
 // It listens before the model is loaded: /health answers 503 and the API 503

@@ -25,6 +25,7 @@ class ReplicaSetBackend : public CompletionBackend {
   std::vector<DeviceStat> device_stats() const override;
   const Tokenizer& tokenizer() const override { return replicas_[0]->tokenizer(); }
   int64_t max_model_len() const override { return replicas_[0]->max_model_len(); }
+  int64_t embedding_size() const override { return replicas_[0]->embedding_size(); }
   // The first replica's failure: replicas share this process, so one failed
   // replica means the process must be restarted.
   std::string failure() const override {

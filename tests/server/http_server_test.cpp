@@ -3,6 +3,8 @@
 // client disconnects. Expected texts are computed independently from the
 // script (script_token) and the tokenizer.
 #include <gtest/gtest.h>
+
+#include <cstring>
 #include <httplib.h>
 
 #include <cmath>
@@ -167,6 +169,65 @@ TEST_F(HttpServerTest, CompletionShapeAndText) {
 
   auto m = get("/v1/models");
   EXPECT_EQ(json::parse(m->body)["data"][0]["id"], "tiny");
+}
+
+// /v1/embeddings through the HTTP layer: inputs in order, each the backend's
+// embedding for its tokens (text tokenized with BOS, ids as given), base64 as
+// little-endian float32 bytes (decoded here from RFC 4648's alphabet by
+// std::string search), usage, errors, a backend without embeddings.
+TEST_F(HttpServerTest, EmbeddingsRoute) {
+  start();
+  auto none = post("/v1/embeddings", R"({"input":"hi"})");
+  EXPECT_EQ(none->status, 400) << none->body;
+  backend_->embed_size = 6;
+  const auto& tok = backend_->tokenizer();
+  auto r = post("/v1/embeddings", R"({"model":"tiny","input":["Once upon","a time"]})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  EXPECT_EQ(j["object"], "list");
+  EXPECT_EQ(j["model"], "tiny");
+  ASSERT_EQ(j["data"].size(), 2u);
+  int64_t n_tokens = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    const std::vector<int32_t> ids = tok.encode(i == 0 ? "Once upon" : "a time", true);
+    n_tokens += static_cast<int64_t>(ids.size());
+    EXPECT_EQ(j["data"][i]["object"], "embedding");
+    EXPECT_EQ(j["data"][i]["index"], i);
+    EXPECT_EQ(j["data"][i]["embedding"].get<std::vector<float>>(), script_embedding(ids, 6));
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], n_tokens);
+  EXPECT_EQ(j["usage"]["total_tokens"], n_tokens);
+
+  auto b = post("/v1/embeddings", R"({"input":[[5,6,7]],"encoding_format":"base64"})");
+  ASSERT_EQ(b->status, 200) << b->body;
+  const std::string enc = json::parse(b->body)["data"][0]["embedding"].get<std::string>();
+  const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::vector<uint8_t> bytes;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : enc) {
+    if (c == '=') break;
+    acc = (acc << 6) | static_cast<uint32_t>(alphabet.find(c));
+    bits += 6;
+    if (bits >= 8) bytes.push_back(static_cast<uint8_t>((acc >> (bits -= 8)) & 0xff));
+  }
+  ASSERT_EQ(bytes.size(), 6u * 4);
+  const std::vector<float> want = script_embedding({5, 6, 7}, 6);
+  for (size_t k = 0; k < 6; ++k) {
+    const uint32_t u = bytes[4 * k] | (bytes[4 * k + 1] << 8) | (bytes[4 * k + 2] << 16) | (uint32_t{bytes[4 * k + 3]} << 24);
+    float f;
+    std::memcpy(&f, &u, 4);
+    EXPECT_EQ(f, want[k]) << k;
+  }
+  EXPECT_EQ(post("/v1/embeddings", R"({"input":"hi","model":"other"})")->status, 404);
+  EXPECT_EQ(post("/v1/embeddings", R"({"input":"hi","dimensions":5})")->status, 400);
+  EXPECT_EQ(post("/v1/embeddings", R"({"input":"hi","dimensions":6})")->status, 200);
+  auto wrong = get("/v1/embeddings");
+  EXPECT_EQ(wrong->status, 405);
+  EXPECT_EQ(wrong->get_header_value("Allow"), "POST, OPTIONS");
+  backend_->refuse_ = true;
+  EXPECT_EQ(post("/v1/embeddings", R"({"input":"hi"})")->status, 429);
+  backend_->refuse_ = false;
 }
 
 TEST_F(HttpServerTest, StreamedEqualsNonStreamedAndEndsWithDone) {

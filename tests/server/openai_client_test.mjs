@@ -1,7 +1,8 @@
 // Drives a running `parallm serve` with the official OpenAI Node SDK:
 // completions and chat completions, streamed and not. Greedy (temperature 0)
 // streamed text must equal the non-streamed text; n choices repeat with the
-// same seed; greedy logprobs put the chosen token first. Usage: node this.mjs PORT
+// same seed; greedy logprobs put the chosen token first; embeddings, float
+// and the SDK's default base64. Usage: node this.mjs PORT
 import OpenAI from "openai";
 import assert from "node:assert/strict";
 
@@ -65,4 +66,29 @@ assert.equal(slp.token_logprobs[0], null);
 assert.ok(slp.token_logprobs.slice(1).every((x) => x <= 0));
 
 await assert.rejects(client.completions.create({ model, prompt: "x", logprobs: 21 }), (e) => e.status === 400);
+
+// Embeddings. With no encoding_format the SDK asks for base64 and decodes it
+// as little-endian float32 itself: it must give the float answer's values exactly.
+const inputs = ["Once upon a time", "The little dog was very happy"];
+const asFloat = await client.embeddings.create({ model, input: inputs, encoding_format: "float" });
+const viaBase64 = await client.embeddings.create({ model, input: inputs });
+assert.equal(asFloat.object, "list");
+assert.equal(asFloat.data.length, 2);
+assert.equal(asFloat.usage.total_tokens, asFloat.usage.prompt_tokens);
+for (let i = 0; i < 2; ++i) {
+  const f = asFloat.data[i].embedding;
+  assert.equal(asFloat.data[i].index, i);
+  assert.ok(f.length > 0 && typeof f[0] === "number");
+  assert.ok(Math.abs(f.reduce((a, x) => a + x * x, 0) - 1) < 1e-5);  // L2-normalised
+  assert.deepEqual(Array.from(viaBase64.data[i].embedding), f.map(Math.fround));
+}
+const explicit = await client.embeddings.create({ model, input: inputs, encoding_format: "base64" });
+assert.equal(typeof explicit.data[0].embedding, "string");  // asked for: returned as sent
+const raw = Buffer.from(explicit.data[0].embedding, "base64");
+const le = Array.from({ length: raw.length / 4 }, (_, i) => raw.readFloatLE(4 * i));
+assert.deepEqual(le, asFloat.data[0].embedding.map(Math.fround));
+const dims = asFloat.data[0].embedding.length;
+await client.embeddings.create({ model, input: inputs[0], dimensions: dims });
+await assert.rejects(client.embeddings.create({ model, input: inputs[0], dimensions: dims - 1 }), (e) => e.status === 400);
+await assert.rejects(client.embeddings.create({ model, input: "" }), (e) => e.status === 400);
 console.log("openai sdk: ok");

@@ -7,6 +7,8 @@
 // For the metrics it reports fixed engine timings on each first token
 // (kScriptQueueS, kScriptPrefillS), every prompt token as looked up in the
 // prefix cache and half of each prompt (rounded down) as found there.
+// With embed_size > 0 an embedding request ends at its first step with
+// script_embedding(prompt), resized to embed_size.
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -38,6 +40,13 @@ inline std::vector<TokenLogprob> script_top(uint64_t seed, int64_t i, int32_t k)
   std::vector<TokenLogprob> top;
   for (int32_t a = 0; a < k; ++a) top.push_back({script_token(seed, i) + a, script_logprob(seed, i) - static_cast<float>(a)});
   return top;
+}
+
+inline std::vector<float> script_embedding(const std::vector<int32_t>& prompt, int64_t size) {
+  std::vector<float> v = {static_cast<float>(prompt.size()), static_cast<float>(prompt.front()),
+                          static_cast<float>(prompt.back()) / 3.0f, -0.125f};
+  v.resize(static_cast<size_t>(size), 1.0f / 7.0f);
+  return v;
 }
 
 class ScriptedBackend : public CompletionBackend {
@@ -89,11 +98,13 @@ class ScriptedBackend : public CompletionBackend {
   }
   const Tokenizer& tokenizer() const override { return *tok_; }
   int64_t max_model_len() const override { return 512; }
+  int64_t embedding_size() const override { return embed_size; }
 
   // When set (before requests arrive): every request generates exactly
   // these tokens, then stops (finish_reason "stop").
   std::vector<int32_t> fixed_tokens;
   std::atomic<bool> refuse_{false};
+  std::atomic<int64_t> embed_size{0};
   std::atomic<int64_t> other_step_tokens{0};
   std::atomic<int> submitted{0}, aborted{0};
   std::atomic<int64_t> peak_running{0};  // the most requests in flight at once
@@ -124,6 +135,10 @@ class ScriptedBackend : public CompletionBackend {
           e.finish_reason = "abort";
           e.completion_tokens = q.n;
           ++aborted;
+        } else if (q.r.embed) {
+          e.finished = true;
+          e.finish_reason = "stop";
+          e.embedding = script_embedding(q.r.prompt, embed_size);
         } else {
           const bool fixed = !fixed_tokens.empty();
           e.token = fixed ? fixed_tokens[static_cast<size_t>(q.n)] : script_token(q.r.sampling.seed, q.n);
