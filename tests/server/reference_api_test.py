@@ -5,7 +5,8 @@
 - POST /v1/embeddings on stories260K: each embedding equals the reference's
   final-norm hidden states of the same tokens, mean-pooled and L2-normalised
   (llama-server's --embedding with mean pooling), to 1e-4, on one device,
-  --tp 2 and --pp 2, with prompts chunked over several steps; a batch equals
+  --tp 2, --pp 2 and (with mpirun) --pp 2 over two MPI processes, with
+  prompts chunked over several steps; a batch equals
   its inputs one at a time; token-id inputs equal their text; base64 is the
   float answer's little-endian float32 bytes exactly; usage and the prompt
   token counters; bad inputs are 400s (404 for another model) naming the field.
@@ -24,6 +25,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,13 +53,13 @@ TEXTS = [
 class Server:
     """One `parallm serve` child; close() always stops it."""
 
-    def __init__(self, extra=()):
+    def __init__(self, extra=(), launcher=()):
         model = os.path.join(ARGS.shared, "models", "stories260K", "stories260K.gguf")
         if not os.path.exists(model):
             raise unittest.SkipTest(f"{model} is missing")
         self.log_path = os.path.join(TMP, f"serve_{time.monotonic_ns()}.log")
         self.log = open(self.log_path, "wb")
-        cmd = [ARGS.binary, "serve", "--model", model, "--ctx-size", "512", "--host", "127.0.0.1", "--port", "0",
+        cmd = [*launcher, ARGS.binary, "serve", "--model", model, "--ctx-size", "512", "--host", "127.0.0.1", "--port", "0",
                "--threads", "1", "--device-memory", "256M", "--kv-dtype", "f32", "--max-num-batched-tokens", "48",
                "--served-model-name", "stories",
                *extra]
@@ -142,8 +144,13 @@ def log_softmax(rows):
 class Embeddings(unittest.TestCase):
     def test_embeddings_equal_reference_over_layouts(self):
         ref, g = reference()
-        for layout in ([], ["--tp", "2"], ["--pp", "2"]):
-            s = Server(layout)
+        layouts = [([], ()), (["--tp", "2"], ()), (["--pp", "2"], ())]
+        mpirun = shutil.which("mpirun")
+        if mpirun:  # two pipeline stages as two processes: the pooled rows cross the MPI hand-off
+            layouts.append((["--pp", "2", "--comm", "mpi", "--comm-timeout", "30"],
+                            (mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2")))
+        for layout, launcher in layouts:
+            s = Server(layout, launcher)
             try:
                 ids = [s.post("/tokenize", {"prompt": t})["tokens"] for t in TEXTS]
                 self.assertGreater(max(len(i) for i in ids), 2 * 48)  # chunked over several steps
