@@ -75,7 +75,6 @@ class HttpRouter {
 
   HttpRouterOptions options_;
   std::vector<std::unique_ptr<Backend>> backends_;
-  UpstreamClient upstream_;
   std::unique_ptr<net::HttpCore> core_;
 
   mutable std::mutex mu_;  // loads_, cursor_
@@ -86,6 +85,12 @@ class HttpRouter {
   std::mutex health_mu_;
   std::condition_variable health_cv_;
   bool stopping_ = false;
+
+  // NOTE: the last member, so destroyed first: its destructor joins the loop
+  // thread whose callbacks (on_done) take mu_ and write loads_ and backends_.
+  // Declared before them, it outlived them by a moment (ThreadSanitizer: a
+  // freed loads_ written by a call finishing during ~HttpRouter).
+  UpstreamClient upstream_;
 };
 
 // OpenAI-style error JSON: {"error": {"message", "type", "code"}}.
