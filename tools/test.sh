@@ -15,3 +15,7 @@ if [[ -x /usr/local/cuda/bin/nvcc && "${PARALLM_SKIP_CUDA_BUILD:-0}" != 1 ]]; th
   cmake --build build-cuda -j"$jobs" --target parallm
 fi
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
+# PARALLM_TSAN=1: also the ThreadSanitizer build and run of the threaded tests (tools/tsan.sh).
+if [[ "${PARALLM_TSAN:-0}" == 1 ]]; then
+  bash tools/tsan.sh
+fi
