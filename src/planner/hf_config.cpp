@@ -60,6 +60,10 @@ ModelSpec model_from_hf_config_text(const std::string& text, const std::string& 
       m.n_ff_shared = shared_ff;
     }
     m.n_dense_layers = get_int(j, "first_k_dense_replace", 0);
+    // DeepSeek-V3's router keeps a per-expert score bias (noaux_tc routing);
+    // Qwen2-MoE gates its shared expert with one more [1, n_embd] projection.
+    m.moe_router_bias = type == "deepseek_v3" || j.value("topk_method", std::string()) == "noaux_tc";
+    m.shared_expert_gate = type == "qwen2_moe";
   }
   m.kv_lora_rank = get_int(j, "kv_lora_rank", 0);
   if (m.kv_lora_rank > 0) {

@@ -136,6 +136,7 @@ std::vector<ModelSpec> build_catalog() {
     m.n_ff_expert = 2048;
     m.n_shared_expert = 1;
     m.n_dense_layers = 3;
+    m.moe_router_bias = true;  // e_score_correction_bias [256] in each of the 58 MoE layers
     c.push_back(m);
   }
   return c;

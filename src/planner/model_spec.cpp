@@ -58,6 +58,8 @@ ParamCounts count_params(const ModelSpec& m) {
     p.expert = 3 * e * m.n_ff_expert;
     const int64_t ff_shared = m.n_ff_shared > 0 ? m.n_ff_shared : m.n_ff_expert;
     p.moe_shared_per_layer = m.n_shared_expert * 3 * e * ff_shared + e * m.n_expert;
+    if (m.moe_router_bias) p.moe_shared_per_layer += m.n_expert;
+    if (m.shared_expert_gate) p.moe_shared_per_layer += e;
   }
   p.norms_per_layer = 2 * e;
   p.final_norm = e;

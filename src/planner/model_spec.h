@@ -8,7 +8,8 @@
 //              + n_head*head_dim*n_embd (o) [+ q/k/v biases] [+ q/k norms]
 //   MLA        q_a, q_b (or q), kv_a (latent + rope key), kv_b, o, two latent norms
 //   MLP        3*n_embd*n_ff (gate, up, down); MoE: n_expert such blocks of n_ff_expert,
-//              shared experts, router n_embd*n_expert
+//              shared experts, router n_embd*n_expert [+ n_expert router bias:
+//              DeepSeek-V3's e_score_correction_bias] [+ n_embd shared-expert gate: Qwen2-MoE]
 //   norms      2*n_embd
 // plus embeddings n_vocab*n_embd (twice unless tied) and the final norm.
 #pragma once
@@ -38,6 +39,8 @@ struct ModelSpec {
   int64_t n_shared_expert = 0;   // shared experts, each of n_ff_shared
   int64_t n_ff_shared = 0;
   int64_t n_dense_layers = 0;    // leading layers with a dense MLP (DeepSeek first_k_dense_replace)
+  bool moe_router_bias = false;  // [n_expert] per MoE layer (DeepSeek-V3 e_score_correction_bias)
+  bool shared_expert_gate = false;  // [1, n_embd] per MoE layer (Qwen2-MoE shared_expert_gate)
   // Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank > 0 enables it.
   int64_t q_lora_rank = 0;
   int64_t kv_lora_rank = 0;
