@@ -33,11 +33,11 @@ using namespace parallm::planner;
 
 struct PlanFlags {
   std::string model, weights, kv_dtype = "auto", gpu, interconnect, topology, calibration_path;
-  std::string emit, out, engine;
+  std::string emit, out, engine, objective = "auto";
   int gpus = 1, nodes = 1, tp = 0, pp = 0, dp = 0, ep = 0, threads = 0;
   int64_t input_len = 1024, output_len = 256, max_model_len = 0, max_num_seqs = 256, max_batched = 8192;
   double concurrency = 0, qps = 0, ttft_slo = 0, tpot_slo = 0, price = 0, headroom = 1.3, peak_conc = 0,
-         peak_qps = 0, mem_util = 0.9;
+         peak_qps = 0, mem_util = 0.9, expert_imbalance = 0;
   double gpu_price = 0, depreciation_months = 36, gpu_watts = 0, power_price = 0, ops_cost_month = 0,
          daily_requests = 0;
   std::string currency;
@@ -212,6 +212,12 @@ int run_plan(const PlanFlags& f) {
   if (f.offline) w.mode = LoadMode::kOffline;
   else if (f.qps > 0) { w.mode = LoadMode::kQps; w.qps = f.qps; }
   else { w.mode = LoadMode::kConcurrency; w.concurrency = f.concurrency > 0 ? f.concurrency : 1; }
+  if (f.concurrency < 0 || f.qps < 0) throw InputError("--concurrency and --qps must be positive");
+  w.load_given = f.concurrency > 0 || f.qps > 0;
+  w.objective = f.objective == "auto" ? Objective::kAuto : parse_objective(f.objective);
+  if (f.expert_imbalance != 0 && !(f.expert_imbalance >= 1.0))
+    throw InputError("--expert-imbalance must be at least 1 (the busiest expert-parallel rank over the mean)");
+  r.expert_imbalance = f.expert_imbalance;
   w.ttft_slo_ms = f.ttft_slo;
   w.tpot_slo_ms = f.tpot_slo;
   w.max_model_len = f.max_model_len;
@@ -274,6 +280,10 @@ const bool registered = register_command({"plan", "Plan a deployment: fits? whic
     sub.add_option("--gpu-memory-utilization", f->mem_util, "Memory cap fraction [0.9]");
     sub.add_option("--max-num-seqs", f->max_num_seqs, "Scheduler limit of sequences per replica [256]");
     sub.add_option("--max-num-batched-tokens", f->max_batched, "Token budget per step [8192]");
+    sub.add_option("--objective", f->objective,
+                   "Rank by latency|throughput|cost [auto: SLOs then cost at the workload, or at full capacity]");
+    sub.add_option("--expert-imbalance", f->expert_imbalance,
+                   "MoE: busiest expert-parallel rank's tokens over the mean [1.3, docs/plan.md]");
     sub.add_flag("--json", f->json, "Print JSON (schema: docs/plan.md)");
     sub.add_option("--emit", f->emit, "Write deployment files for the plan: k8s|compose|systemd (docs/plan.md)");
     sub.add_option("--out", f->out, "Folder for the --emit files");

@@ -45,6 +45,9 @@ void validate(const PlanRequest& r) {
   if (p.tp > 0 && r.model.n_head % p.tp != 0)
     throw InputError(strfmt("--tp %d does not divide the %lld attention heads", p.tp, static_cast<long long>(r.model.n_head)));
   if (p.ep > 1 && !r.model.is_moe()) throw InputError("--ep applies to mixture-of-experts models only");
+  if (r.expert_imbalance != 0 && !(r.expert_imbalance >= 1.0))
+    throw InputError("--expert-imbalance must be at least 1 (the busiest expert-parallel rank over the mean)");
+  if (r.memory.max_num_batched_tokens < 1) throw InputError("--max-num-batched-tokens must be at least 1");
 }
 
 // Smallest tp x pp (tp within a node first, then pipeline stages) whose
@@ -109,6 +112,7 @@ Plan make_plan(const PlanRequest& request) {
     log_warn(strfmt("max model length %lld exceeds the model's trained context %lld",
                     static_cast<long long>(plan.max_model_len), static_cast<long long>(r.model.max_position)));
   evaluate_candidates(r, plan.params, plan.max_model_len, &plan.candidates);
+  plan.ranking_basis = rank_candidates(r, &plan.candidates);
   if (plan.candidates.empty())
     throw InputError("no valid layout: the pinned --tp/--pp/--ep do not divide the model's heads/layers/experts");
 
@@ -162,8 +166,7 @@ Plan make_plan(const PlanRequest& request) {
                                                             : 0;
       if (w.mode == LoadMode::kOffline) one_carries = true;  // no load to keep up with
       else if (load1 > 0) one_carries = load1 <= static_cast<double>(single->max_concurrency_slo);
-      else one_carries = single->max_concurrency_slo > 0 &&
-                         single->at_capacity.requests_per_s >= w.qps;
+      else one_carries = single->max_concurrency_slo > 0 && single->max_qps_slo >= w.qps;
     }
     plan.verdict = one_carries ? Verdict::kFine : Verdict::kCantKeepUp;
   }
@@ -181,7 +184,7 @@ Plan make_plan(const PlanRequest& request) {
     } else if (r.economics.peak_qps > 0 || (w.mode == LoadMode::kQps && r.economics.peak_concurrency <= 0)) {
       cap.unit = "requests/s";
       cap.peak = r.economics.peak_qps > 0 ? r.economics.peak_qps : w.qps;
-      cap.per_replica = b.at_capacity.requests_per_s;
+      cap.per_replica = b.max_qps_slo;
     } else {
       cap.unit = "concurrent requests";
       cap.peak = r.economics.peak_concurrency > 0 ? r.economics.peak_concurrency : w.concurrency;
@@ -192,6 +195,15 @@ Plan make_plan(const PlanRequest& request) {
                          ? static_cast<int64_t>(std::ceil(cap.peak / cap.per_replica * r.economics.headroom - 1e-9))
                          : 0;
     cap.replicas = std::max<int64_t>(cap.replicas, 1);
+    // Attention-DP + EP layouts deploy whole EP groups of ep/tp replicas.
+    const int64_t unit = b.layout.ep > b.layout.tp ? b.layout.ep / b.layout.tp : 1;
+    cap.replicas = (cap.replicas + unit - 1) / unit * unit;
+    // One answer to "how many GPUs": the recommended layout runs the capacity's
+    // replicas, at most those the devices given hold (the capacity line then
+    // says how many more the peak needs); a pinned --dp is the user's.
+    if (r.pinned.dp > 0) cap.replicas = std::max<int64_t>(cap.replicas, r.pinned.dp);
+    plan.recommended.dp = r.pinned.dp > 0 ? r.pinned.dp
+                                          : static_cast<int>(std::min<int64_t>(cap.replicas, b.layout.dp));
     cap.gpus = cap.replicas * per_replica_gpus;
     plan.cost = deployment_cost(r, static_cast<double>(cap.gpus),
                                 b.capacity_tokens_per_s / std::max(1, b.layout.dp) * static_cast<double>(cap.replicas));
@@ -201,7 +213,10 @@ Plan make_plan(const PlanRequest& request) {
     if (plan.verdict == Verdict::kFine && cap.replicas > 1 && b.layout.tp * b.layout.pp == 1 &&
         cap.unit != "offline")
       plan.verdict = Verdict::kCantKeepUp;  // headroom pushes the peak past one device
-    plan.commands = launch_commands(plan, b);
+    // The lines launch the recommended replicas, not every replica the devices hold.
+    Candidate launched = b;
+    launched.layout.dp = plan.recommended.dp;
+    plan.commands = launch_commands(plan, launched);
   } else if (plan.recommended.tp > 0) {
     Candidate hypothetical;
     hypothetical.layout = plan.recommended;

@@ -40,10 +40,14 @@ StageWork stage_work(const PerfInputs& in, double tokens, double logit_tokens) {
   double active_expert_params = 0;
   if (m.is_moe()) {
     const double e = static_cast<double>(m.n_expert), k = static_cast<double>(m.n_expert_used);
-    const double touched = e * (1.0 - std::pow(1.0 - k / e, std::max(1.0, tokens)));
+    // Attention-DP + EP: the experts of this device serve the tokens of every
+    // attention replica of the EP group.
+    const double group = in.layout.ep > tp ? static_cast<double>(in.layout.ep) / tp : 1.0;
+    const double touched = e * (1.0 - std::pow(1.0 - k / e, std::max(1.0, tokens * group)));
     const double moe_layers = static_cast<double>(m.n_moe_layers()) * frac;
     w.weight_bytes += bpp * moe_layers * touched * static_cast<double>(p.expert) / expert_split;
-    active_expert_params = moe_layers * k * static_cast<double>(p.expert);
+    const double imbalance = in.layout.ep > 1 ? std::max(1.0, in.expert_imbalance) : 1.0;
+    active_expert_params = moe_layers * k * static_cast<double>(p.expert) * imbalance;
   }
   w.gemm_flops = 2.0 * (tokens * (non_expert + active_expert_params) + logit_tokens * head_read) / tp;
   return w;
@@ -78,8 +82,13 @@ double stage_comm_s(const PerfInputs& in, double tokens) {
     // Dispatch + combine: each token's k copies, (ep-1)/ep of them leave the device.
     const double moe_layers = static_cast<double>(m.n_moe_layers()) * layers / static_cast<double>(m.n_layer);
     const double bytes = msg * static_cast<double>(m.n_expert_used) * (ep - 1) / ep / tp;
-    const double bw = in.tp_link.bw_gbps * 1e9 * in.k.link_eff;
-    t += moe_layers * 2.0 * (bytes / bw + in.tp_link.latency_us * 1e-6);
+    const GroupLink& link = in.ep_link.size > 1 ? in.ep_link : in.tp_link;
+    const double f_net = in.ep_net_link.bw_gbps > 0 ? in.ep_net_fraction : 0.0;
+    double t_a2a = bytes * (1.0 - f_net) / (link.bw_gbps * 1e9 * in.k.link_eff) + link.latency_us * 1e-6;
+    if (f_net > 0)
+      t_a2a = std::max(t_a2a, bytes * f_net / (in.ep_net_link.bw_gbps * 1e9 * in.k.link_eff) +
+                                  in.ep_net_link.latency_us * 1e-6);
+    t += moe_layers * 2.0 * t_a2a;
   }
   return t;
 }
@@ -96,19 +105,30 @@ double heads_local(const PerfInputs& in) {
 
 }  // namespace
 
-double decode_step_s(const PerfInputs& in, double batch, double ctx) {
+double mixed_step_s(const PerfInputs& in, double prefill_tokens, double prefill_seqs, double prefill_ctx,
+                    double decode_seqs, double decode_ctx) {
   const int pp = in.layout.pp;
-  const double micro = std::max(1.0, std::min<double>(batch, pp));
-  const double b = batch / micro;  // sequences per micro-batch
-  const StageWork w = stage_work(in, b, b);
+  prefill_tokens = std::max(0.0, prefill_tokens);
+  decode_seqs = std::max(0.0, decode_seqs);
+  const double prefill_units = prefill_tokens > 0 ? std::max(1.0, prefill_seqs) : 0.0;
+  // Micro-batches: at most one per stage, at most one per sequence.
+  const double micro = std::max(1.0, std::min<double>(decode_seqs + prefill_units, pp));
+  const double d = decode_seqs / micro, pt = prefill_tokens / micro;
+  const double logits = (decode_seqs + prefill_units) / micro;
+  const StageWork w = stage_work(in, std::max(d + pt, 1e-9), logits);
   const double layers = static_cast<double>(in.memory.layers_per_stage);
   const double t_gemm = roofline_s(in, w.weight_bytes, w.gemm_flops);
-  // Attention reads every sequence's KV once; QK^T and PV are 2 FLOPs per element.
-  const double kv_bytes = b * ctx * in.memory.kv_bytes_per_token;
-  const double attn_flops = 2.0 * b * ctx * layers * heads_local(in);
+  // Decode attention reads every sequence's KV once; QK^T and PV are 2 FLOPs
+  // per element, for decode and prefill tokens alike.
+  const double kv_bytes = d * decode_ctx * in.memory.kv_bytes_per_token;
+  const double attn_flops = 2.0 * (d * decode_ctx + pt * prefill_ctx) * layers * heads_local(in);
   const double t_attn = attention_s(in, kv_bytes, attn_flops);
-  const double t_stage = t_gemm + t_attn + stage_comm_s(in, b) + layers * in.k.layer_overhead_us * 1e-6;
-  return pp * t_stage + (pp - 1) * handoff_s(in, b);
+  const double t_stage = t_gemm + t_attn + stage_comm_s(in, d + pt) + layers * in.k.layer_overhead_us * 1e-6;
+  return pp * t_stage + (pp - 1) * handoff_s(in, d + pt);
+}
+
+double decode_step_s(const PerfInputs& in, double batch, double ctx) {
+  return mixed_step_s(in, 0, 0, 0, std::max(batch, 1e-9), ctx);
 }
 
 double prefill_s(const PerfInputs& in, double n_requests, double input_len) {
@@ -137,27 +157,13 @@ LoadPoint predict_load(const PerfInputs& in, double c, int64_t input_len, int64_
   const double tpot = decode_step_s(in, c, in_len + out_len / 2.0);
   // Prompts of a round finish their prefill one after another: mean of first and last.
   r.ttft_ms = (0.5 * (t_prefill_one + t_prefill_all)) * 1e3 + in.k.request_overhead_ms;
-  r.tpot_ms = tpot * 1e3;
+  r.ttft_p50_ms = r.ttft_ms;
+  r.ttft_p95_ms = (t_prefill_one + 0.95 * (t_prefill_all - t_prefill_one)) * 1e3 + in.k.request_overhead_ms;
+  r.tpot_ms = r.tpot_p50_ms = r.tpot_p95_ms = tpot * 1e3;
   const double round_s = t_prefill_all + (out_len - 1.0) * tpot + in.k.request_overhead_ms * 1e-3;
   r.output_tokens_per_s = c * out_len / round_s;
   r.requests_per_s = c / round_s;
   return r;
-}
-
-int64_t max_concurrency_at_slo(const PerfInputs& in, int64_t limit, int64_t input_len, int64_t output_len,
-                               double ttft_slo_ms, double tpot_slo_ms) {
-  auto ok = [&](int64_t c) {
-    LoadPoint p = predict_load(in, static_cast<double>(c), input_len, output_len);
-    return (ttft_slo_ms <= 0 || p.ttft_ms <= ttft_slo_ms) && (tpot_slo_ms <= 0 || p.tpot_ms <= tpot_slo_ms);
-  };
-  if (limit < 1 || !ok(1)) return 0;
-  int64_t lo = 1, hi = limit;  // latency grows with concurrency: binary search
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo + 1) / 2;
-    if (ok(mid)) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
 }
 
 }  // namespace parallm::planner

@@ -9,13 +9,17 @@
 //   attention     decode: KV bytes of every sequence's context; prefill: FLOPs
 //                 2 x n_layer x n_head x head_dim x len^2 (causal half of QK^T and PV)
 //   tp all-reduce two per layer, ring: 2 (tp-1)/tp x bytes / link + latency
-//   ep all-to-all dispatch and combine of top-k token copies
+//   ep all-to-all dispatch and combine of top-k token copies over the EP
+//                 group's links; expert FLOPs x expert_imbalance (busiest rank)
+//   attention-DP  ep > tp: the EP group spans ep/tp attention replicas that
+//                 step together; each expert sees the tokens of all of them
 //   launches      a fixed cost per layer
 // Pipeline: the batch is split into m = min(batch, pp) micro-batches; a token
 // takes pp stage times plus pp-1 hand-offs (bubbles when batch < pp).
-// Serving at concurrency C with fixed input/output lengths (closed loop, the
-// way benchmark tables are taken): a round is the prefill of C prompts plus
-// `output` decode steps at batch C with mean context input + output/2.
+// Static batches (predict_load, the way benchmark tables are taken): a round
+// is the prefill of C prompts plus `output` decode steps at batch C with mean
+// context input + output/2. Online serving under continuous batching with a
+// token budget, chunked prefill and queueing: load_model.h, on mixed_step_s.
 #pragma once
 #include <cstdint>
 
@@ -49,28 +53,45 @@ struct PerfInputs {
   Layout layout;
   GroupLink tp_link;       // links inside the tp group
   GroupLink pp_link;       // links between stages
+  GroupLink ep_link;       // links of the EP group inside a node (size 1: tp_link)
+  GroupLink ep_net_link;   // between nodes, when the EP group spans nodes
+  double ep_net_fraction = 0;  // of the token copies that leave a device, those crossing nodes
+  // Routed tokens on the busiest EP rank over the mean (>= 1); expert GEMMs
+  // wait for it. 1 when ep == 1.
+  double expert_imbalance = 1;
   DeviceMemory memory;     // from device_memory()
   PerfConstants k;
 };
 
+// Step-time functions of one replica; the simulator (src/sim/) calls them for
+// every scheduler step, so they are pure functions of their arguments.
+//
 // Seconds of one decode step for `batch` sequences of mean context `ctx` (TPOT).
 double decode_step_s(const PerfInputs& in, double batch, double ctx);
+// Seconds of one mixed step of a continuous-batching engine: `prefill_tokens`
+// prompt tokens (chunks of prompts, each token attending to `prefill_ctx`
+// earlier tokens on average: len/2 for a whole prompt of len, start + chunk/2
+// for a chunk starting at `start`; `prefill_seqs` prompts among them, for the
+// logits of those that finish) plus `decode_seqs` decoding sequences of mean
+// context `decode_ctx`. The weights are read once for all of them.
+// mixed_step_s(in, 0, 0, 0, B, L) == decode_step_s(in, B, L).
+double mixed_step_s(const PerfInputs& in, double prefill_tokens, double prefill_seqs, double prefill_ctx,
+                    double decode_seqs, double decode_ctx);
 // Seconds to prefill n_requests prompts of input_len tokens together.
 double prefill_s(const PerfInputs& in, double n_requests, double input_len);
 
 struct LoadPoint {
   double concurrency = 0;        // sequences in flight on this replica
   double ttft_ms = 0;            // mean time to first token
-  double tpot_ms = 0;            // time per output token after the first
+  double tpot_ms = 0;            // mean time per output token after the first
+  double ttft_p50_ms = 0, ttft_p95_ms = 0;  // over requests
+  double tpot_p50_ms = 0, tpot_p95_ms = 0;  // over requests (each request's mean TPOT)
+  double queue_ms = 0;           // mean wait before a request's prefill starts
   double output_tokens_per_s = 0;  // this replica
   double requests_per_s = 0;     // this replica
+  bool stable = true;            // false: the arrival rate exceeds what the replica serves
 };
 
 LoadPoint predict_load(const PerfInputs& in, double concurrency, int64_t input_len, int64_t output_len);
-
-// Largest concurrency <= limit meeting both SLOs (<= 0: no SLO); 0 if even one
-// sequence misses them.
-int64_t max_concurrency_at_slo(const PerfInputs& in, int64_t limit, int64_t input_len, int64_t output_len,
-                               double ttft_slo_ms, double tpot_slo_ms);
 
 }  // namespace parallm::planner

@@ -15,8 +15,19 @@
 namespace parallm::planner {
 
 enum class LoadMode { kConcurrency, kQps, kOffline };
+// What the ranking minimises. kAuto: with a workload (load_given), meet the
+// SLOs at that load, then the cost per output token at that load; without
+// one, the cost per output token at full SLO capacity.
+enum class Objective { kAuto, kLatency, kThroughput, kCost };
+const char* objective_name(Objective o);  // "auto", "latency", "throughput", "cost"
+// Throws InputError for anything else.
+Objective parse_objective(const std::string& s);
 enum class Verdict { kFine, kDoesntFit, kCantKeepUp };
 const char* verdict_name(Verdict v);  // "fine", "doesnt_fit", "cant_keep_up"
+
+// Busiest EP rank's routed tokens over the mean, without expert replication:
+// docs/plan.md gives the source. --expert-imbalance overrides it.
+constexpr double kDefaultExpertImbalance = 1.3;
 
 struct Workload {
   int64_t input_len = 1024;
@@ -27,6 +38,8 @@ struct Workload {
   double ttft_slo_ms = 0;      // 0 = none
   double tpot_slo_ms = 0;
   int64_t max_model_len = 0;   // 0 = input_len + output_len
+  bool load_given = false;     // --concurrency or --qps was given (not the default of 1)
+  Objective objective = Objective::kAuto;
 };
 
 struct Economics {
@@ -57,6 +70,9 @@ struct PlanRequest {
   Economics economics;
   MemoryOptions memory;
   PerfConstants constants;
+  // Routed tokens per expert on the busiest EP rank over the mean (1 = perfectly
+  // balanced); 0 = the published default (docs/plan.md, kDefaultExpertImbalance).
+  double expert_imbalance = 0;
 };
 
 struct Candidate {
@@ -66,11 +82,19 @@ struct Candidate {
   bool fits = false;
   int64_t max_concurrency_kv = 0;  // per replica, sequences of input+output tokens
   int64_t max_concurrency_slo = 0; // per replica, also meeting the SLOs
+  double max_qps_slo = 0;          // per replica, Poisson arrivals meeting the SLOs
   LoadPoint at_load;               // per replica at its share of the workload
   LoadPoint at_capacity;           // per replica at max_concurrency_slo
   double output_tokens_per_s = 0;  // all replicas at the workload
   double capacity_tokens_per_s = 0;  // all replicas at max_concurrency_slo
+  // At full SLO capacity, all replicas; NaN (and has_cost false) when the
+  // layout has no SLO capacity: printers show "-", never 0.
   double cost_per_million_output_tokens = 0;
+  bool has_cost = false;
+  // At the workload: the layout's devices over the tokens it delivers (NaN
+  // when it does not fit or cannot serve the load stably).
+  double cost_per_million_at_load = 0;
+  int64_t replicas_needed = 0;     // replicas of this layout the peak needs (x headroom)
   bool meets_slo = false;          // at the workload
   bool meets_load = false;         // the workload fits these replicas within the SLOs
   std::string note;                // why it ranks where it does
@@ -119,6 +143,9 @@ struct Plan {
   int runner_up = -1;
   Layout recommended;                 // also set when it needs more devices than given
   Verdict verdict = Verdict::kFine;
+  // What the ranking minimised, in words for the report ("cost per output
+  // token at full capacity (no workload given)", ...).
+  std::string ranking_basis;
   std::vector<std::string> reasons;
   Capacity capacity;
   MonthlyCost cost;                   // cost_model.h for capacity.gpus devices
@@ -130,12 +157,19 @@ Plan make_plan(const PlanRequest& request);
 
 // Enumerated layouts for `gpus_total` devices (exposed for tests): tp divides
 // the heads (and KV heads divide tp or tp divides them), tp within a node,
-// pp <= n_layer, ep divides the experts and tp; pins respected.
+// pp <= n_layer, ep divides the experts and either divides tp (experts split
+// inside the tp group) or, with pp = 1, is a multiple of tp dividing dp x tp
+// (attention data-parallel over ep/tp replicas + experts expert-parallel over
+// ep devices); pins respected.
 std::vector<Layout> enumerate_layouts(const ModelSpec& m, int gpus_per_node, int nodes, const Layout& pinned);
 
 // Evaluates every enumerated layout and appends them ranked (best first).
 void evaluate_candidates(const PlanRequest& r, const ParamCounts& p, int64_t max_model_len,
                          std::vector<Candidate>* out);
+
+// Sorts evaluated candidates best first (ranking.cpp) and returns what the
+// order minimised, in words (Plan::ranking_basis).
+std::string rank_candidates(const PlanRequest& r, std::vector<Candidate>* candidates);
 
 LaunchCommands launch_commands(const Plan& plan, const Candidate& c);
 

@@ -227,10 +227,10 @@ void add_reasons(Plan* plan) {
     out.push_back(s + ".");
   }
   if (plan->verdict == Verdict::kCantKeepUp) {
-    if (cap.replicas > 1 || b.layout.dp > 1)
+    if (cap.replicas > 1 || plan->recommended.dp > 1)
       out.push_back(strfmt("Can't keep up on one device: the model fits, but the load needs %lld replicas (data parallel), "
                            "not a bigger one.",
-                           static_cast<long long>(std::max<int64_t>(cap.replicas, b.layout.dp))));
+                           static_cast<long long>(std::max<int64_t>(cap.replicas, plan->recommended.dp))));
     else
       out.push_back(strfmt("Can't keep up on one device: the model fits, but one device misses the load within the SLOs; "
                            "%s carries it as one replica on %d devices.",

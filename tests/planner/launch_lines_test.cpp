@@ -294,6 +294,7 @@ TEST(LaunchLines, EveryFlagOfEveryLineIsInItsToolsList) {
     const Layout l = p.recommended;
     ASSERT_GT(l.tp, 0);
     const int group = l.tp * l.pp;
+    const bool attn_dp = l.ep > l.tp && l.dp > 1;  // one EP group serves as one replica
     const int per_node = sc.r.fabric.gpus_per_node;
     const int nodes_used = (l.gpus() + per_node - 1) / per_node;
     for (const auto& [engine, e] : engines(p.commands)) {
@@ -316,11 +317,12 @@ TEST(LaunchLines, EveryFlagOfEveryLineIsInItsToolsList) {
         EXPECT_EQ(s0.args.at("--tensor-parallel-size"), std::to_string(l.tp));
         EXPECT_EQ(s0.args.at("--pipeline-parallel-size"), std::to_string(l.pp));
       } else if (engine == "sglang") {
-        EXPECT_EQ(s0.args.at("--tp-size"), std::to_string(l.tp));
+        // Attention-DP + EP: SGLang's --tp-size is the whole EP group (with --dp and --enable-dp-attention).
+        EXPECT_EQ(s0.args.at("--tp-size"), std::to_string(attn_dp ? l.tp * l.dp : l.tp));
         if (l.pp > 1) { EXPECT_EQ(s0.args.at("--pp-size"), std::to_string(l.pp)) << "pipeline stages dropped"; }
         else { EXPECT_EQ(s0.args.count("--pp-size"), 0u); }
       } else if (engine == "trtllm") {
-        EXPECT_EQ(s0.args.at("--tp_size"), std::to_string(l.tp));
+        EXPECT_EQ(s0.args.at("--tp_size"), std::to_string(attn_dp ? l.tp * l.dp : l.tp));
         EXPECT_EQ(s0.args.at("--pp_size"), std::to_string(l.pp));
       }
       // Quantized weights reach vLLM, SGLang and TensorRT-LLM.
@@ -355,7 +357,7 @@ TEST(LaunchLines, EveryFlagOfEveryLineIsInItsToolsList) {
         if (engine == "trtllm") { EXPECT_EQ(s0.args.at("--config"), e->lines.front().command.substr(e->lines.front().command.rfind(' ') + 1)); }
       }
       // One command per replica where the engine has no data parallelism.
-      if ((engine == "trtllm" || engine == "llamacpp") && l.dp > 1 && group <= per_node) {
+      if ((engine == "trtllm" || engine == "llamacpp") && l.dp > 1 && group <= per_node && !attn_dp) {
         ASSERT_EQ(static_cast<int>(serves.size()), l.dp);
         // Replica k runs on the node its label names; on one node no GPU serves two replicas.
         std::map<std::string, std::set<std::string>> used_per_node;  // "node N" -> GPUs

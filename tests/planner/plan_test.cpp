@@ -40,7 +40,10 @@ TEST(Plan, SevenBThatFitsGetsReplicasNotTp) {
   Plan p = make_plan(r);
   ASSERT_GE(p.best, 0);
   EXPECT_EQ(p.recommended.tp, 1);
+  // 300 users need more than the 2 cards given: the recommendation runs both,
+  // the capacity line says how many the peak needs.
   EXPECT_EQ(p.recommended.dp, 2);
+  EXPECT_GT(p.capacity.replicas, 2);
   EXPECT_EQ(p.verdict, Verdict::kCantKeepUp);  // fits one card, the load needs replicas
   bool explained = false;
   for (const auto& s : p.reasons) explained = explained || s.find("Replicas beat tensor parallelism") == 0;
@@ -130,12 +133,19 @@ TEST(Plan, LayoutRules) {
   }
   ModelSpec mix = catalog_model("mixtral-8x7b");
   bool has_ep = false;
+  bool has_dp_attention_ep = false;
   for (const Layout& l : enumerate_layouts(mix, 8, 1, Layout{0, 0, 0, 0})) {
     EXPECT_EQ(mix.n_expert % l.ep, 0);
-    EXPECT_EQ(l.tp % l.ep, 0);
-    has_ep = has_ep || l.ep > 1;
+    // ep splits the experts inside the tp group, or spans ep/tp attention
+    // replicas (no longer only a divisor of tp: issue #27).
+    const bool inside_tp = l.tp % l.ep == 0;
+    const bool over_dp = l.ep % l.tp == 0 && (l.dp * l.tp) % l.ep == 0 && l.pp == 1;
+    EXPECT_TRUE(inside_tp || over_dp) << l.dp << "x" << l.tp << "x" << l.pp << " ep" << l.ep;
+    has_ep = has_ep || (l.ep > 1 && inside_tp);
+    has_dp_attention_ep = has_dp_attention_ep || (l.ep > l.tp);
   }
   EXPECT_TRUE(has_ep);
+  EXPECT_TRUE(has_dp_attention_ep);
 }
 
 TEST(Plan, ImpossibleSloIsAnInputError) {
@@ -158,6 +168,7 @@ TEST(Plan, ImpossibleSloIsAnInputError) {
 TEST(Plan, JsonHasTheFixedFields) {
   PlanRequest r = request("mixtral-8x7b", "bf16", "H100-SXM", 4);
   r.workload.mode = LoadMode::kOffline;
+  r.pinned.ep = 1;  // a tensor-parallel plan: llama.cpp has no expert parallelism to launch
   nlohmann::json j = plan_to_json(make_plan(r));
   for (const char* k : {"params_total", "params_active", "weight_bytes", "kv_bytes_per_token"})
     EXPECT_TRUE(j["model"].contains(k)) << k;
