@@ -43,10 +43,16 @@ State at_rate(const PerfInputs& in, const ServingLoad& load, double lambda) {
     const double steps_per_s = busy / s.t_c + (1.0 - busy) / s.t_d;
     s.tpot_s = 1.0 / steps_per_s;
     s.f = (busy / s.t_c) / steps_per_s;
+    // Kingman's G/D/1 wait, rho/(1-rho) x (ca^2 + cs^2)/2 x service with
+    // deterministic service (cs^2 = 0): Poisson arrivals ca^2 = 1; a closed
+    // loop's arrivals are the completions of earlier requests, far more
+    // regular (ca^2 = 0.5, fitted to the simulation of load_model_test.cpp)
+    // and at a step boundary, with no step in progress to wait for.
     const double rho_q = std::min(s.rho, 0.99);
-    s.wait_s = rho_q / (2.0 * (1.0 - rho_q)) * work_s;
+    const double ca2 = load.closed_loop ? 0.5 : 1.0;
+    s.wait_s = rho_q / (1.0 - rho_q) * ca2 / 2.0 * work_s;
     if (load.closed_loop) s.wait_s = std::min(s.wait_s, (C - 1) * work_s);  // at most everyone ahead
-    s.wait_s += 0.5 * s.tpot_s;  // the step in progress when the request arrives
+    if (!load.closed_loop) s.wait_s += 0.5 * s.tpot_s;  // the step in progress when the request arrives
     s.ttft_s = s.wait_s + service_s + overhead_s;
     prompts = lambda * (s.wait_s + service_s);
     double d_next = std::min(lambda * (O - 1) * s.tpot_s, seqs_cap);
@@ -97,7 +103,7 @@ LoadPoint predict_serving(const PerfInputs& in, const ServingLoad& load) {
   r.ttft_ms = s.ttft_s * 1e3;
   r.tpot_ms = s.tpot_s * 1e3;
   // The queueing part of the wait has the exponential tail; the rest is fixed.
-  const double queue_only = std::max(0.0, s.wait_s - 0.5 * s.tpot_s);
+  const double queue_only = std::max(0.0, s.wait_s - (load.closed_loop ? 0.0 : 0.5 * s.tpot_s));
   const double fixed_s = s.ttft_s - queue_only;
   const double rho_q = std::min(s.rho, 0.99);
   r.ttft_p50_ms = (fixed_s + wait_quantile(queue_only, rho_q, 0.50)) * 1e3;
