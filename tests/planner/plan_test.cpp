@@ -2,6 +2,7 @@
 // the fabric built from saved topologies, the JSON schema and the errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -255,6 +256,46 @@ TEST(PerfModel, RingAllReduceAndMoeTouchedExperts) {
   const double free_link = decode_step_s(in, 1, 100);
   const double msg = 4096 * 2.0;
   EXPECT_NEAR(with_link - free_link, 32 * 2 * (msg / 100e9 - msg / 1e21), 1e-12);
+}
+
+TEST(Plan, LoadFlagsBadInputIsAnInputError) {
+  EXPECT_THROW(parse_objective("fastest"), InputError);
+  EXPECT_EQ(parse_objective("latency"), Objective::kLatency);
+  PlanRequest r = request("mixtral-8x7b", "bf16", "H100-SXM", 8);
+  r.expert_imbalance = 0.5;  // the busiest rank cannot carry less than the mean
+  EXPECT_THROW(make_plan(r), InputError);
+  r.expert_imbalance = 0;
+  r.memory.max_num_batched_tokens = 0;
+  EXPECT_THROW(make_plan(r), InputError);
+}
+
+TEST(Plan, PoissonLoadReportsPercentilesAndRequestCapacity) {
+  PlanRequest r = request("llama-3.1-8b", "bf16", "H100-SXM", 2);
+  r.workload.mode = LoadMode::kQps;
+  r.workload.qps = 4;
+  r.workload.load_given = true;
+  r.workload.ttft_slo_ms = 500;
+  r.workload.tpot_slo_ms = 40;
+  Plan p = make_plan(r);
+  ASSERT_GE(p.best, 0);
+  const Candidate& b = p.candidates[p.best];
+  EXPECT_TRUE(b.at_load.stable);
+  EXPECT_LE(b.at_load.ttft_p50_ms, b.at_load.ttft_p95_ms);
+  EXPECT_LE(b.at_load.tpot_p50_ms, b.at_load.tpot_p95_ms);
+  EXPECT_LE(b.at_load.ttft_p95_ms, 500);
+  EXPECT_GT(b.max_qps_slo, 0);
+  EXPECT_EQ(p.capacity.unit, "requests/s");
+  EXPECT_DOUBLE_EQ(p.capacity.per_replica, b.max_qps_slo);
+  EXPECT_EQ(p.capacity.replicas,
+            static_cast<int64_t>(std::ceil(4.0 / b.max_qps_slo * r.economics.headroom - 1e-9)));
+  EXPECT_EQ(p.recommended.dp, p.capacity.replicas);
+  // Past what one replica serves, the open queue grows without bound.
+  r.workload.qps = 1e4;
+  r.pinned = Layout{1, 1, 1, 0};
+  r.workload.ttft_slo_ms = r.workload.tpot_slo_ms = 0;
+  Plan q = make_plan(r);
+  EXPECT_FALSE(q.candidates[0].at_load.stable);
+  EXPECT_FALSE(q.candidates[0].meets_slo);
 }
 
 }  // namespace
