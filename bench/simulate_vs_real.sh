@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# `parallm simulate` against real runs on this machine (issue #27's acceptance):
+# calibrate, serve the generated llama-110m q8_0 with `parallm serve`, load it
+# with `parallm bench` at three levels (closed loop at concurrency 1 and 4,
+# Poisson arrivals at --rate), and simulate the same workloads: same mode,
+# requests, seed (simulate replays bench's Poisson arrival times for a seed),
+# output length (--ignore-eos), and the prompt length the server reported
+# (bench sends words; the chat template adds tokens). Prints measured vs
+# simulated P50/P95 TTFT and TPOT (limit 20%) and output tokens/s (limit 10%).
+# Usage: bench/simulate_vs_real.sh BUILD_DIR [THREADS] [RATE]
+# Files go to ${PARALLM_SIMCHECK_DIR:-/tmp/parallm-simulate-check}. Exit 1 when
+# an error is over its limit, 2 on a usage or tool error. Needs python3 (stdlib).
+set -euo pipefail
+
+if [[ $# -lt 1 || ! -x "$1/parallm" ]]; then
+  echo "usage: $0 BUILD_DIR [THREADS] [RATE]   (BUILD_DIR/parallm must exist)" >&2
+  exit 2
+fi
+bin="$(cd "$1" && pwd)/parallm"
+threads="${2:-2}"
+rate="${3:-4}"
+dir="${PARALLM_SIMCHECK_DIR:-/tmp/parallm-simulate-check}"
+mkdir -p "$dir"
+cal="$dir/calibration.json"
+model="$dir/llama-110m-q8_0.gguf"
+port=$((20000 + RANDOM % 20000))
+in_words=128
+out_len=64
+seed=1
+# name:mode:load:requests
+levels=("c1:concurrency:1:30" "c4:concurrency:4:60" "q${rate}:rate:${rate}:60")
+
+if [[ ! -s "$model" ]]; then
+  "$bin" make-model --preset llama-110m --dtype q8_0 --out "$model.tmp" >/dev/null
+  mv "$model.tmp" "$model"
+fi
+echo "== load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== plan --calibrate --threads $threads"
+"$bin" plan --calibrate --threads "$threads" --calibration "$cal"
+
+"$bin" serve --model "$model" --threads "$threads" --host 127.0.0.1 --port "$port" --log-level warn \
+  >"$dir/serve.log" 2>&1 &
+serve_pid=$!
+trap 'kill $serve_pid 2>/dev/null || true; wait $serve_pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do
+  if python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$port/v1/models', timeout=1)" \
+    2>/dev/null; then break; fi
+  kill -0 $serve_pid 2>/dev/null || { echo "serve exited:"; cat "$dir/serve.log"; exit 2; }
+  sleep 0.2
+done
+
+url="http://127.0.0.1:$port"
+# Warm-up: the first requests page the model in.
+"$bin" bench --url "$url" --concurrency 2 --num-requests 4 --input-len $in_words --output-len 8 --ignore-eos \
+  >/dev/null 2>&1
+for lv in "${levels[@]}"; do
+  IFS=: read -r name mode load n <<<"$lv"
+  if [[ $mode == rate ]]; then flag="--rate $load"; else flag="--concurrency $load"; fi
+  echo "== bench $name: $flag --num-requests $n"
+  "$bin" bench --url "$url" $flag --num-requests "$n" --input-len $in_words --output-len $out_len --ignore-eos \
+    --seed $seed --json "$dir/bench-$name.json" >/dev/null
+done
+kill $serve_pid; wait $serve_pid 2>/dev/null || true
+trap - EXIT
+
+for lv in "${levels[@]}"; do
+  IFS=: read -r name mode load n <<<"$lv"
+  in_tokens=$(python3 -c "import json; r=json.load(open('$dir/bench-$name.json'))['results'][0]; \
+print(round(r['input_tokens'] / max(1, r['completed'])))")
+  if [[ $mode == rate ]]; then flag="--qps $load"; else flag="--concurrency $load"; fi
+  "$bin" simulate --model "$model" --local --calibration "$cal" --layout tp=1,pp=1,dp=1 $flag --num-requests "$n" \
+    --input-len "$in_tokens" --output-len $out_len --seed $seed --json "$dir/sim-$name.json" >/dev/null
+done
+
+python3 - "$dir" "${levels[@]}" <<'PY'
+import json, sys
+
+d, levels = sys.argv[1], [l.split(":")[0] for l in sys.argv[2:]]
+rows = [("TTFT p50", "ttft_ms", "p50", 20), ("TTFT p95", "ttft_ms", "p95", 20),
+        ("TPOT p50", "tpot_ms", "p50", 20), ("TPOT p95", "tpot_ms", "p95", 20),
+        ("tokens/s", "output_tokens_per_s", None, 10)]
+print(f"\n{'level':6} {'metric':9} {'measured':>10} {'simulated':>10} {'error':>8} {'limit':>6}")
+worst_fail = []
+for name in levels:
+    b = json.load(open(f"{d}/bench-{name}.json"))["results"][0]
+    s = json.load(open(f"{d}/sim-{name}.json"))["results"][0]
+    for label, key, q, limit in rows:
+        mv = b[key][q] if q else b[key]
+        sv = s[key][q] if q else s[key]
+        err = 100.0 * (sv - mv) / mv if mv else float("inf")
+        flag = "" if abs(err) <= limit else "  OVER"
+        if flag:
+            worst_fail.append(f"{name} {label} {err:+.1f}%")
+        print(f"{name:6} {label:9} {mv:10.2f} {sv:10.2f} {err:+7.1f}% {limit:5d}%{flag}")
+    print(f"{'':6} (prompt tokens {b['input_tokens'] / max(1, b['completed']):.0f}, "
+          f"requests {b['completed']}/{b['requests']}, client CPU share {b['client']['cpu_share']:.2f})")
+print("\nall within limits" if not worst_fail else "\nover the limits: " + ", ".join(worst_fail))
+sys.exit(1 if worst_fail else 0)
+PY

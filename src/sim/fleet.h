@@ -1,0 +1,53 @@
+// The fleet simulation: dp replicas (each its own Scheduler and BlockManager,
+// replica.h) behind a router, driven by one discrete-event loop:
+//   events   request arrivals (sorted: a trace, the Poisson process, or the
+//            closed loop's next request issued when one finishes) and step
+//            ends (a min-heap holding at most one entry per replica);
+//   arrival  the router picks a replica (least outstanding tokens, the HTTP
+//            router's policy, or round-robin); an idle replica starts a step;
+//   step end the replica's scheduler takes the step's tokens; each new token
+//            is a timestamp of its request; a replica with work starts its
+//            next step at once (the serve loop never waits).
+// Ties: an arrival at the instant a step ends joins the next step. Replicas
+// share nothing but the clock, so their cost is independent of each other.
+// What comes out is what bench's client would have recorded for each request
+// (loadtest::RequestRecord), so loadtest::aggregate() makes the same report.
+// A request enters its replica ServeOverheads::per_request_s after it
+// arrives (parsing and tokenizing in the server), counted in its TTFT.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "loadtest/stream_client.h"
+#include "sim/replica.h"
+#include "sim/sim_load.h"
+
+namespace parallm::sim {
+
+enum class RoutePolicy { kLeastOutstandingTokens, kRoundRobin };
+// "least-outstanding-tokens" | "round-robin"; InputError otherwise.
+RoutePolicy parse_route_policy(const std::string& name);
+const char* route_policy_name(RoutePolicy p);
+
+struct FleetOptions {
+  int dp = 1;
+  ReplicaOptions replica;
+  RoutePolicy policy = RoutePolicy::kLeastOutstandingTokens;
+  // ITL gaps kept for the percentiles: past this many, only every 2nd, 4th,
+  // ... request keeps its gaps (a systematic sample; bounded memory at 10^6
+  // requests x hundreds of tokens).
+  int64_t max_itl_samples = 4000000;
+};
+
+struct FleetResult {
+  loadtest::LevelRun run;           // records (by request index) and the span
+  uint64_t preemptions = 0;         // all replicas
+  uint64_t steps = 0;               // all replicas
+  int64_t rejected = 0;             // requests that can never run (kNever), recorded as HTTP 4xx
+  int64_t itl_stride = 1;           // every itl_stride-th request kept its ITL gaps
+  double busy_s = 0;                // sum over replicas of time spent in steps
+};
+
+FleetResult simulate_fleet(const FleetOptions& options, const StepCost& cost, const SimLoad& load);
+
+}  // namespace parallm::sim

@@ -1,0 +1,77 @@
+// Replica: see replica.h.
+#include "sim/replica.h"
+
+#include "util/check.h"
+
+namespace parallm::sim {
+
+namespace {
+constexpr int32_t kPromptToken = 1;   // any id: the simulated pool stores no tokens
+constexpr int32_t kSampledToken = 2;  // never a stop token (the predicate says no)
+}  // namespace
+
+Replica::Replica(const ReplicaOptions& options, const StepCost& cost)
+    : kv_(options.n_kv_blocks, options.block_size, options.prefix_caching),
+      scheduler_(options.scheduler, kv_, [](int32_t) { return false; }),
+      cost_(cost) {}
+
+AdmissionResult Replica::add(uint64_t id, int64_t input_tokens, int64_t output_tokens) {
+  SeqRequest r;
+  r.id = id;
+  r.prompt.assign(static_cast<size_t>(input_tokens), kPromptToken);
+  r.max_tokens = output_tokens;
+  r.ignore_eos = true;
+  AdmissionResult a = scheduler_.add(std::move(r));
+  if (a.status == Admission::kOk) {
+    outstanding_tokens_ += input_tokens + output_tokens;
+    ++in_flight_;
+  }
+  return a;
+}
+
+double Replica::begin_step() {
+  PARALLM_CHECK(!in_step_);
+  const StepPlan& plan = scheduler_.schedule();
+  shape_ = StepShape{};
+  prefill_tokens_in_step_ = 0;
+  for (const ScheduledSeq& e : plan.seqs) {
+    shape_.n_tokens += e.n_new;
+    if (e.wants_logits) ++shape_.n_sampled;
+    // A decode computes the one token sampled last step; everything else is a
+    // prompt chunk (or the recompute of a preempted sequence).
+    const bool decode = e.n_new == 1 && e.wants_logits && e.pos0 > 0;
+    if (decode) {
+      ++shape_.n_decode;
+      shape_.decode_ctx_tokens += static_cast<double>(e.pos0 + 1);
+    } else {
+      const double n = static_cast<double>(e.n_new);
+      shape_.prefill_pairs += n * static_cast<double>(e.pos0) + n * n / 2;
+      prefill_tokens_in_step_ += e.n_new;
+    }
+  }
+  if (plan.seqs.empty()) return 0;
+  plan_ = &plan;
+  in_step_ = true;
+  ++n_steps_;
+  return cost_.step_s(shape_);
+}
+
+const std::vector<SeqEvent>& Replica::end_step() {
+  PARALLM_CHECK(in_step_ && plan_ != nullptr);
+  in_step_ = false;
+  sampled_.resize(plan_->seqs.size());
+  for (size_t i = 0; i < plan_->seqs.size(); ++i) sampled_[i] = plan_->seqs[i].wants_logits ? kSampledToken : -1;
+  scheduler_.update(*plan_, sampled_, &events_);
+  plan_ = nullptr;
+  // NOTE: a preempted sequence's recompute is not added back: the router's
+  // count, like the HTTP router's, tracks what clients asked for.
+  outstanding_tokens_ -= prefill_tokens_in_step_;
+  for (const SeqEvent& ev : events_) {
+    outstanding_tokens_ -= 1;
+    if (ev.finish != FinishReason::kNone) --in_flight_;
+  }
+  if (in_flight_ == 0) outstanding_tokens_ = 0;
+  return events_;
+}
+
+}  // namespace parallm::sim

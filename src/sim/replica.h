@@ -1,0 +1,62 @@
+// Replica: one data-parallel replica of the simulated fleet. It runs the
+// project's own Scheduler over its own BlockManager (no KvPool behind it: the
+// "simulated pool" of block_manager.h), unchanged, and prices each step's
+// plan with StepCost instead of running a forward:
+//   begin_step(): plan = scheduler.schedule(); duration = cost(plan's shape)
+//   end_step():   scheduler.update(plan, sampled) -> one event per new token
+// Sampled tokens are a constant non-stop id, so every request generates its
+// output_tokens exactly (bench's --ignore-eos). Prompts are constant ids and
+// prefix caching is off by default: simulated prompts share nothing.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kv/block_manager.h"
+#include "sched/scheduler.h"
+#include "sim/step_cost.h"
+
+namespace parallm::sim {
+
+struct ReplicaOptions {
+  SchedulerOptions scheduler;
+  int64_t n_kv_blocks = 0;
+  int64_t block_size = 16;
+  bool prefix_caching = false;
+};
+
+class Replica {
+ public:
+  Replica(const ReplicaOptions& options, const StepCost& cost);
+
+  // Queues request `id` (unique in the fleet); kNever when it can never run.
+  AdmissionResult add(uint64_t id, int64_t input_tokens, int64_t output_tokens);
+  bool has_work() const { return scheduler_.has_work(); }
+  bool in_step() const { return in_step_; }
+  // Plans a step and returns its duration in seconds (0: nothing scheduled).
+  double begin_step();
+  // Applies the step begun last: events for each sequence that sampled a token.
+  const std::vector<SeqEvent>& end_step();
+
+  // Prompt tokens not computed yet + tokens not generated yet (the router's load).
+  int64_t outstanding_tokens() const { return outstanding_tokens_; }
+  int64_t in_flight() const { return in_flight_; }
+  uint64_t n_preemptions() const { return scheduler_.n_preemptions(); }
+  uint64_t n_steps() const { return n_steps_; }
+  const StepShape& last_shape() const { return shape_; }
+  const Scheduler& scheduler() const { return scheduler_; }
+
+ private:
+  BlockManager kv_;
+  Scheduler scheduler_;
+  const StepCost& cost_;
+  const StepPlan* plan_ = nullptr;
+  std::vector<int32_t> sampled_;
+  std::vector<SeqEvent> events_;
+  StepShape shape_;
+  bool in_step_ = false;
+  int64_t outstanding_tokens_ = 0, in_flight_ = 0, prefill_tokens_in_step_ = 0;
+  uint64_t n_steps_ = 0;
+};
+
+}  // namespace parallm::sim

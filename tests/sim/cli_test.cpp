@@ -1,0 +1,118 @@
+// `parallm simulate` through the built binary: the JSON report parses with
+// bench's fields and the run is reproducible; every bad input (mode flags,
+// negative rates, impossible layouts, unknown model or device, bad trace
+// lines) gives one line on stderr and exit code 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+Result run(const std::string& args) {
+  const std::string err_path = std::filesystem::temp_directory_path() / "parallm_sim_cli_err.txt";
+  const std::string cmd = std::string(PARALLM_BINARY) + " " + args + " 2>" + err_path;
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  FILE* e = fopen(err_path.c_str(), "r");
+  if (e != nullptr) {
+    while ((n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
+    fclose(e);
+  }
+  return r;
+}
+
+class SimulateCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(PARALLM_BINARY)) GTEST_SKIP() << "parallm binary not built";
+  }
+};
+
+const std::string kBase = "simulate --model llama-3.1-8b --gpu H100-SXM ";
+
+TEST_F(SimulateCli, JsonReportIsReproducible) {
+  const std::string args = kBase + "--layout tp=1,pp=1,dp=4 --qps 20 --num-requests 200 --input-len 64:512 "
+                                   "--output-len 16:128 --seed 3 --json -";
+  Result a = run(args), b = run(args);
+  ASSERT_EQ(a.code, 0) << a.err;
+  nlohmann::json ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(ja["tool"], "parallm simulate");
+  EXPECT_EQ(ja["results"][0]["completed"], 200);
+  EXPECT_EQ(ja["simulation"]["layout"]["dp"], 4);
+  ja["simulation"].erase("wall_s");
+  jb["simulation"].erase("wall_s");
+  EXPECT_EQ(ja, jb);
+  EXPECT_NE(a.err.find("parallm simulate"), std::string::npos);  // the table went to stderr
+}
+
+TEST_F(SimulateCli, TraceAndHtml) {
+  const auto dir = std::filesystem::temp_directory_path() / "parallm_sim_cli";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream t(dir / "ok.jsonl");
+    t << "{\"arrival_s\": 0, \"input_tokens\": 100, \"output_tokens\": 20}\n"
+         "{\"arrival_s\": 0.5, \"input_tokens\": 300, \"output_tokens\": 5}\n";
+  }
+  Result r = run(kBase + "--trace " + (dir / "ok.jsonl").string() + " --json - --html " + (dir / "r.html").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["config"]["mode"], "trace");
+  EXPECT_EQ(j["results"][0]["output_tokens"], 25);
+  EXPECT_TRUE(std::filesystem::file_size(dir / "r.html") > 1000);
+}
+
+TEST_F(SimulateCli, BadInputIsOneLineAndExit2) {
+  const auto dir = std::filesystem::temp_directory_path() / "parallm_sim_cli";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream t(dir / "bad.jsonl");
+    t << "{\"arrival_s\": 0, \"input_tokens\": 100, \"output_tokens\": 20}\n"
+         "{\"arrival_s\": 0.5, \"input_tokens\": -3, \"output_tokens\": 5}\n";
+  }
+  struct Case {
+    std::string args, needle;
+  } cases[] = {
+      {kBase + "--qps -2", "--qps must be a positive"},
+      {kBase + "--qps 0", "--qps must be a positive"},
+      {kBase + "--concurrency 0", "--concurrency must be at least 1"},
+      {kBase + "--qps 1 --concurrency 2", "exactly one of"},
+      {kBase, "exactly one of"},
+      {kBase + "--qps 1 --layout tp=3", "does not divide"},
+      {kBase + "--qps 1 --layout tp=2,pp=1,dp=-1", "--layout"},
+      {kBase + "--qps 1 --layout tp=16", "devices of a node"},
+      {"simulate --model llama-3.1-70b --gpu RTX-4090 --qps 1", "does not fit"},
+      {"simulate --model no-such-model --gpu H100-SXM --qps 1", "no-such-model"},
+      {"simulate --model llama-3.1-8b --gpu Z80 --qps 1", "Z80"},
+      {kBase + "--trace " + (dir / "bad.jsonl").string(), "bad.jsonl:2: \"input_tokens\""},
+      {kBase + "--trace /nonexistent.jsonl", "cannot open"},
+      {kBase + "--qps 1 --duration -5", "--duration"},
+      {kBase + "--qps 1 --router random", "--router"},
+      {kBase + "--qps 1 --input-len 0", "--input-len"},
+  };
+  for (const Case& c : cases) {
+    Result r = run(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << "\n" << r.err;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,196 @@
+// The simulator against closed forms: one request alone (TTFT = overhead +
+// prefill time, every ITL = a decode step at its context, TPOT their mean), a
+// closed loop of constant-time steps (tokens/s = streams / step time exactly),
+// determinism with a seed, routing, and preemption under a small KV pool.
+#include "sim/fleet.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sim/replica_model.h"
+#include "sim_fixture.h"
+#include "util/check.h"
+
+namespace parallm::sim {
+namespace {
+
+TEST(Fleet, OneRequestAloneMatchesPrefillAndDecodeSteps) {
+  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
+  s.load.kind = LoadKind::kPoisson;
+  s.load.rate = 1e-6;  // one arrival, nothing else in the run
+  s.load.num_requests = 1;
+  s.load.input_len = {700, 700};
+  s.load.output_len = {40, 40};
+  const SimulationResult r = run_simulation(s);
+  const ReplicaModel m = replica_model(s.request, s.layout, r.max_model_len, 16);
+  const loadtest::LevelResult& lv = r.report.results.at(0);
+  ASSERT_EQ(lv.completed, 1);
+  const double ttft_ms = (m.perf.k.request_overhead_ms * 1e-3 + planner::prefill_s(m.perf, 1, 700)) * 1e3;
+  EXPECT_NEAR(lv.ttft_ms.p50, ttft_ms, 1e-6 * ttft_ms);
+  double decode_s = 0;
+  for (int i = 1; i < 40; ++i) decode_s += planner::decode_step_s(m.perf, 1, 700 + i);
+  EXPECT_NEAR(lv.tpot_ms.p50, decode_s * 1e3 / 39, 1e-6);
+  ASSERT_EQ(lv.itl_ms.count, 39);
+  EXPECT_NEAR(lv.itl_ms.p50 , planner::decode_step_s(m.perf, 1, 720) * 1e3, 1e-3);  // float samples
+  EXPECT_NEAR(lv.e2e_ms.p50, ttft_ms + decode_s * 1e3, 1e-6 * lv.e2e_ms.p50);
+  EXPECT_EQ(lv.output_tokens, 40);
+  EXPECT_EQ(lv.input_tokens, 700);
+  EXPECT_EQ(r.fleet.steps, 40u);
+}
+
+// Attention priced at zero and one-token prompts: every step reads the
+// weights once (memory bound), so each costs the same T.
+SimulationSpec constant_step_spec() {
+  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
+  s.request.constants.attn_bw_eff = 1e300;
+  s.request.constants.attn_flops_eff = 1e300;
+  s.request.constants.request_overhead_ms = 0;
+  s.load.input_len = {1, 1};
+  s.load.output_len = {50, 50};
+  return s;
+}
+
+TEST(Fleet, ClosedLoopOfConstantStepsHasExactTokensPerSecond) {
+  SimulationSpec s = constant_step_spec();
+  const int64_t c = 8;
+  s.load.kind = LoadKind::kClosedLoop;
+  s.load.concurrency = c;
+  s.load.num_requests = 5 * c;
+  const ReplicaModel m = replica_model(s.request, s.layout, 51, 16);
+  const double t = planner::decode_step_s(m.perf, c, 0);
+  StepShape first;  // the prefill step: c one-token prompts
+  first.n_tokens = first.n_sampled = c;
+  first.prefill_pairs = 0.5 * c;
+  ASSERT_NEAR(StepCost(m.perf, ServeOverheads{}).step_s(first), t, 1e-12);  // precondition: constant steps
+  const SimulationResult r = run_simulation(s);
+  const loadtest::LevelResult& lv = r.report.results.at(0);
+  EXPECT_EQ(lv.completed, 5 * c);
+  EXPECT_NEAR(lv.output_tokens_per_s, static_cast<double>(c) / t, 1e-9 * c / t);
+  EXPECT_NEAR(lv.duration_s, 5 * 50 * t, 1e-9);
+  EXPECT_NEAR(lv.ttft_ms.p99, t * 1e3, 1e-9);
+  EXPECT_NEAR(lv.tpot_ms.p50, t * 1e3, 1e-9);
+  EXPECT_EQ(lv.max_in_flight, c);
+}
+
+TEST(Fleet, SameSeedSameRunOtherSeedOtherRun) {
+  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
+  s.layout.dp = 3;
+  s.load.kind = LoadKind::kPoisson;
+  s.load.rate = 40;
+  s.load.num_requests = 300;
+  s.load.input_len = {50, 900};
+  s.load.output_len = {10, 200};
+  s.load.seed = 7;
+  const SimulationResult a = run_simulation(s), b = run_simulation(s);
+  const auto& la = a.report.results[0];
+  const auto& lb = b.report.results[0];
+  EXPECT_EQ(la.ttft_samples, lb.ttft_samples);
+  EXPECT_EQ(la.itl_samples, lb.itl_samples);
+  EXPECT_EQ(la.output_tokens, lb.output_tokens);
+  s.load.seed = 8;
+  const SimulationResult c = run_simulation(s);
+  EXPECT_NE(la.ttft_samples, c.report.results[0].ttft_samples);
+}
+
+TEST(Fleet, PoissonArrivalsHaveTheRequestedRate) {
+  SimLoad l;
+  l.kind = LoadKind::kPoisson;
+  l.rate = 25;
+  l.num_requests = 20000;
+  validate_load(l);
+  const auto reqs = open_loop_requests(l);
+  ASSERT_EQ(reqs.size(), 20000u);
+  const double rate = (reqs.size() - 1) / reqs.back().arrival_s;
+  EXPECT_NEAR(rate, 25, 25 * 4 / std::sqrt(20000.0));  // 4 sigma of a Gamma(n) mean
+  l.num_requests = 0;
+  l.duration_s = 10;
+  for (const SimRequest& r : open_loop_requests(l)) EXPECT_LT(r.arrival_s, 10);
+}
+
+TEST(Fleet, RoundRobinSplitsAndLeastOutstandingBalances) {
+  SimulationSpec s = constant_step_spec();
+  s.layout.dp = 4;
+  s.load.kind = LoadKind::kClosedLoop;
+  s.load.concurrency = 8;
+  s.load.num_requests = 8;
+  for (RoutePolicy p : {RoutePolicy::kRoundRobin, RoutePolicy::kLeastOutstandingTokens}) {
+    s.policy = p;
+    const SimulationResult r = run_simulation(s);
+    // Two streams per replica: each replica runs 1 prefill + 49 decode steps at batch 2.
+    EXPECT_EQ(r.fleet.steps, 4u * 50u) << route_policy_name(p);
+    const ReplicaModel m = replica_model(s.request, planner::Layout{1, 1, 1, 1}, 51, 16);
+    EXPECT_NEAR(r.report.results[0].tpot_ms.p50, planner::decode_step_s(m.perf, 2, 0) * 1e3, 1e-9);
+  }
+}
+
+TEST(Fleet, SmallKvPoolPreemptsAndStillFinishesEverything) {
+  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
+  s.load.kind = LoadKind::kClosedLoop;
+  s.load.concurrency = 64;
+  s.load.num_requests = 200;
+  s.load.input_len = {1500, 1500};
+  s.load.output_len = {600, 600};
+  // 80 GB x 0.9 leaves room for ~ 64 x 2100 tokens; 0.3 leaves a fraction.
+  s.request.memory.gpu_memory_utilization = 0.3;
+  const SimulationResult r = run_simulation(s);
+  EXPECT_GT(r.fleet.preemptions, 0u);
+  EXPECT_EQ(r.report.results[0].completed, 200);
+  EXPECT_EQ(r.report.results[0].output_tokens, 200 * 600);
+}
+
+TEST(Fleet, RequestsLongerThanTheContextAreRefusedLikeHttp400) {
+  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
+  s.load.kind = LoadKind::kClosedLoop;
+  s.load.num_requests = 10;
+  s.load.input_len = {100, 100};
+  s.load.output_len = {100, 100};
+  s.max_model_len = 150;
+  const SimulationResult r = run_simulation(s);
+  EXPECT_EQ(r.fleet.rejected, 10);
+  EXPECT_EQ(r.report.results[0].errors[static_cast<int>(loadtest::ErrorKind::kHttp4xx)], 10);
+}
+
+TEST(Fleet, ItlSamplesAreThinnedPastTheLimit) {
+  SimulationSpec s = constant_step_spec();
+  s.load.kind = LoadKind::kClosedLoop;
+  s.load.concurrency = 4;
+  s.load.num_requests = 40;
+  FleetOptions fo;
+  fo.replica.n_kv_blocks = 1000;
+  fo.replica.scheduler.max_model_len = 51;
+  fo.max_itl_samples = 500;  // 40 x 49 gaps in all
+  const ReplicaModel m = replica_model(s.request, s.layout, 51, 16);
+  const StepCost cost(m.perf, ServeOverheads{});
+  SimLoad load = s.load;
+  validate_load(load);
+  const FleetResult r = simulate_fleet(fo, cost, load);
+  EXPECT_EQ(r.itl_stride, 4);
+  int64_t kept = 0;
+  for (const auto& rec : r.run.records) {
+    if (rec.index % 4 != 0) {
+      EXPECT_TRUE(rec.itl_ms.empty());
+    }
+    kept += static_cast<int64_t>(rec.itl_ms.size());
+  }
+  EXPECT_EQ(kept, 10 * 49);
+}
+
+TEST(Fleet, ImpossibleLayoutsAreInputErrors) {
+  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
+  EXPECT_THROW(replica_model(s.request, planner::Layout{1, 3, 1, 1}, 2048, 16), InputError);   // 32 heads
+  EXPECT_THROW(replica_model(s.request, planner::Layout{1, 16, 1, 1}, 2048, 16), InputError);  // > a node
+  EXPECT_THROW(replica_model(s.request, planner::Layout{1, 1, 33, 1}, 2048, 16), InputError);  // > layers
+  SimulationSpec big = testing::spec_for("llama-3.1-70b", "RTX-4090");
+  EXPECT_THROW(replica_model(big.request, planner::Layout{1, 1, 1, 1}, 2048, 16), InputError);  // does not fit
+  EXPECT_THROW(parse_layout("tp=0"), InputError);
+  EXPECT_THROW(parse_layout("tp=2,xx=1"), InputError);
+  EXPECT_THROW(parse_layout("dp=-4"), InputError);
+  EXPECT_THROW(parse_layout(""), InputError);
+  const planner::Layout l = parse_layout("tp=2,pp=1,dp=500");
+  EXPECT_EQ(l.tp * 1000000 + l.pp * 1000 + l.dp, 2001500);
+  EXPECT_EQ(layout_text(l), "tp=2,pp=1,dp=500");
+}
+
+}  // namespace
+}  // namespace parallm::sim
