@@ -19,6 +19,6 @@ start=$(date +%s.%N)
   --qps "$qps" --num-requests "$requests" --input-len 128:2048 --output-len 32:512 --seed 1 \
   --ttft-slo 500 --tpot-slo 50 --json "$out" 2>"$out.time"
 end=$(date +%s.%N)
-grep -E "Maximum resident|Elapsed" "$out.time" || true
+grep -E "Maximum resident|Elapsed|User time|Percent of CPU" "$out.time" || true
 python3 -c "import sys; print(f'wall {float(sys.argv[2]) - float(sys.argv[1]):.1f} s for $requests requests on 1000 GPUs')" \
   "$start" "$end"

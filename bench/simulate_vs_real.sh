@@ -7,6 +7,9 @@
 # output length (--ignore-eos), and the prompt length the server reported
 # (bench sends words; the chat template adds tokens). Prints measured vs
 # simulated P50/P95 TTFT and TPOT (limit 20%) and output tokens/s (limit 10%).
+# The machine is calibrated right before each level (serve idle meanwhile) and
+# that level is simulated with it: on shared cores the limits drift between
+# minutes, and a level must be compared with the machine it ran on.
 # Usage: bench/simulate_vs_real.sh BUILD_DIR [THREADS] [RATE]
 # Files go to ${PARALLM_SIMCHECK_DIR:-/tmp/parallm-simulate-check}. Exit 1 when
 # an error is over its limit, 2 on a usage or tool error. Needs python3 (stdlib).
@@ -18,10 +21,9 @@ if [[ $# -lt 1 || ! -x "$1/parallm" ]]; then
 fi
 bin="$(cd "$1" && pwd)/parallm"
 threads="${2:-2}"
-rate="${3:-4}"
+rate="${3:-2}"
 dir="${PARALLM_SIMCHECK_DIR:-/tmp/parallm-simulate-check}"
 mkdir -p "$dir"
-cal="$dir/calibration.json"
 model="$dir/llama-110m-q8_0.gguf"
 port=$((20000 + RANDOM % 20000))
 in_words=128
@@ -35,8 +37,6 @@ if [[ ! -s "$model" ]]; then
   mv "$model.tmp" "$model"
 fi
 echo "== load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== plan --calibrate --threads $threads"
-"$bin" plan --calibrate --threads "$threads" --calibration "$cal"
 
 "$bin" serve --model "$model" --threads "$threads" --host 127.0.0.1 --port "$port" --log-level warn \
   >"$dir/serve.log" 2>&1 &
@@ -56,6 +56,9 @@ url="http://127.0.0.1:$port"
 for lv in "${levels[@]}"; do
   IFS=: read -r name mode load n <<<"$lv"
   if [[ $mode == rate ]]; then flag="--rate $load"; else flag="--concurrency $load"; fi
+  echo "== plan --calibrate --threads $threads (for $name; load average $(cut -d' ' -f1 /proc/loadavg))"
+  "$bin" plan --calibrate --threads "$threads" --calibration "$dir/cal-$name.json" >"$dir/cal-$name.txt"
+  head -1 "$dir/cal-$name.txt"
   echo "== bench $name: $flag --num-requests $n"
   "$bin" bench --url "$url" $flag --num-requests "$n" --input-len $in_words --output-len $out_len --ignore-eos \
     --seed $seed --json "$dir/bench-$name.json" >/dev/null
@@ -68,7 +71,7 @@ for lv in "${levels[@]}"; do
   in_tokens=$(python3 -c "import json; r=json.load(open('$dir/bench-$name.json'))['results'][0]; \
 print(round(r['input_tokens'] / max(1, r['completed'])))")
   if [[ $mode == rate ]]; then flag="--qps $load"; else flag="--concurrency $load"; fi
-  "$bin" simulate --model "$model" --local --calibration "$cal" --layout tp=1,pp=1,dp=1 $flag --num-requests "$n" \
+  "$bin" simulate --model "$model" --local --calibration "$dir/cal-$name.json" --layout tp=1,pp=1,dp=1 $flag --num-requests "$n" \
     --input-len "$in_tokens" --output-len $out_len --seed $seed --json "$dir/sim-$name.json" >/dev/null
 done
 
@@ -92,7 +95,9 @@ for name in levels:
         if flag:
             worst_fail.append(f"{name} {label} {err:+.1f}%")
         print(f"{name:6} {label:9} {mv:10.2f} {sv:10.2f} {err:+7.1f}% {limit:5d}%{flag}")
-    print(f"{'':6} (prompt tokens {b['input_tokens'] / max(1, b['completed']):.0f}, "
+    cal = json.load(open(f"{d}/cal-{name}.json"))
+    print(f"{'':6} (calibrated {cal['mem_bw_gbps']:.1f} GB/s, {cal['fma_gflops']:.0f} GFLOP/s; "
+          f"prompt tokens {b['input_tokens'] / max(1, b['completed']):.0f}, "
           f"requests {b['completed']}/{b['requests']}, client CPU share {b['client']['cpu_share']:.2f})")
 print("\nall within limits" if not worst_fail else "\nover the limits: " + ", ".join(worst_fail))
 sys.exit(1 if worst_fail else 0)

@@ -1,6 +1,7 @@
 // The discrete-event loop of fleet.h.
 #include "sim/fleet.h"
 
+#include <algorithm>
 #include <limits>
 #include <memory>
 #include <queue>
@@ -23,8 +24,16 @@ const char* route_policy_name(RoutePolicy p) {
 namespace {
 
 struct Pending {
-  double enter_s = 0;  // arrival + per-request overhead
+  double arrival_s = 0;
   int64_t id = 0;
+};
+
+// A routed request waiting in its replica's front end (parse, tokenize).
+struct Entering {
+  double enter_s = 0;
+  int64_t id = 0;
+  int replica = 0;
+  bool operator>(const Entering& o) const { return enter_s != o.enter_s ? enter_s > o.enter_s : id > o.id; }
 };
 
 class FleetLoop {
@@ -34,6 +43,7 @@ class FleetLoop {
     for (int k = 0; k < o.dp; ++k) replicas_.push_back(std::make_unique<Replica>(o.replica, cost));
     loads_.assign(static_cast<size_t>(o.dp), ReplicaLoad{});
     kicked_.assign(static_cast<size_t>(o.dp), 0);
+    front_free_s_.assign(static_cast<size_t>(o.dp), 0.0);
     if (o.policy == RoutePolicy::kLeastOutstandingTokens) policy_ = make_routing_policy("least-outstanding-tokens");
     overhead_s_ = cost.overheads().per_request_s;
   }
@@ -50,24 +60,30 @@ class FleetLoop {
       requests_ = open_loop_requests(load_);
       arrivals_.reserve(requests_.size());
       for (size_t i = 0; i < requests_.size(); ++i)
-        arrivals_.push_back({requests_[i].arrival_s + overhead_s_, static_cast<int64_t>(i)});
+        arrivals_.push_back({requests_[i].arrival_s, static_cast<int64_t>(i)});
       records_.resize(requests_.size());
       for (size_t i = 0; i < requests_.size(); ++i) init_record(static_cast<int64_t>(i));
     }
     constexpr double kInf = std::numeric_limits<double>::infinity();
     while (true) {
-      const double t_arrival = next_ < arrivals_.size() ? arrivals_[next_].enter_s : kInf;
+      const double t_arrival = next_ < arrivals_.size() ? arrivals_[next_].arrival_s : kInf;
+      const double t_enter = entering_.empty() ? kInf : entering_.top().enter_s;
       const double t_step = steps_.empty() ? kInf : steps_.top().first;
+      const double t_next = std::min({t_arrival, t_enter, t_step});
       // Idle replicas that got work start their step once every event of
-      // this instant is in: simultaneous arrivals share the first step.
-      if (!kick_.empty() && std::min(t_arrival, t_step) > now_) {
+      // this instant is in: simultaneous entries share the first step.
+      if (!kick_.empty() && t_next > now_) {
         start_kicked();
         continue;
       }
-      if (t_arrival == kInf && t_step == kInf) break;
-      now_ = std::min(t_arrival, t_step);
-      if (t_arrival <= t_step) {
-        on_arrival(arrivals_[next_++], t_arrival);
+      if (t_next == kInf) break;
+      now_ = t_next;
+      if (t_arrival == t_next) {
+        on_arrival(arrivals_[next_++]);
+      } else if (t_enter == t_next) {
+        const Entering e = entering_.top();
+        entering_.pop();
+        on_enter(e);
       } else {
         const int k = steps_.top().second;
         steps_.pop();
@@ -98,7 +114,7 @@ class FleetLoop {
     requests_.push_back(r);
     records_.emplace_back();
     init_record(id);
-    arrivals_.push_back({now + overhead_s_, id});
+    arrivals_.push_back({now, id});
   }
 
   int route() {
@@ -133,13 +149,27 @@ class FleetLoop {
     kick_.clear();
   }
 
-  void on_arrival(Pending p, double now) {  // by value: issue() may grow arrivals_
-    const SimRequest& q = requests_[static_cast<size_t>(p.id)];
+  // Routes the request; it enters the replica's scheduler after the front
+  // end has handled it and every request routed there before it.
+  // NOTE: one FIFO front end per replica: requests that arrive together
+  // (a closed loop's clients after a shared last step) enter one after
+  // another, as they reach the real server's step loop, so they do not all
+  // land in one prefill step and stay in lock-step forever.
+  void on_arrival(Pending p) {  // by value: issue() may grow arrivals_
     const int k = route();
+    double& free_s = front_free_s_[static_cast<size_t>(k)];
+    free_s = std::max(free_s, p.arrival_s) + overhead_s_;
+    entering_.push({free_s, p.id, k});
+  }
+
+  void on_enter(const Entering& e) {
+    const double now = e.enter_s;
+    const SimRequest& q = requests_[static_cast<size_t>(e.id)];
+    const int k = e.replica;
     Replica& r = *replicas_[static_cast<size_t>(k)];
-    const AdmissionResult a = r.add(static_cast<uint64_t>(p.id), q.input_tokens, q.output_tokens);
+    const AdmissionResult a = r.add(static_cast<uint64_t>(e.id), q.input_tokens, q.output_tokens);
     if (a.status != Admission::kOk) {
-      loadtest::RequestRecord& rec = records_[static_cast<size_t>(p.id)];
+      loadtest::RequestRecord& rec = records_[static_cast<size_t>(e.id)];
       rec.error = loadtest::ErrorKind::kHttp4xx;
       rec.http_status = 400;
       rec.error_message = a.reason;
@@ -229,7 +259,9 @@ class FleetLoop {
   int rr_next_ = 0;
   std::vector<SimRequest> requests_;            // by request index
   std::vector<loadtest::RequestRecord> records_;  // by request index
-  std::vector<Pending> arrivals_;               // sorted by enter_s
+  std::vector<Pending> arrivals_;               // sorted by arrival_s
+  std::priority_queue<Entering, std::vector<Entering>, std::greater<>> entering_;
+  std::vector<double> front_free_s_;            // [dp] when each front end is free
   size_t next_ = 0;
   using StepEnd = std::pair<double, int>;       // (time, replica)
   std::priority_queue<StepEnd, std::vector<StepEnd>, std::greater<>> steps_;

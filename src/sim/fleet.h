@@ -8,12 +8,13 @@
 //   step end the replica's scheduler takes the step's tokens; each new token
 //            is a timestamp of its request; a replica with work starts its
 //            next step at once (the serve loop never waits).
-// Ties: an arrival at the instant a step ends joins the next step. Replicas
+// Ties: a request entering at the instant a step ends joins the next step. Replicas
 // share nothing but the clock, so their cost is independent of each other.
 // What comes out is what bench's client would have recorded for each request
 // (loadtest::RequestRecord), so loadtest::aggregate() makes the same report.
-// A request enters its replica ServeOverheads::per_request_s after it
-// arrives (parsing and tokenizing in the server), counted in its TTFT.
+// A request enters its replica's scheduler after ServeOverheads::
+// per_request_s in the replica's front end (parsing and tokenizing in the
+// server; one FIFO per replica, see on_arrival), counted in its TTFT.
 #pragma once
 #include <cstdint>
 #include <string>
