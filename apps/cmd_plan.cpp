@@ -22,6 +22,7 @@
 #include "planner/model_catalog.h"
 #include "planner/model_source.h"
 #include "planner/plan_output.h"
+#include "sim/slo_check.h"
 #include "topo/local_devices.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -233,8 +234,16 @@ int run_plan(const PlanFlags& f) {
   r.economics.peak_concurrency = f.peak_conc;
   r.economics.peak_qps = f.peak_qps;
   Plan plan = make_plan(r);
-  if (f.json) std::cout << plan_to_json(plan).dump(2) << "\n";
-  else std::cout << plan_to_text(plan);
+  // The claimed SLO capacity of the top candidates, checked with the real
+  // scheduler (src/sim depends on the planner, so the check is made here).
+  const std::vector<sim::SloCheck> checks = sim::check_slo_capacity(plan, 3);
+  if (f.json) {
+    nlohmann::json j = plan_to_json(plan);
+    if (!checks.empty()) j["simulate_check"] = sim::slo_checks_json(checks);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << plan_to_text(plan) << sim::slo_checks_text(plan, checks);
+  }
   if (!f.emit.empty()) write_deployment_files(plan, f);
   return 0;
 }

@@ -116,3 +116,33 @@ TEST_F(SimulateCli, BadInputIsOneLineAndExit2) {
 }
 
 }  // namespace
+
+namespace {
+
+// `plan` with SLOs simulates its top candidates at their claimed capacity:
+// the P95s it reports are what `simulate` measures for that replica and load.
+TEST_F(SimulateCli, PlanChecksItsSloCapacityWithTheSimulator) {
+  Result p = run("plan --model llama-3.1-8b --gpu H100-SXM --gpus 2 --concurrency 40 --input-len 512 "
+                 "--output-len 128 --ttft-slo 400 --tpot-slo 40 --json");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const nlohmann::json j = nlohmann::json::parse(p.out);
+  ASSERT_TRUE(j.contains("simulate_check"));
+  ASSERT_GE(j["simulate_check"].size(), 1u);
+  const nlohmann::json& c = j["simulate_check"][0];
+  const std::string layout = c["layout"];
+  const int streams = static_cast<int>(c["load"].get<double>());
+  Result s = run("simulate --model llama-3.1-8b --gpu H100-SXM --layout " + layout.substr(0, layout.rfind(',')) +
+                 ",dp=1 --concurrency " + std::to_string(streams) + " --num-requests " +
+                 std::to_string(std::max(200, 8 * streams)) +
+                 " --input-len 512 --output-len 128 --max-num-batched-tokens 8192 --max-model-len 640 --json -");
+  ASSERT_EQ(s.code, 0) << s.err;
+  const nlohmann::json r = nlohmann::json::parse(s.out)["results"][0];
+  EXPECT_NEAR(c["p95_ttft_ms"].get<double>(), r["ttft_ms"]["p95"].get<double>(), 1e-6);
+  EXPECT_NEAR(c["p95_tpot_ms"].get<double>(), r["tpot_ms"]["p95"].get<double>(), 1e-6);
+  EXPECT_EQ(c["holds"].get<bool>(), r["ttft_ms"]["p95"].get<double>() <= 400 && r["tpot_ms"]["p95"].get<double>() <= 40);
+  Result none = run("plan --model llama-3.1-8b --gpu H100-SXM --gpus 2 --concurrency 40 --json");
+  ASSERT_EQ(none.code, 0);
+  EXPECT_FALSE(nlohmann::json::parse(none.out).contains("simulate_check"));  // no SLO, nothing to check
+}
+
+}  // namespace
