@@ -27,7 +27,7 @@ struct SimFlags {
   std::string model, weights, kv_dtype = "auto", gpu, interconnect, calibration_path, layout = "tp=1,pp=1,dp=1";
   std::string trace, input_len = "128", output_len = "128", router = "least-outstanding-tokens", json, html;
   bool local = false;
-  double qps = 0, duration = 0, ttft_slo = 0, tpot_slo = 0, mem_util = 0;
+  double qps = 0, duration = 0, request_overhead_ms = -1, ttft_slo = 0, tpot_slo = 0, mem_util = 0;
   int gpus_per_node = 8;
   int64_t concurrency = 0, num_requests = 0, max_num_seqs = 256, max_batched = 2048, max_model_len = 0,
           block_size = 16;
@@ -89,6 +89,8 @@ int run_simulate(SimFlags& f) {
   r.kv_elem_bytes = parse_kv_dtype_bytes(f.kv_dtype);
   if (f.mem_util < 0 || f.mem_util > 1) throw InputError("--gpu-memory-utilization must be in (0, 1]");
   resolve_device(f, r, spec.layout);
+  if (f.request_overhead_ms >= 0) r.constants.request_overhead_ms = f.request_overhead_ms;
+  else if (f.request_overhead_ms != -1) throw InputError("--request-overhead-ms must be at least 0");
 
   sim::SimLoad& load = spec.load;
   if (f.qps_opt->count()) {
@@ -151,6 +153,8 @@ CommandAction setup_simulate(CLI::App& sub) {
   sub.add_option("--max-model-len", f->max_model_len, "Context per sequence [the longest request]");
   sub.add_option("--block-size", f->block_size, "KV block size in tokens [16]");
   sub.add_option("--gpu-memory-utilization", f->mem_util, "Memory cap fraction for the KV pool [0.9; CPU 0.8]");
+  sub.add_option("--request-overhead-ms", f->request_overhead_ms,
+                 "Server time per request before its first step (parse, template, tokenize) [the planner's]");
   sub.add_option("--json", f->json, "Write bench's JSON report here ('-' for stdout)");
   sub.add_option("--html", f->html, "Write bench's HTML report here");
   return [f]() -> int { return run_simulate(*f); };

@@ -106,6 +106,7 @@ TEST_F(SimulateCli, BadInputIsOneLineAndExit2) {
       {kBase + "--qps 1 --duration -5", "--duration"},
       {kBase + "--qps 1 --router random", "--router"},
       {kBase + "--qps 1 --input-len 0", "--input-len"},
+      {kBase + "--qps 1 --request-overhead-ms -3", "--request-overhead-ms"},
   };
   for (const Case& c : cases) {
     Result r = run(c.args);
