@@ -28,9 +28,11 @@ model="$dir/llama-110m-q8_0.gguf"
 port=$((20000 + RANDOM % 20000))
 in_words=128
 out_len=64
-seed=1
-# name:mode:load:requests
-levels=("c1:concurrency:1:30" "c4:concurrency:4:60" "q${rate}:rate:${rate}:60")
+# name:mode:load:requests:seed. NOTE: one seed per level: bench's prompts
+# depend on (seed, level index, request index), and each level is its own
+# bench run (level index 0), so one seed for all would send every level the
+# same prompts and the server's prefix cache would answer them.
+levels=("c1:concurrency:1:30:11" "c4:concurrency:4:60:12" "q${rate}:rate:${rate}:60:13")
 
 if [[ ! -s "$model" ]]; then
   "$bin" make-model --preset llama-110m --dtype q8_0 --out "$model.tmp" >/dev/null
@@ -50,11 +52,11 @@ for _ in $(seq 1 600); do
 done
 
 url="http://127.0.0.1:$port"
-# Warm-up: the first requests page the model in.
+# Warm-up: the first requests page the model in (a seed no level uses).
 "$bin" bench --url "$url" --concurrency 2 --num-requests 4 --input-len $in_words --output-len 8 --ignore-eos \
-  >/dev/null 2>&1
+  --seed 99 >/dev/null 2>&1
 for lv in "${levels[@]}"; do
-  IFS=: read -r name mode load n <<<"$lv"
+  IFS=: read -r name mode load n seed <<<"$lv"
   if [[ $mode == rate ]]; then flag="--rate $load"; else flag="--concurrency $load"; fi
   echo "== plan --calibrate --threads $threads (for $name; load average $(cut -d' ' -f1 /proc/loadavg))"
   "$bin" plan --calibrate --threads "$threads" --calibration "$dir/cal-$name.json" >"$dir/cal-$name.txt"
@@ -67,7 +69,7 @@ kill $serve_pid; wait $serve_pid 2>/dev/null || true
 trap - EXIT
 
 for lv in "${levels[@]}"; do
-  IFS=: read -r name mode load n <<<"$lv"
+  IFS=: read -r name mode load n seed <<<"$lv"
   in_tokens=$(python3 -c "import json; r=json.load(open('$dir/bench-$name.json'))['results'][0]; \
 print(round(r['input_tokens'] / max(1, r['completed'])))")
   if [[ $mode == rate ]]; then flag="--qps $load"; else flag="--concurrency $load"; fi

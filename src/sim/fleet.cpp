@@ -12,7 +12,8 @@
 namespace parallm::sim {
 
 RoutePolicy parse_route_policy(const std::string& name) {
-  if (name == "least-outstanding-tokens" || name == "lot") return RoutePolicy::kLeastOutstandingTokens;
+  if (name == "least-outstanding-tokens" || name == "lot")
+    return RoutePolicy::kLeastOutstandingTokens;
   if (name == "round-robin" || name == "rr") return RoutePolicy::kRoundRobin;
   throw InputError("--router '" + name + "': expected least-outstanding-tokens or round-robin");
 }
@@ -33,18 +34,23 @@ struct Entering {
   double enter_s = 0;
   int64_t id = 0;
   int replica = 0;
-  bool operator>(const Entering& o) const { return enter_s != o.enter_s ? enter_s > o.enter_s : id > o.id; }
+  bool operator>(const Entering& o) const {
+    return enter_s != o.enter_s ? enter_s > o.enter_s : id > o.id;
+  }
 };
 
 class FleetLoop {
  public:
-  FleetLoop(const FleetOptions& o, const StepCost& cost, const SimLoad& load) : o_(o), cost_(cost), load_(load) {
+  FleetLoop(const FleetOptions& o, const StepCost& cost, const SimLoad& load)
+      : o_(o), cost_(cost), load_(load) {
     PARALLM_CHECK(o.dp >= 1);
     for (int k = 0; k < o.dp; ++k) replicas_.push_back(std::make_unique<Replica>(o.replica, cost));
     loads_.assign(static_cast<size_t>(o.dp), ReplicaLoad{});
     kicked_.assign(static_cast<size_t>(o.dp), 0);
-    front_free_s_.assign(static_cast<size_t>(o.dp), 0.0);
-    if (o.policy == RoutePolicy::kLeastOutstandingTokens) policy_ = make_routing_policy("least-outstanding-tokens");
+    PARALLM_CHECK(o.front_threads >= 1);
+    front_free_s_.assign(static_cast<size_t>(o.dp) * static_cast<size_t>(o.front_threads), 0.0);
+    if (o.policy == RoutePolicy::kLeastOutstandingTokens)
+      policy_ = make_routing_policy("least-outstanding-tokens");
     overhead_s_ = cost.overheads().per_request_s;
   }
 
@@ -95,7 +101,8 @@ class FleetLoop {
 
  private:
   bool may_issue(double now) const {
-    return (load_.num_requests == 0 || static_cast<int64_t>(requests_.size()) < load_.num_requests) &&
+    return (load_.num_requests == 0 ||
+            static_cast<int64_t>(requests_.size()) < load_.num_requests) &&
            (load_.duration_s == 0 || now < load_.duration_s);
   }
 
@@ -149,17 +156,17 @@ class FleetLoop {
     kick_.clear();
   }
 
-  // Routes the request; it enters the replica's scheduler after the front
-  // end has handled it and every request routed there before it.
-  // NOTE: one FIFO front end per replica: requests that arrive together
-  // (a closed loop's clients after a shared last step) enter one after
-  // another, as they reach the real server's step loop, so they do not all
-  // land in one prefill step and stay in lock-step forever.
+  // Routes the request; it enters the replica's scheduler once one of the
+  // replica's front-end threads has handled it (a FIFO queue of
+  // FleetOptions::front_threads servers, like serve's --http-threads).
+  // NOTE: requests that arrive together within the threads' number enter
+  // together and share the next step, as the real step loop finds them.
   void on_arrival(Pending p) {  // by value: issue() may grow arrivals_
     const int k = route();
-    double& free_s = front_free_s_[static_cast<size_t>(k)];
-    free_s = std::max(free_s, p.arrival_s) + overhead_s_;
-    entering_.push({free_s, p.id, k});
+    double* threads = &front_free_s_[static_cast<size_t>(k) * static_cast<size_t>(o_.front_threads)];
+    double* free_s = std::min_element(threads, threads + o_.front_threads);
+    *free_s = std::max(*free_s, p.arrival_s) + overhead_s_;
+    entering_.push({*free_s, p.id, k});
   }
 
   void on_enter(const Entering& e) {
@@ -253,17 +260,17 @@ class FleetLoop {
   double overhead_s_ = 0;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<ReplicaLoad> loads_;
-  std::vector<int> kick_;                       // idle replicas given work at now_
-  std::vector<uint8_t> kicked_;                 // [dp] in kick_
+  std::vector<int> kick_;        // idle replicas given work at now_
+  std::vector<uint8_t> kicked_;  // [dp] in kick_
   std::unique_ptr<RoutingPolicy> policy_;
   int rr_next_ = 0;
-  std::vector<SimRequest> requests_;            // by request index
+  std::vector<SimRequest> requests_;              // by request index
   std::vector<loadtest::RequestRecord> records_;  // by request index
-  std::vector<Pending> arrivals_;               // sorted by arrival_s
+  std::vector<Pending> arrivals_;                 // sorted by arrival_s
   std::priority_queue<Entering, std::vector<Entering>, std::greater<>> entering_;
-  std::vector<double> front_free_s_;            // [dp] when each front end is free
+  std::vector<double> front_free_s_;  // [dp, front_threads] when each front-end thread is free
   size_t next_ = 0;
-  using StepEnd = std::pair<double, int>;       // (time, replica)
+  using StepEnd = std::pair<double, int>;  // (time, replica)
   std::priority_queue<StepEnd, std::vector<StepEnd>, std::greater<>> steps_;
   int64_t in_flight_ = 0, max_in_flight_ = 0, rejected_ = 0, itl_kept_ = 0, itl_stride_ = 1;
   double end_s_ = 0, busy_s_ = 0, now_ = 0;

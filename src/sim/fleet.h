@@ -13,8 +13,8 @@
 // What comes out is what bench's client would have recorded for each request
 // (loadtest::RequestRecord), so loadtest::aggregate() makes the same report.
 // A request enters its replica's scheduler after ServeOverheads::
-// per_request_s in the replica's front end (parsing and tokenizing in the
-// server; one FIFO per replica, see on_arrival), counted in its TTFT.
+// per_request_s in one of the replica's front-end threads (parsing and
+// tokenizing in the server; a FIFO queue, see on_arrival), counted in TTFT.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -38,15 +38,18 @@ struct FleetOptions {
   // ... request keeps its gaps (a systematic sample; bounded memory at 10^6
   // requests x hundreds of tokens).
   int64_t max_itl_samples = 4000000;
+  // Front-end threads per replica that parse and tokenize requests, each
+  // ServeOverheads::per_request_s per request (serve's --http-threads: 4).
+  int front_threads = 4;
 };
 
 struct FleetResult {
-  loadtest::LevelRun run;           // records (by request index) and the span
-  uint64_t preemptions = 0;         // all replicas
-  uint64_t steps = 0;               // all replicas
-  int64_t rejected = 0;             // requests that can never run (kNever), recorded as HTTP 4xx
-  int64_t itl_stride = 1;           // every itl_stride-th request kept its ITL gaps
-  double busy_s = 0;                // sum over replicas of time spent in steps
+  loadtest::LevelRun run;    // records (by request index) and the span
+  uint64_t preemptions = 0;  // all replicas
+  uint64_t steps = 0;        // all replicas
+  int64_t rejected = 0;      // requests that can never run (kNever), recorded as HTTP 4xx
+  int64_t itl_stride = 1;    // every itl_stride-th request kept its ITL gaps
+  double busy_s = 0;         // sum over replicas of time spent in steps
 };
 
 FleetResult simulate_fleet(const FleetOptions& options, const StepCost& cost, const SimLoad& load);

@@ -18,13 +18,13 @@ enum class LoadKind { kPoisson, kClosedLoop, kTrace };
 
 struct SimLoad {
   LoadKind kind = LoadKind::kClosedLoop;
-  double rate = 0;                       // kPoisson: requests/s, all replicas together
-  int64_t concurrency = 1;               // kClosedLoop: streams in flight, all replicas together
-  std::vector<SimRequest> trace;         // kTrace: sorted by arrival
+  double rate = 0;                // kPoisson: requests/s, all replicas together
+  int64_t concurrency = 1;        // kClosedLoop: streams in flight, all replicas together
+  std::vector<SimRequest> trace;  // kTrace: sorted by arrival
   loadtest::IntRange input_len{128, 128};
   loadtest::IntRange output_len{128, 128};
-  int64_t num_requests = 0;              // 0: bounded by duration_s only
-  double duration_s = 0;                 // 0: bounded by num_requests only
+  int64_t num_requests = 0;  // 0: bounded by duration_s only
+  double duration_s = 0;     // 0: bounded by num_requests only
   uint64_t seed = 0;
 };
 

@@ -12,24 +12,24 @@
 namespace parallm::sim {
 
 struct SimulationSpec {
-  planner::PlanRequest request;          // model, weights, device, fabric, constants, memory options
+  planner::PlanRequest request;  // model, weights, device, fabric, constants, memory options
   planner::Layout layout{1, 1, 1, 1};
   SimLoad load;
   loadtest::Slo slo;
-  int64_t max_num_seqs = 256;            // per replica, as `parallm serve`
+  int64_t max_num_seqs = 256;  // per replica, as `parallm serve`
   int64_t max_num_batched_tokens = 2048;
-  int64_t max_model_len = 0;             // 0: the longest request of the load (or the trace)
+  int64_t max_model_len = 0;  // 0: the longest request of the load (or the trace)
   int64_t block_size = 16;
   RoutePolicy policy = RoutePolicy::kLeastOutstandingTokens;
 };
 
 struct SimulationResult {
-  loadtest::BenchReport report;          // one level, bench's statistics
-  FleetResult fleet;                     // records moved into report; counters stay
+  loadtest::BenchReport report;  // one level, bench's statistics
+  FleetResult fleet;             // records moved into report; counters stay
   ServeOverheads overheads;
-  int64_t n_kv_blocks = 0;               // per replica
+  int64_t n_kv_blocks = 0;  // per replica
   int64_t max_model_len = 0;
-  double wall_s = 0;                     // the simulator's own run time
+  double wall_s = 0;  // the simulator's own run time
 };
 
 // Throws InputError for inputs no replica can run (layout, load, memory).
@@ -43,6 +43,7 @@ ServeOverheads serve_overheads(const planner::PerfInputs& in);
 // "simulation" (layout, router, preemptions, steps, KV blocks, wall time).
 std::string simulation_json(const SimulationSpec& spec, const SimulationResult& r);
 // Bench's table, under a header naming the simulated deployment.
-void write_simulation_text(const SimulationSpec& spec, const SimulationResult& r, std::ostream& out);
+void write_simulation_text(const SimulationSpec& spec, const SimulationResult& r,
+                           std::ostream& out);
 
 }  // namespace parallm::sim

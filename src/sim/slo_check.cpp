@@ -10,7 +10,8 @@
 
 namespace parallm::sim {
 
-std::vector<SloCheck> check_slo_capacity(const planner::Plan& plan, int top_n, int64_t num_requests) {
+std::vector<SloCheck> check_slo_capacity(const planner::Plan& plan, int top_n,
+                                         int64_t num_requests) {
   std::vector<SloCheck> out;
   const planner::Workload& w = plan.request.workload;
   if (w.ttft_slo_ms <= 0 && w.tpot_slo_ms <= 0) return out;
@@ -60,14 +61,18 @@ std::vector<SloCheck> check_slo_capacity(const planner::Plan& plan, int top_n, i
 std::string slo_checks_text(const planner::Plan& plan, const std::vector<SloCheck>& checks) {
   if (checks.empty()) return "";
   const planner::Workload& w = plan.request.workload;
-  std::string s = "\nSLO capacity, simulated (parallm simulate: the real scheduler, one replica at the claimed load):\n";
+  std::string s =
+      "\nSLO capacity, simulated (parallm simulate: the real scheduler, one replica at the claimed "
+      "load):\n";
   for (const SloCheck& k : checks) {
     std::string load = k.open_loop ? strfmt("%.3g req/s", k.load) : strfmt("%.0f streams", k.load);
-    s += strfmt("  %-18s at %-12s P95 TTFT %8.1f ms%s  P95 TPOT %7.2f ms%s  (model means %.1f / %.2f ms)  %s\n",
-                layout_text(k.layout).c_str(), load.c_str(), k.p95_ttft_ms,
-                w.ttft_slo_ms > 0 ? strfmt(" (SLO %g)", w.ttft_slo_ms).c_str() : "", k.p95_tpot_ms,
-                w.tpot_slo_ms > 0 ? strfmt(" (SLO %g)", w.tpot_slo_ms).c_str() : "", k.predicted_ttft_ms,
-                k.predicted_tpot_ms, k.holds() ? "holds" : "MISSED at P95: plan fewer streams per replica");
+    s += strfmt(
+        "  %-18s at %-12s P95 TTFT %8.1f ms%s  P95 TPOT %7.2f ms%s  (model means %.1f / %.2f ms)  "
+        "%s\n",
+        layout_text(k.layout).c_str(), load.c_str(), k.p95_ttft_ms,
+        w.ttft_slo_ms > 0 ? strfmt(" (SLO %g)", w.ttft_slo_ms).c_str() : "", k.p95_tpot_ms,
+        w.tpot_slo_ms > 0 ? strfmt(" (SLO %g)", w.tpot_slo_ms).c_str() : "", k.predicted_ttft_ms,
+        k.predicted_tpot_ms, k.holds() ? "holds" : "MISSED at P95: plan fewer streams per replica");
   }
   return s;
 }

@@ -21,18 +21,18 @@ namespace parallm::sim {
 
 // What the step's plan asks of the forward (see Replica::begin_step).
 struct StepShape {
-  int64_t n_tokens = 0;             // tokens computed: prefill chunks + one per decode
-  int64_t n_sampled = 0;            // rows that get logits and a sampled token
-  int64_t n_decode = 0;             // sequences computing exactly their last token
-  double decode_ctx_tokens = 0;     // sum over decode sequences of their context (KV tokens read)
-  double prefill_pairs = 0;         // sum over prefill chunks of n_new x pos0 + n_new^2 / 2
+  int64_t n_tokens = 0;          // tokens computed: prefill chunks + one per decode
+  int64_t n_sampled = 0;         // rows that get logits and a sampled token
+  int64_t n_decode = 0;          // sequences computing exactly their last token
+  double decode_ctx_tokens = 0;  // sum over decode sequences of their context (KV tokens read)
+  double prefill_pairs = 0;      // sum over prefill chunks of n_new x pos0 + n_new^2 / 2
 };
 
 // Costs of the serving loop around the forward, in seconds.
 struct ServeOverheads {
-  double per_step_s = 0;            // planning, batch assembly, event hand-off
-  double per_sampled_row_s = 0;     // copy and sample one vocabulary row (CPU engine)
-  double per_request_s = 0;         // request parse, template, tokenize: added to TTFT
+  double per_step_s = 0;         // planning, batch assembly, event hand-off
+  double per_sampled_row_s = 0;  // copy and sample one vocabulary row (CPU engine)
+  double per_request_s = 0;      // request parse, template, tokenize: added to TTFT
 };
 
 class StepCost {
@@ -44,11 +44,11 @@ class StepCost {
   double decode_ctx_token_s() const { return decode_ctx_token_s_; }
 
  private:
-  planner::PerfInputs in_;          // as given
-  planner::PerfInputs no_attn_;     // attention at (practically) infinite speed
+  planner::PerfInputs in_;       // as given
+  planner::PerfInputs no_attn_;  // attention at (practically) infinite speed
   ServeOverheads overheads_;
-  double prefill_pair_s_ = 0;       // seconds per causal query-key pair
-  double decode_ctx_token_s_ = 0;   // seconds per context token read in decode
+  double prefill_pair_s_ = 0;      // seconds per causal query-key pair
+  double decode_ctx_token_s_ = 0;  // seconds per context token read in decode
 };
 
 // The CPU engine's sampling of one row: copy the vocabulary's fp32 logits and

@@ -14,8 +14,8 @@
 
 namespace parallm::sim {
 
-constexpr int64_t kMaxTraceTokens = 100000000;   // per count: beyond any context window
-constexpr double kMaxTraceArrivalS = 1e9;        // ~30 years
+constexpr int64_t kMaxTraceTokens = 100000000;  // per count: beyond any context window
+constexpr double kMaxTraceArrivalS = 1e9;       // ~30 years
 
 // Parses trace text; `origin` (the file name) prefixes messages.
 std::vector<SimRequest> parse_trace(const std::string& text, const std::string& origin);

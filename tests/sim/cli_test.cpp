@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
-#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -49,8 +49,9 @@ class SimulateCli : public ::testing::Test {
 const std::string kBase = "simulate --model llama-3.1-8b --gpu H100-SXM ";
 
 TEST_F(SimulateCli, JsonReportIsReproducible) {
-  const std::string args = kBase + "--layout tp=1,pp=1,dp=4 --qps 20 --num-requests 200 --input-len 64:512 "
-                                   "--output-len 16:128 --seed 3 --json -";
+  const std::string args = kBase +
+                           "--layout tp=1,pp=1,dp=4 --qps 20 --num-requests 200 --input-len 64:512 "
+                           "--output-len 16:128 --seed 3 --json -";
   Result a = run(args), b = run(args);
   ASSERT_EQ(a.code, 0) << a.err;
   nlohmann::json ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
@@ -71,7 +72,8 @@ TEST_F(SimulateCli, TraceAndHtml) {
     t << "{\"arrival_s\": 0, \"input_tokens\": 100, \"output_tokens\": 20}\n"
          "{\"arrival_s\": 0.5, \"input_tokens\": 300, \"output_tokens\": 5}\n";
   }
-  Result r = run(kBase + "--trace " + (dir / "ok.jsonl").string() + " --json - --html " + (dir / "r.html").string());
+  Result r = run(kBase + "--trace " + (dir / "ok.jsonl").string() + " --json - --html " +
+                 (dir / "r.html").string());
   ASSERT_EQ(r.code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["config"]["mode"], "trace");
@@ -123,8 +125,9 @@ namespace {
 // `plan` with SLOs simulates its top candidates at their claimed capacity:
 // the P95s it reports are what `simulate` measures for that replica and load.
 TEST_F(SimulateCli, PlanChecksItsSloCapacityWithTheSimulator) {
-  Result p = run("plan --model llama-3.1-8b --gpu H100-SXM --gpus 2 --concurrency 40 --input-len 512 "
-                 "--output-len 128 --ttft-slo 400 --tpot-slo 40 --json");
+  Result p =
+      run("plan --model llama-3.1-8b --gpu H100-SXM --gpus 2 --concurrency 40 --input-len 512 "
+          "--output-len 128 --ttft-slo 400 --tpot-slo 40 --json");
   ASSERT_EQ(p.code, 0) << p.err;
   const nlohmann::json j = nlohmann::json::parse(p.out);
   ASSERT_TRUE(j.contains("simulate_check"));
@@ -132,18 +135,22 @@ TEST_F(SimulateCli, PlanChecksItsSloCapacityWithTheSimulator) {
   const nlohmann::json& c = j["simulate_check"][0];
   const std::string layout = c["layout"];
   const int streams = static_cast<int>(c["load"].get<double>());
-  Result s = run("simulate --model llama-3.1-8b --gpu H100-SXM --layout " + layout.substr(0, layout.rfind(',')) +
-                 ",dp=1 --concurrency " + std::to_string(streams) + " --num-requests " +
-                 std::to_string(std::max(200, 8 * streams)) +
-                 " --input-len 512 --output-len 128 --max-num-batched-tokens 8192 --max-model-len 640 --json -");
+  Result s =
+      run("simulate --model llama-3.1-8b --gpu H100-SXM --layout " +
+          layout.substr(0, layout.rfind(',')) + ",dp=1 --concurrency " + std::to_string(streams) +
+          " --num-requests " + std::to_string(std::max(200, 8 * streams)) +
+          " --input-len 512 --output-len 128 --max-num-batched-tokens 8192 --max-model-len 640 "
+          "--json -");
   ASSERT_EQ(s.code, 0) << s.err;
   const nlohmann::json r = nlohmann::json::parse(s.out)["results"][0];
   EXPECT_NEAR(c["p95_ttft_ms"].get<double>(), r["ttft_ms"]["p95"].get<double>(), 1e-6);
   EXPECT_NEAR(c["p95_tpot_ms"].get<double>(), r["tpot_ms"]["p95"].get<double>(), 1e-6);
-  EXPECT_EQ(c["holds"].get<bool>(), r["ttft_ms"]["p95"].get<double>() <= 400 && r["tpot_ms"]["p95"].get<double>() <= 40);
+  EXPECT_EQ(c["holds"].get<bool>(),
+            r["ttft_ms"]["p95"].get<double>() <= 400 && r["tpot_ms"]["p95"].get<double>() <= 40);
   Result none = run("plan --model llama-3.1-8b --gpu H100-SXM --gpus 2 --concurrency 40 --json");
   ASSERT_EQ(none.code, 0);
-  EXPECT_FALSE(nlohmann::json::parse(none.out).contains("simulate_check"));  // no SLO, nothing to check
+  EXPECT_FALSE(
+      nlohmann::json::parse(none.out).contains("simulate_check"));  // no SLO, nothing to check
 }
 
 }  // namespace

@@ -26,13 +26,14 @@ TEST(Fleet, OneRequestAloneMatchesPrefillAndDecodeSteps) {
   const ReplicaModel m = replica_model(s.request, s.layout, r.max_model_len, 16);
   const loadtest::LevelResult& lv = r.report.results.at(0);
   ASSERT_EQ(lv.completed, 1);
-  const double ttft_ms = (m.perf.k.request_overhead_ms * 1e-3 + planner::prefill_s(m.perf, 1, 700)) * 1e3;
+  const double ttft_ms =
+      (m.perf.k.request_overhead_ms * 1e-3 + planner::prefill_s(m.perf, 1, 700)) * 1e3;
   EXPECT_NEAR(lv.ttft_ms.p50, ttft_ms, 1e-6 * ttft_ms);
   double decode_s = 0;
   for (int i = 1; i < 40; ++i) decode_s += planner::decode_step_s(m.perf, 1, 700 + i);
   EXPECT_NEAR(lv.tpot_ms.p50, decode_s * 1e3 / 39, 1e-6);
   ASSERT_EQ(lv.itl_ms.count, 39);
-  EXPECT_NEAR(lv.itl_ms.p50 , planner::decode_step_s(m.perf, 1, 720) * 1e3, 1e-3);  // float samples
+  EXPECT_NEAR(lv.itl_ms.p50, planner::decode_step_s(m.perf, 1, 720) * 1e3, 1e-3);  // float samples
   EXPECT_NEAR(lv.e2e_ms.p50, ttft_ms + decode_s * 1e3, 1e-6 * lv.e2e_ms.p50);
   EXPECT_EQ(lv.output_tokens, 40);
   EXPECT_EQ(lv.input_tokens, 700);
@@ -62,7 +63,8 @@ TEST(Fleet, ClosedLoopOfConstantStepsHasExactTokensPerSecond) {
   StepShape first;  // the prefill step: c one-token prompts
   first.n_tokens = first.n_sampled = c;
   first.prefill_pairs = 0.5 * c;
-  ASSERT_NEAR(StepCost(m.perf, ServeOverheads{}).step_s(first), t, 1e-12);  // precondition: constant steps
+  ASSERT_NEAR(StepCost(m.perf, ServeOverheads{}).step_s(first), t,
+              1e-12);  // precondition: constant steps
   const SimulationResult r = run_simulation(s);
   const loadtest::LevelResult& lv = r.report.results.at(0);
   EXPECT_EQ(lv.completed, 5 * c);
@@ -71,6 +73,24 @@ TEST(Fleet, ClosedLoopOfConstantStepsHasExactTokensPerSecond) {
   EXPECT_NEAR(lv.ttft_ms.p99, t * 1e3, 1e-9);
   EXPECT_NEAR(lv.tpot_ms.p50, t * 1e3, 1e-9);
   EXPECT_EQ(lv.max_in_flight, c);
+}
+
+// Four front-end threads per replica: five requests arriving together, the
+// first four enter after one overhead and share the first step, the fifth
+// enters after two overheads and waits for the second step.
+TEST(Fleet, FrontEndThreadsLetFourSimultaneousRequestsShareAStep) {
+  SimulationSpec s = constant_step_spec();
+  s.request.constants.request_overhead_ms = 1;
+  s.load.kind = LoadKind::kClosedLoop;
+  s.load.concurrency = 5;
+  s.load.num_requests = 5;
+  const ReplicaModel m = replica_model(s.request, s.layout, 51, 16);
+  const double t = planner::decode_step_s(m.perf, 4, 0);  // the steps are constant (see above)
+  const SimulationResult r = run_simulation(s);
+  std::vector<double> ttft = r.report.results.at(0).ttft_samples;  // sorted
+  ASSERT_EQ(ttft.size(), 5u);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(ttft[static_cast<size_t>(i)], 1 + t * 1e3, 1e-9);
+  EXPECT_NEAR(ttft[4], 1 + 2 * t * 1e3, 1e-9);
 }
 
 TEST(Fleet, SameSeedSameRunOtherSeedOtherRun) {
@@ -178,11 +198,15 @@ TEST(Fleet, ItlSamplesAreThinnedPastTheLimit) {
 
 TEST(Fleet, ImpossibleLayoutsAreInputErrors) {
   SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
-  EXPECT_THROW(replica_model(s.request, planner::Layout{1, 3, 1, 1}, 2048, 16), InputError);   // 32 heads
-  EXPECT_THROW(replica_model(s.request, planner::Layout{1, 16, 1, 1}, 2048, 16), InputError);  // > a node
-  EXPECT_THROW(replica_model(s.request, planner::Layout{1, 1, 33, 1}, 2048, 16), InputError);  // > layers
+  EXPECT_THROW(replica_model(s.request, planner::Layout{1, 3, 1, 1}, 2048, 16),
+               InputError);  // 32 heads
+  EXPECT_THROW(replica_model(s.request, planner::Layout{1, 16, 1, 1}, 2048, 16),
+               InputError);  // > a node
+  EXPECT_THROW(replica_model(s.request, planner::Layout{1, 1, 33, 1}, 2048, 16),
+               InputError);  // > layers
   SimulationSpec big = testing::spec_for("llama-3.1-70b", "RTX-4090");
-  EXPECT_THROW(replica_model(big.request, planner::Layout{1, 1, 1, 1}, 2048, 16), InputError);  // does not fit
+  EXPECT_THROW(replica_model(big.request, planner::Layout{1, 1, 1, 1}, 2048, 16),
+               InputError);  // does not fit
   EXPECT_THROW(parse_layout("tp=0"), InputError);
   EXPECT_THROW(parse_layout("tp=2,xx=1"), InputError);
   EXPECT_THROW(parse_layout("dp=-4"), InputError);
