@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -20,7 +21,9 @@ struct Result {
 };
 
 Result run(const std::string& args) {
-  const std::string err_path = std::filesystem::temp_directory_path() / "parallm_plan_cli_err.txt";
+  // One file per process: ctest runs these tests in parallel processes.
+  const std::string err_path =
+      std::filesystem::temp_directory_path() / ("parallm_plan_cli_err." + std::to_string(::getpid()) + ".txt");
   const std::string cmd = std::string(PARALLM_BINARY) + " " + args + " 2>" + err_path;
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
