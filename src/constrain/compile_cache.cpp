@@ -19,7 +19,7 @@ Grammar build(ConstraintKind kind, const std::string& text) {
   Grammar g;
   switch (kind) {
     case ConstraintKind::kJsonSchema: {
-      const nlohmann::json schema = parse_json<nlohmann::json>(text, JsonLimits{kRequestJsonDepth});
+      const nlohmann::ordered_json schema = parse_json<nlohmann::ordered_json>(text, JsonLimits{kRequestJsonDepth});
       return json_schema_grammar(schema);
     }
     case ConstraintKind::kJsonObject: return json_object_grammar();

@@ -13,7 +13,7 @@
 namespace parallm::constrain {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // properties are written in the schema's order
 
 ExprPtr chars(const std::string& set) {
   ByteSet b;
@@ -529,7 +529,7 @@ class SchemaCompiler {
 
 }  // namespace
 
-Grammar json_schema_grammar(const nlohmann::json& schema) { return SchemaCompiler(schema).build(); }
-Grammar json_object_grammar() { return SchemaCompiler(nlohmann::json::object()).build_any_object(); }
+Grammar json_schema_grammar(const nlohmann::ordered_json& schema) { return SchemaCompiler(schema).build(); }
+Grammar json_object_grammar() { return SchemaCompiler(nlohmann::ordered_json::object()).build_any_object(); }
 
 }  // namespace parallm::constrain

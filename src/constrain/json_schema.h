@@ -29,7 +29,7 @@ namespace parallm::constrain {
 constexpr size_t kMaxEnumValues = 4096;
 
 // Builds the grammar (not yet compiled). Throws InputError.
-Grammar json_schema_grammar(const nlohmann::json& schema);
+Grammar json_schema_grammar(const nlohmann::ordered_json& schema);
 // Any JSON object (response_format json_object).
 Grammar json_object_grammar();
 

@@ -42,10 +42,9 @@ MaskStats CompiledConstraint::stats() const {
   return stats_;
 }
 
-std::shared_ptr<const TokenMask> CompiledConstraint::mask(Matcher* m, const Matcher::Set& set, const VocabIndex& vocab,
-                                                          bool closing) const {
+std::shared_ptr<const PositionMask> CompiledConstraint::mask(Matcher* m, const Matcher::Set& set,
+                                                             const VocabIndex& vocab) const {
   std::vector<uint32_t> key = m->key(set);
-  key.push_back(closing ? 1u : 0u);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (cache_vocab_ != &vocab) cache_.clear(), cache_vocab_ = &vocab;
@@ -56,36 +55,40 @@ std::shared_ptr<const TokenMask> CompiledConstraint::mask(Matcher* m, const Matc
     }
     ++stats_.misses;
   }
-  auto out = std::make_shared<TokenMask>((static_cast<size_t>(vocab.n_vocab()) + 63) / 64, 0);
-  const int32_t dist_now = closing ? m->distance(set) : 0;
+  auto out = std::make_shared<const PositionMask>(walk(m, set, vocab, kUnreachable));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cache_.size() > 50000) cache_.clear();  // bounded memory: a cold cache only costs time
+  cache_.emplace(std::move(key), out);
+  return out;
+}
+
+PositionMask CompiledConstraint::walk(Matcher* m, const Matcher::Set& set, const VocabIndex& vocab,
+                                      int32_t max_dist_after) {
+  PositionMask out;
+  out.bits.assign((static_cast<size_t>(vocab.n_vocab()) + 63) / 64, 0);
   const size_t mark = m->mark();
   // sets[d]: the matcher set after the first d bytes of the current entry.
-  std::vector<Matcher::Set> sets(vocab.max_len() + 1);
+  thread_local std::vector<Matcher::Set> sets;
+  if (sets.size() < vocab.max_len() + 1) sets.resize(vocab.max_len() + 1);
   sets[0] = set;
   size_t valid = 0;  // bytes of the previous entry that fed (sets[0..valid] hold)
-  const auto& sorted = vocab.sorted();
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    const VocabIndex::Entry& e = sorted[i];
+  for (const VocabIndex::Entry& e : vocab.sorted()) {
     const std::string& p = vocab.piece(e.id);
-    size_t d = std::min(valid, static_cast<size_t>(e.lcp));
-    // A prefix already rejected: this entry shares it (lcp > valid).
-    if (static_cast<size_t>(e.lcp) > valid) {
-      valid = std::min(valid, static_cast<size_t>(e.lcp));
-      continue;
-    }
+    // The previous entry failed at byte `valid` and this one shares it.
+    if (static_cast<size_t>(e.lcp) > valid) continue;
+    size_t d = static_cast<size_t>(e.lcp);
     for (; d < p.size(); ++d) {
       m->step(sets[d], static_cast<uint8_t>(p[d]), &sets[d + 1]);
       if (sets[d + 1].empty()) break;
     }
     valid = d;
-    if (d == p.size() && (!closing || m->distance(sets[d]) < dist_now)) {
-      (*out)[static_cast<size_t>(e.id) / 64] |= uint64_t{1} << (e.id % 64);
-    }
+    if (d < p.size()) continue;
+    const int32_t after = m->distance(sets[d]);
+    if (after > max_dist_after) continue;
+    out.bits[static_cast<size_t>(e.id) / 64] |= uint64_t{1} << (e.id % 64);
+    out.max_dist_after = std::max(out.max_dist_after, after);
   }
   m->release(mark);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (cache_.size() > 50000) cache_.clear();  // bounded memory: a cold cache only costs time
-  cache_.emplace(std::move(key), out);
   return out;
 }
 
@@ -95,16 +98,23 @@ TokenConstraint::TokenConstraint(std::shared_ptr<const CompiledConstraint> c, co
 
 bool TokenConstraint::apply(float* logits, int32_t n_vocab) {
   const Matcher::Set& set = matcher_.current();
-  // Closing: when the tokens left barely hold the shortest completion (one
-  // byte a token at worst, plus the end token), every token must shorten it.
-  const bool closing = matcher_.distance(set) + 2 >= budget_tokens_;
-  std::shared_ptr<const TokenMask> mask;
+  std::shared_ptr<const PositionMask> cached;
+  PositionMask narrowed;
+  const TokenMask* mask = nullptr;
   if (matcher_.can_continue(set)) {
-    mask = c_->mask(&matcher_, set, *vocab_, closing);
-    if (closing) {  // no token shortens it: fall back to any allowed token
+    cached = c_->mask(&matcher_, set, *vocab_);
+    mask = &cached->bits;
+    // Tokens left after this one; each adds at least one byte.
+    const int64_t left = budget_tokens_ - 1;
+    if (cached->max_dist_after > left) {
+      narrowed = CompiledConstraint::walk(&matcher_, set, *vocab_, static_cast<int32_t>(std::max<int64_t>(left, 0)));
       bool any = false;
-      for (uint64_t w : *mask) any = any || w != 0;
-      if (!any) mask = c_->mask(&matcher_, set, *vocab_, false);
+      for (uint64_t w : narrowed.bits) any = any || w != 0;
+      if (!any) {  // the budget cannot hold it: at least come closer
+        narrowed = CompiledConstraint::walk(&matcher_, set, *vocab_, matcher_.distance(set) - 1);
+        for (uint64_t w : narrowed.bits) any = any || w != 0;
+      }
+      if (any) mask = &narrowed.bits;
     }
   }
   const bool accepting = matcher_.accepting(set) && !end_ids_.empty();
@@ -144,6 +154,19 @@ bool TokenConstraint::apply(float* logits, int32_t n_vocab) {
     }
   }
   return true;
+}
+
+void TokenConstraint::force_end(float* logits, int32_t n_vocab) const {
+  bool any = false;
+  for (int32_t id : end_ids_) any = any || (id >= 0 && id < n_vocab);
+  if (!any) return;
+  std::vector<float> keep;
+  for (int32_t id : end_ids_) keep.push_back(id >= 0 && id < n_vocab ? logits[id] : 0.0f);
+  for (int32_t id = 0; id < n_vocab; ++id) logits[id] = -INFINITY;
+  for (size_t i = 0; i < end_ids_.size(); ++i) {
+    const int32_t id = end_ids_[i];
+    if (id >= 0 && id < n_vocab) logits[id] = keep[i] == -INFINITY || std::isnan(keep[i]) ? 0.0f : keep[i];
+  }
 }
 
 void TokenConstraint::accept(int32_t id) {

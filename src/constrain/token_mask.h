@@ -14,10 +14,12 @@
 //
 // TokenConstraint is one sequence's state: its matcher, the mask for now,
 // and the tokens that end generation (allowed only where the grammar
-// accepts). Near the end of max_tokens it narrows the mask to tokens that
-// bring the output strictly closer to a complete one (shortest-distance
-// tables in grammar.h), so a structure finishes within the budget whenever
-// the budget holds its shortest completion.
+// accepts). Near the end of max_tokens it narrows the mask to tokens after
+// which the shortest completion (grammar.h's distances, in bytes, one byte a
+// token at worst) still fits in the tokens left, so a structure finishes
+// within the budget whenever the budget holds its shortest completion; the
+// cached mask records the longest such completion its tokens leave, so far
+// from the end no walk is needed.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -53,6 +55,11 @@ class VocabIndex {
 
 using TokenMask = std::vector<uint64_t>;  // bit id set: allowed; n_vocab bits
 
+struct PositionMask {
+  TokenMask bits;
+  int32_t max_dist_after = 0;  // the longest shortest-completion (bytes) any allowed token leaves
+};
+
 struct MaskStats {
   uint64_t hits = 0, misses = 0;
 };
@@ -64,10 +71,11 @@ class CompiledConstraint {
   const Grammar& grammar() const { return grammar_; }
   const std::string& description() const { return description_; }
 
-  // The mask for `set` of `m` (computed on a miss, under no lock).
-  // closing: only tokens that lower the distance to completion.
-  std::shared_ptr<const TokenMask> mask(Matcher* m, const Matcher::Set& set, const VocabIndex& vocab,
-                                        bool closing) const;
+  // The mask for `set` of `m` (cached; computed on a miss under no lock).
+  std::shared_ptr<const PositionMask> mask(Matcher* m, const Matcher::Set& set, const VocabIndex& vocab) const;
+  // Uncached: only tokens after which the shortest completion has at most
+  // max_dist_after bytes (the end of a max_tokens budget).
+  static PositionMask walk(Matcher* m, const Matcher::Set& set, const VocabIndex& vocab, int32_t max_dist_after);
   MaskStats stats() const;
 
  private:
@@ -77,7 +85,7 @@ class CompiledConstraint {
     size_t operator()(const std::vector<uint32_t>& k) const;
   };
   mutable std::mutex mu_;
-  mutable std::unordered_map<std::vector<uint32_t>, std::shared_ptr<const TokenMask>, KeyHash> cache_;
+  mutable std::unordered_map<std::vector<uint32_t>, std::shared_ptr<const PositionMask>, KeyHash> cache_;
   mutable const VocabIndex* cache_vocab_ = nullptr;
   mutable MaskStats stats_;
 };
@@ -89,6 +97,8 @@ class TokenConstraint {
   // Sets every logit the constraint forbids to -inf. Returns false (and
   // leaves the logits alone) when nothing at all would be left.
   bool apply(float* logits, int32_t n_vocab);
+  // Dead end: only the end tokens stay (nothing changes without any).
+  void force_end(float* logits, int32_t n_vocab) const;
   // The sampled token: advances the matcher (end tokens and unknown ids are ignored).
   void accept(int32_t id);
   bool complete() const { return matcher_.accepting() && !matcher_.can_continue(matcher_.current()); }

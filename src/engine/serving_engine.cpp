@@ -187,6 +187,11 @@ struct ServingEngine::Impl {
     }
     return token_bytes_;
   }
+  std::unique_ptr<constrain::VocabIndex> vocab_index_;  // structured outputs: built at the first constrained request
+  const constrain::VocabIndex* vocab_index() {
+    if (!vocab_index_) vocab_index_ = std::make_unique<constrain::VocabIndex>(token_bytes());
+    return vocab_index_.get();
+  }
   std::unordered_map<uint64_t, Live> live;  // loop thread only
 
   std::mutex mu;  // guards everything below up to metrics_mu
@@ -315,6 +320,11 @@ void ServingEngine::Impl::loop() {
         std::vector<int32_t> ends = r.stop_ids;
         ends.insert(ends.end(), stop_ids.begin(), stop_ids.end());
         l.sampler.constrain_json(&token_bytes(), std::move(ends));
+      }
+      if (in.request.sampling.constraint) {
+        std::vector<int32_t> ends = r.stop_ids;
+        ends.insert(ends.end(), stop_ids.begin(), stop_ids.end());
+        l.sampler.constrain(vocab_index(), std::move(ends), r.max_tokens);
       }
       if (in.request.sampling.min_tokens > 0) {  // the tokens that would end it early
         std::vector<int32_t> ban = r.stop_ids;

@@ -40,6 +40,12 @@ void Sampler::add_output_token(int32_t id) {
   if (json_pieces_ != nullptr && id >= 0 && static_cast<size_t>(id) < json_pieces_->size()) {
     json_.feed((*json_pieces_)[static_cast<size_t>(id)]);
   }
+  if (constraint_) constraint_->accept(id);
+}
+
+void Sampler::constrain(const constrain::VocabIndex* vocab, std::vector<int32_t> end_ids, int64_t max_tokens) {
+  if (!p_.constraint || vocab == nullptr) return;
+  constraint_ = std::make_unique<constrain::TokenConstraint>(p_.constraint, vocab, std::move(end_ids), max_tokens);
 }
 
 void Sampler::constrain_json(const std::vector<std::string>* pieces, std::vector<int32_t> end_ids) {
@@ -99,6 +105,12 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab) {
         if (!allowed[static_cast<size_t>(id)]) logits[id] = -INFINITY;
       }
     }
+  }
+  if (constraint_ && !constraint_->apply(logits, n_vocab)) {
+    // A dead end (no token continues the structure and it may not end
+    // here: a vocabulary without the bytes it needs): the end tokens, so
+    // the answer stops rather than leaving the grammar.
+    constraint_->force_end(logits, n_vocab);
   }
   if (p_.greedy()) return argmax(logits, n_vocab);
 

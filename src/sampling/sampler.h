@@ -2,7 +2,9 @@
 //   1. penalties: repetition (CTRL-style, over prompt + output), presence and
 //      frequency (over output only, OpenAI semantics), then logit_bias, then
 //      min_tokens (stop tokens at -inf until enough tokens were generated),
-//      then JSON mode (tokens that would break the JSON object at -inf)
+//      then JSON mode (tokens that would break the JSON object at -inf),
+//      then a structured-output constraint (src/constrain: tokens the
+//      grammar rejects at -inf)
 //   2. temperature 0 -> greedy argmax (lowest id wins ties)
 //   3. logits / temperature, softmax
 //   4. top-k, top-p (nucleus), min-p (relative to the top probability)
@@ -10,12 +12,14 @@
 //      the same seed and inputs give the same tokens.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "constrain/token_mask.h"
 #include "sampling/json_constraint.h"
 
 namespace parallm {
@@ -39,6 +43,9 @@ struct SamplingParams {
   // JSON mode (response_format json_object): only tokens that keep the output
   // a valid prefix of a JSON object (json_constraint.h); needs constrain_json().
   bool json_object = false;
+  // Structured outputs (json_schema, guided_*, tool_choice): the compiled
+  // constraint the output must match; needs Sampler::constrain().
+  std::shared_ptr<const constrain::CompiledConstraint> constraint;
 
   // Throws InputError naming the field when a value is out of range.
   void validate() const;
@@ -60,6 +67,11 @@ class Sampler {
   // `pieces` must outlive the sampler.
   void constrain_json(const std::vector<std::string>* pieces, std::vector<int32_t> end_ids);
 
+  // Structured outputs: the vocabulary as bytes (must outlive the sampler),
+  // the tokens that end generation, and max_tokens (so that the structure
+  // closes within it). No-op without SamplingParams::constraint.
+  void constrain(const constrain::VocabIndex* vocab, std::vector<int32_t> end_ids, int64_t max_tokens);
+
   // logits [n_vocab] is modified in place.
   int32_t sample(float* logits, int32_t n_vocab);
 
@@ -72,6 +84,7 @@ class Sampler {
   const std::vector<std::string>* json_pieces_ = nullptr;
   std::vector<int32_t> json_end_ids_;
   JsonPrefix json_;
+  std::unique_ptr<constrain::TokenConstraint> constraint_;
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch
   std::vector<double> chunk_sums_;                     // scratch
 };

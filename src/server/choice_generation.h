@@ -65,6 +65,11 @@ struct Generation {
   std::optional<ToolCallSplitter> tool_splitter;  // chat with tools, a template with a call format
   ToolCallFormat tool_format = ToolCallFormat::kNone;
   nlohmann::json tool_calls;                                // null, or the parsed calls once finished
+  // tool_choice "required" or naming a function: the whole (constrained)
+  // output becomes tool_calls at the end; nothing streams as content.
+  bool tool_forced = false;
+  std::string forced_function;  // named: the function; required: empty
+  std::string forced_text;
   int64_t prompt_tokens;
   int64_t completion_tokens = 0;
   bool finished = false, final_sent = false;
@@ -133,6 +138,17 @@ struct Generation {
       reasoning_delta += parts.reasoning;
       reasoning_seen = reasoning_seen || !parts.reasoning.empty();
       text = std::move(parts.content);
+    }
+    if (tool_forced) {
+      forced_text += text;
+      if (!finished) return "";
+      tool_forced = false;
+      if (auto calls = forced_tool_calls(forced_text, forced_function)) {
+        tool_calls = std::move(*calls);
+        if (finish_reason == "stop") finish_reason = "tool_calls";
+        return "";
+      }
+      return forced_text;  // cut short (length): the text as it came
     }
     if (!tool_splitter) return text;
     std::string out = tool_splitter->push(text);

@@ -123,7 +123,10 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
                                                              static_cast<int64_t>(pp.tokens.size())));
         Generation& g = *choices_.gens.back();
         if (chat_ && ctx.options.reasoning_format != ReasoningFormat::kNone) g.reasoning_splitter.emplace(ctx.options.reasoning_format);
-        if (tool_format != ToolCallFormat::kNone) {
+        if (!cp.forced_tool.empty() || cp.tool_required) {
+          g.tool_forced = true;
+          g.forced_function = cp.forced_tool;
+        } else if (tool_format != ToolCallFormat::kNone) {
           g.tool_format = tool_format;
           g.tool_splitter.emplace(tool_format);
         }

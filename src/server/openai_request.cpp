@@ -5,6 +5,7 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "server/structured_output.h"
 
 namespace parallm {
 namespace {
@@ -116,17 +117,16 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& lb) {
 }
 
 // tools: [{"type": "function", "function": {"name", "description"?, "parameters"?}}];
-// tool_choice: "none" (tools are not shown to the model), "auto", or absent.
-// "required" and a named function need constrained decoding: a 400.
+// tool_choice: "none" (tools are not shown to the model), "auto", absent,
+// "required" or a named function (both constrained: structured_output.h).
 void parse_tools(const json& j, CompletionParams* p) {
   if (present(j, "tool_choice")) {
     const json& tc = j["tool_choice"];
     if (!tc.is_string() && !tc.is_object()) throw bad_request("'tool_choice' must be a string or an object", "tool_choice");
     const std::string choice = tc.is_string() ? tc.get<std::string>() : "named";
     if (choice == "none") return;
-    if (choice != "auto") {
-      throw bad_request("'tool_choice' " + (tc.is_string() ? "'" + choice + "'" : std::string("naming a function")) +
-                            " is not supported (it needs constrained decoding); use 'auto' or 'none'",
+    if (choice != "auto" && choice != "required" && choice != "named") {
+      throw bad_request("'tool_choice' '" + choice + "' is not one of 'none', 'auto', 'required' or a named function",
                         "tool_choice");
     }
   }
@@ -229,29 +229,13 @@ CompletionParams parse_completion_request(const std::string& body, bool chat, co
       throw bad_request("'suffix' is not supported", "suffix");
     }
   }
-  // vLLM's constrained-decoding fields: refused by name rather than answered
-  // with text that ignores them.
-  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"}) {
-    if (present(j, key)) {
-      throw bad_request(std::string("'") + key + "' is not supported by this server yet" +
-                            " (constrained decoding: only response_format json_object)",
-                        key);
-    }
-  }
   parse_prompt_logprobs(j, &p);
-  if (present(j, "response_format")) {
-    const json& rf = j["response_format"];
-    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
-      throw bad_request("'response_format' must be an object with a string 'type'", "response_format");
-    }
-    const std::string type = rf["type"].get<std::string>();
-    if (type == "json_object") {
-      p.sampling.json_object = true;  // JSON mode: the sampler keeps the output a JSON object
-    } else if (type != "text") {
-      throw bad_request("'response_format' type '" + type +
-                            "' is not supported (JSON schemas are not implemented); use 'text' or 'json_object'",
-                        "response_format");
-    }
+  // Structured outputs: response_format, guided_*, structured_outputs, tool_choice.
+  {
+    StructuredOutput so = parse_structured_output(j, p.tools, chat);
+    p.sampling.constraint = std::move(so.constraint);
+    p.forced_tool = std::move(so.forced_tool);
+    p.tool_required = so.tool_required;
   }
 
   SamplingParams& s = p.sampling;

@@ -38,6 +38,10 @@ struct CompletionParams {
   nlohmann::ordered_json messages;
   nlohmann::ordered_json tools;               // chat: null, or the function tools (not with tool_choice "none")
   nlohmann::ordered_json chat_template_kwargs;  // chat: null, or extra template variables (vLLM's)
+  // tool_choice naming a function (its name) or "required": the output is
+  // constrained (sampling.constraint) and rendered as tool calls.
+  std::string forced_tool;
+  bool tool_required = false;
   int64_t n = 1;                     // choices per prompt
   // -1: no logprobs. Completions: `logprobs` (alternatives per token, 0-20).
   // Chat: `top_logprobs` (0-20) when `logprobs` is true.

@@ -255,4 +255,26 @@ std::optional<nlohmann::json> parse_tool_calls(ToolCallFormat format, const std:
   return std::nullopt;
 }
 
+std::optional<nlohmann::json> forced_tool_calls(const std::string& text, const std::string& function) {
+  JsonError error;
+  auto parsed = try_parse_json<nlohmann::ordered_json>(text, JsonLimits{kRequestJsonDepth}, &error);
+  if (!parsed) return std::nullopt;
+  auto call = [](const std::string& name, const nlohmann::ordered_json& args) {
+    return nlohmann::json{{"id", call_id(ToolCallFormat::kHermes)},
+                          {"type", "function"},
+                          {"function", {{"name", name}, {"arguments", args.dump()}}}};
+  };
+  nlohmann::json calls = nlohmann::json::array();
+  if (!function.empty()) {
+    calls.push_back(call(function, *parsed));
+    return calls;
+  }
+  if (!parsed->is_array() || parsed->empty()) return std::nullopt;
+  for (const auto& c : *parsed) {
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("parameters")) return std::nullopt;
+    calls.push_back(call(c["name"].get<std::string>(), c["parameters"]));
+  }
+  return calls;
+}
+
 }  // namespace parallm

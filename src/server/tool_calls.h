@@ -56,6 +56,12 @@ class ToolCallSplitter {
 // ([{"id", "type": "function", "function": {"name", "arguments": "<json>"}}]),
 // or nullopt when it is not a well-formed sequence of calls.
 std::optional<nlohmann::json> parse_tool_calls(ToolCallFormat format, const std::string& kept);
+// tool_choice naming a function or "required" (structured_output.h): the
+// constrained text as OpenAI tool_calls. Named: the text is the function's
+// arguments; required (function empty): a JSON array of {"name",
+// "parameters"}. nullopt when the text is not that (max_tokens cut it).
+std::optional<nlohmann::json> forced_tool_calls(const std::string& text, const std::string& function);
+
 inline std::optional<nlohmann::json> parse_hermes_tool_calls(const std::string& kept) {
   return parse_tool_calls(ToolCallFormat::kHermes, kept);
 }

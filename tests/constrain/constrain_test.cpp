@@ -234,7 +234,7 @@ TEST(JsonSchema, SamplesParseAndValidate) {
   std::mt19937 rng(11);
   for (const std::string& text : schemas) {
     const nlohmann::json schema = nlohmann::json::parse(text);
-    Grammar g = json_schema_grammar(schema);
+    Grammar g = json_schema_grammar(nlohmann::ordered_json::parse(text));
     g.compile();
     for (int i = 0; i < 60; ++i) {
       const std::string out = sample(g, rng, 120);
@@ -248,7 +248,7 @@ TEST(JsonSchema, SamplesParseAndValidate) {
 TEST(JsonSchema, IntegerRangesExact) {
   for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{{0, 0}, {-5, 5}, {7, 123}, {-300, -12}, {99, 1001}}) {
     nlohmann::json s = {{"type", "integer"}, {"minimum", lo}, {"maximum", hi}};
-    Grammar g = json_schema_grammar(s);
+    Grammar g = json_schema_grammar(nlohmann::ordered_json(s));
     g.compile();
     for (int x = -1100; x <= 1100; ++x) EXPECT_EQ(matches(g, std::to_string(x)), x >= lo && x <= hi) << lo << ".." << hi << " " << x;
     EXPECT_FALSE(matches(g, "-0"));
@@ -269,7 +269,7 @@ TEST(JsonSchema, ErrorsAreNamed) {
            {R"({"not":{"type":"string"}})", "'not'"},
            {R"({"type":"bogus"})", "bogus"}}) {
     try {
-      Grammar g = json_schema_grammar(nlohmann::json::parse(text));
+      Grammar g = json_schema_grammar(nlohmann::ordered_json::parse(text));
       g.compile();
       ADD_FAILURE() << text << " compiled";
     } catch (const InputError& e) {
@@ -278,7 +278,7 @@ TEST(JsonSchema, ErrorsAreNamed) {
   }
   nlohmann::json big = {{"enum", nlohmann::json::array()}};
   for (int i = 0; i < 5000; ++i) big["enum"].push_back("value" + std::to_string(i));
-  EXPECT_THROW(json_schema_grammar(big), InputError);
+  EXPECT_THROW(json_schema_grammar(nlohmann::ordered_json(big)), InputError);
 }
 
 TEST(TokenMask, EqualsBruteForce) {
@@ -292,7 +292,8 @@ TEST(TokenMask, EqualsBruteForce) {
   for (int trial = 0; trial < 20; ++trial) {
     Matcher m(&c->grammar());
     for (int step = 0; step < 30 && m.can_continue(m.current()); ++step) {
-      auto mask = c->mask(&m, m.current(), vocab, false);
+      auto pm = c->mask(&m, m.current(), vocab);
+      const TokenMask* mask = &pm->bits;
       std::vector<int> allowed;
       for (size_t id = 0; id < pieces.size(); ++id) {
         Matcher probe = m;
