@@ -101,6 +101,7 @@ class TokenConstraint {
   void force_end(float* logits, int32_t n_vocab) const;
   // The sampled token: advances the matcher (end tokens and unknown ids are ignored).
   void accept(int32_t id);
+  bool matched() const { return matcher_.accepting(); }
   bool complete() const { return matcher_.accepting() && !matcher_.can_continue(matcher_.current()); }
 
  private:

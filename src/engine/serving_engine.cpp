@@ -540,6 +540,9 @@ void ServingEngine::Impl::finish_step(Lane& lane) {
       ev.finished = true;
       ev.finish_reason = finish_reason_name(se.finish);
       if (it->second.embed) ev.embedding = mean_normalized(it->second);
+      // A structured output that is a complete match when max_tokens ends it
+      // (the constraint closed it in time) finished, it was not cut.
+      if (se.finish == FinishReason::kLength && it->second.sampler.constraint_matched()) ev.finish_reason = "stop";
       --lane.n_live;
       auto cb = std::move(it->second.on_event);
       live.erase(it);

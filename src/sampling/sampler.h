@@ -72,6 +72,9 @@ class Sampler {
   // closes within it). No-op without SamplingParams::constraint.
   void constrain(const constrain::VocabIndex* vocab, std::vector<int32_t> end_ids, int64_t max_tokens);
 
+  // With a constraint: the output so far is a complete match.
+  bool constraint_matched() const { return constraint_ && constraint_->matched(); }
+
   // logits [n_vocab] is modified in place.
   int32_t sample(float* logits, int32_t n_vocab);
 

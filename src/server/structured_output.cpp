@@ -173,8 +173,10 @@ StructuredOutput parse_structured_output(const json& j, const json& tools, bool 
       }
       out.forced_tool = tc["function"]["name"].get<std::string>();
       const json* tool = nullptr;
-      for (const json& t : tools.is_array() ? tools : json::array()) {
-        if (t["function"]["name"] == out.forced_tool) tool = &t;
+      if (tools.is_array()) {
+        for (const json& t : tools) {
+          if (t["function"]["name"] == out.forced_tool) tool = &t;
+        }
       }
       if (!tool) throw bad_request("'tool_choice' names '" + out.forced_tool + "', which is not in 'tools'", "tool_choice");
       asked.push_back(schema_request(parameters_of(*tool), "tool_choice"));
