@@ -104,8 +104,10 @@ def sampling_fields():
         "user": STR_WRONG,
         "response_format": OBJ_WRONG + [{}, {"type": 1}, {"type": None}, {"type": "bogus"}, {"type": ""},
                                         {"type": LONG}, {"type": ["json_object"]},
+                                        {"type": "json_schema", "json_schema": {"name": "x"}},
                                         {"type": "json_schema",
-                                         "json_schema": {"name": "x", "schema": {"type": "object"}}}],
+                                         "json_schema": {"name": "x", "schema": {"type": "bogus"}}},
+                                        {"type": "json_schema", "json_schema": {"name": "x", "schema": {"enum": []}}}],
         "ignore_eos": BOOL_WRONG,
         "skip_special_tokens": BOOL_WRONG,
         "include_stop_str_in_output": BOOL_WRONG,
@@ -141,8 +143,8 @@ def chat_fields():
                   [{"type": "function", "function": {"name": "f", "parameters": 1}}],
                   [{"type": "function", "function": {"name": "f", "description": 1}}]]
     f["tool_choice"] = [(v, {"tools": [TOOL]}) for v in
-                        [1, True, [], "", "required", "bogus", LONG, {}, {"type": "function"}, [[["auto"]]],
-                         {"type": "function", "function": {"name": "get_weather"}}]]
+                        [1, True, [], "", "bogus", LONG, {}, {"type": "function"}, [[["auto"]]],
+                         {"type": "function", "function": {"name": "not_a_tool"}}]]
     f["chat_template_kwargs"] = ["x", "", 1, True, [], [{}], [[[]]]]
     f["messages"] = [None, "hi", 1, True, {}, {"role": "user", "content": "hi"}, [], [1], ["hi"], [None], [[]],
                      [{}], [[{"role": "user", "content": "Hi"}]], [{"role": "user", "content": LONG}],

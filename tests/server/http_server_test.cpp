@@ -573,8 +573,10 @@ TEST_F(HttpServerTest, HermesToolCallsAreParsed) {
     backend_->fixed_tokens = tok.encode(answer, false, false);
   }
   server_->set_backend(backend_.get());
-  for (const std::string& body : {req + R"(,"tool_choice":"required"})",
-                                  req + R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}}})",
+  // tool_choice "required" and named functions are constrained (structured_output_test.py);
+  // naming a function that is not in tools, or "required" without tools, is a 400.
+  for (const std::string& body : {req + R"(,"tool_choice":{"type":"function","function":{"name":"not_a_tool"}}})",
+                                  std::string(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})"),
                                   std::string(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})"),
                                   std::string(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":""}}]})")}) {
     EXPECT_EQ(post("/v1/chat/completions", body)->status, 400) << body;

@@ -33,27 +33,38 @@ std::string error_of(const std::string& body, bool chat, const JsonLimits& limit
   return "";
 }
 
-// vLLM's constraint fields are refused by name (400),
-// never answered with text that ignores them.
-TEST(OpenAiRequest, UnhonouredVllmFieldsAre400NamingThem) {
-  const std::vector<std::pair<std::string, std::string>> fields = {
-      {"guided_json", R"({"type":"object"})"}, {"guided_regex", R"("[0-9]+")"},  {"guided_choice", R"(["a","b"])"},
-      {"guided_grammar", R"("root ::= [a-z]+")"}, {"structured_outputs", R"({"choice":["a"]})"}};
-  for (const auto& [key, value] : fields) {
+// vLLM's constraint fields compile into the request's constraint; what cannot
+// be honoured is a 400 naming the field; a null is the field's absence.
+TEST(OpenAiRequest, ConstraintFieldsCompileOr400NamingThem) {
+  const std::vector<std::pair<std::string, std::string>> ok = {
+      {"guided_json", R"({"type":"object"})"}, {"guided_json", R"("{\"type\":\"integer\"}")"},
+      {"guided_regex", R"("[0-9]+")"}, {"guided_choice", R"(["a","b"])"}, {"guided_grammar", R"("root ::= [a-z]+")"},
+      {"structured_outputs", R"({"choice":["a"]})"}, {"structured_outputs", R"({"json":{"type":"string"}})"},
+      {"response_format", R"({"type":"json_schema","json_schema":{"name":"n","schema":{"type":"boolean"}}})"},
+      {"response_format", R"({"type":"json_object"})"}};
+  for (const auto& [key, value] : ok) {
     for (bool chat : {false, true}) {
       const std::string body = std::string(chat ? R"({"messages":[{"role":"user","content":"hi"}],)" : R"({"prompt":"hi",)") +
                                "\"" + key + "\":" + value + "}";
-      try {
-        parse_completion_request(body, chat);
-        ADD_FAILURE() << key << " was accepted";
-      } catch (const ApiError& e) {
-        EXPECT_EQ(e.status(), 400);
-        EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
-      }
+      const CompletionParams p = parse_completion_request(body, chat);
+      EXPECT_NE(p.sampling.constraint, nullptr) << body;
     }
   }
-  // A null is the field's absence, as for every optional field.
-  EXPECT_NO_THROW(parse_completion_request(R"({"prompt":"hi","guided_json":null})", false));
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"guided_json", R"({"type":"object","not":{}})"}, {"guided_regex", R"("(?<=a)b")"}, {"guided_choice", "[]"},
+      {"guided_grammar", R"("root ::= nope")"}, {"structured_outputs", R"({"regex":"a","whitespace_pattern":" "})"},
+      {"response_format", R"({"type":"json_schema","json_schema":{"name":"n"}})"}};
+  for (const auto& [key, value] : bad) {
+    const std::string body = R"({"prompt":"hi",")" + key + "\":" + value + "}";
+    try {
+      parse_completion_request(body, false);
+      ADD_FAILURE() << body << " was accepted";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse_completion_request(R"({"prompt":"hi","guided_json":null})", false).sampling.constraint, nullptr);
 }
 
 // vLLM's prompt_logprobs: an int 0..20 on both routes; -1 (vLLM's whole
