@@ -137,7 +137,8 @@ struct SubsetHash {
 
 std::vector<DfaState> to_dfa(const Expr& expr, const GrammarLimits& limits, int64_t* dfa_budget) {
   Nfa nfa(limits.max_nfa_states);
-  const auto [start, end] = nfa.build(expr);
+  const std::pair<int32_t, int32_t> ends = nfa.build(expr);
+  const int32_t start = ends.first, end = ends.second;
   std::vector<DfaState> out;
   std::vector<Subset> subsets;
   std::unordered_map<Subset, int32_t, SubsetHash> index;

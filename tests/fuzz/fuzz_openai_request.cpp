@@ -5,7 +5,7 @@
 // the body nests (hence the long inputs), and what the server does next with
 // the kept JSON (templates copy and print it) must work on any accepted body.
 // clang-format off
-// FUZZ_SOURCES: src/server/openai_request.cpp src/sampling/sampling_params.cpp src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp
+// FUZZ_SOURCES: src/server/openai_request.cpp src/server/structured_output.cpp src/constrain/expr.cpp src/constrain/grammar.cpp src/constrain/matcher.cpp src/constrain/token_mask.cpp src/constrain/regex_parser.cpp src/constrain/ebnf_parser.cpp src/constrain/json_schema.cpp src/constrain/compile_cache.cpp src/sampling/sampling_params.cpp src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp
 // FUZZ_MAX_LEN: 300000
 // clang-format on
 #include <cstddef>
