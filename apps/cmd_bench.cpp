@@ -46,6 +46,8 @@ CommandAction setup_bench(CLI::App& sub) {
   sub.add_option("--ready-timeout", o.ready_timeout_s,
                  "Seconds to wait for a server still loading its model (503 from /v1/models) [600]");
   sub.add_flag("--ignore-eos", o.ignore_eos, "Send ignore_eos (vLLM/llama.cpp extension) for exact output lengths");
+  sub.add_option("--extra-body", o.extra_body,
+                 "JSON object merged into every request body, e.g. '{\"guided_json\": {...}}' (structured outputs)");
   sub.add_option("--json", o.json_path, "Write the JSON report here ('-' for stdout)");
   sub.add_option("--html", o.html_path, "Write the self-contained HTML report here");
   sub.add_flag("--find-capacity", o.find_capacity, "Raise load until an SLO breaks, refine, report per-server capacity");

@@ -1,6 +1,8 @@
 // Parsers and cross-field validation for BenchOptions (see bench_options.h).
 #include "loadtest/bench_options.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -88,6 +90,10 @@ void validate_options(BenchOptions& o) {
   if (o.duration_s < 0 || !std::isfinite(o.duration_s)) throw InputError("--duration must be positive seconds");
   if (o.num_requests == 0 && o.duration_s == 0) o.num_requests = 100;
   if (o.timeout_s <= 0) throw InputError("--timeout must be positive seconds");
+  if (!o.extra_body.empty()) {
+    const auto j = nlohmann::json::parse(o.extra_body, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) throw InputError("--extra-body must be a JSON object");
+  }
   if (!(o.ready_timeout_s >= 0)) throw InputError("--ready-timeout must be >= 0 seconds");
   if (o.ttft_slo_ms < 0 || o.tpot_slo_ms < 0) throw InputError("--ttft-slo/--tpot-slo must be positive milliseconds");
   if (o.headroom < 1.0) throw InputError("--headroom must be at least 1.0 (1.3 keeps 30% spare)");

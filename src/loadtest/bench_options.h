@@ -37,6 +37,7 @@ struct BenchOptions {
   double timeout_s = 60;            // per request, until the end of its stream
   double ready_timeout_s = 600;     // wait this long for a server that answers 503 (still loading)
   bool ignore_eos = false;          // send "ignore_eos": true (vLLM, llama.cpp extension)
+  std::string extra_body;           // --extra-body: a JSON object merged into every request (e.g. response_format)
   std::string json_path;
   std::string html_path;
   // --find-capacity

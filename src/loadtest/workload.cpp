@@ -170,6 +170,11 @@ nlohmann::json Workload::body(int level, int64_t index, int64_t* prompt_tokens_e
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};
   if (options_.ignore_eos) body["ignore_eos"] = true;
+  if (!options_.extra_body.empty()) {
+    // Checked by validate_options; its fields win (a benchmark of constraints, sampling fields).
+    const nlohmann::json extra = nlohmann::json::parse(options_.extra_body);
+    for (auto it = extra.begin(); it != extra.end(); ++it) body[it.key()] = it.value();
+  }
   return body;
 }
 
