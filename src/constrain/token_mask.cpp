@@ -66,6 +66,7 @@ PositionMask CompiledConstraint::walk(Matcher* m, const Matcher::Set& set, const
                                       int32_t max_dist_after) {
   PositionMask out;
   out.bits.assign((static_cast<size_t>(vocab.n_vocab()) + 63) / 64, 0);
+  const int32_t dist_now = m->distance(set);
   const size_t mark = m->mark();
   // sets[d]: the matcher set after the first d bytes of the current entry.
   thread_local std::vector<Matcher::Set> sets;
@@ -87,6 +88,7 @@ PositionMask CompiledConstraint::walk(Matcher* m, const Matcher::Set& set, const
     if (after > max_dist_after) continue;
     out.bits[static_cast<size_t>(e.id) / 64] |= uint64_t{1} << (e.id % 64);
     out.max_dist_after = std::max(out.max_dist_after, after);
+    if (after > dist_now) out.lengthening.push_back({e.id, after});
   }
   m->release(mark);
   return out;
@@ -107,9 +109,15 @@ bool TokenConstraint::apply(float* logits, int32_t n_vocab) {
     // Tokens left after this one; each adds at least one byte.
     const int64_t left = budget_tokens_ - 1;
     if (cached->max_dist_after > left) {
-      narrowed = CompiledConstraint::walk(&matcher_, set, *vocab_, static_cast<int32_t>(std::max<int64_t>(left, 0)));
       bool any = false;
-      for (uint64_t w : narrowed.bits) any = any || w != 0;
+      if (matcher_.distance(set) <= left) {
+        // The cached mask less the tokens that lengthen the completion past the budget.
+        narrowed.bits = cached->bits;
+        for (const auto& [id, after] : cached->lengthening) {
+          if (after > left) narrowed.bits[static_cast<size_t>(id) / 64] &= ~(uint64_t{1} << (id % 64));
+        }
+        for (uint64_t w : narrowed.bits) any = any || w != 0;
+      }
       if (!any) {  // the budget cannot hold it: at least come closer
         narrowed = CompiledConstraint::walk(&matcher_, set, *vocab_, matcher_.distance(set) - 1);
         for (uint64_t w : narrowed.bits) any = any || w != 0;

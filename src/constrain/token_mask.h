@@ -58,6 +58,10 @@ using TokenMask = std::vector<uint64_t>;  // bit id set: allowed; n_vocab bits
 struct PositionMask {
   TokenMask bits;
   int32_t max_dist_after = 0;  // the longest shortest-completion (bytes) any allowed token leaves
+  // Allowed tokens that leave a longer shortest completion than the position
+  // has (id, its distance after): the only ones a tight budget removes, so
+  // narrowing a cached mask needs no walk.
+  std::vector<std::pair<int32_t, int32_t>> lengthening;
 };
 
 struct MaskStats {
