@@ -74,7 +74,9 @@ int utf8_len(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000
 
 void encode(uint32_t cp, unsigned char* out) {
   switch (utf8_len(cp)) {
-    case 1: out[0] = static_cast<unsigned char>(cp); break;
+    case 1:
+      out[0] = static_cast<unsigned char>(cp);
+      break;
     case 2:
       out[0] = static_cast<unsigned char>(0xC0 | (cp >> 6));
       out[1] = static_cast<unsigned char>(0x80 | (cp & 0x3F));
@@ -165,7 +167,8 @@ ExprPtr utf8_ranges(const std::vector<std::pair<uint32_t, uint32_t>>& ranges) {
   return alt(std::move(out));
 }
 
-std::vector<std::pair<uint32_t, uint32_t>> normalize(std::vector<std::pair<uint32_t, uint32_t>> ranges) {
+std::vector<std::pair<uint32_t, uint32_t>> normalize(
+    std::vector<std::pair<uint32_t, uint32_t>> ranges) {
   std::sort(ranges.begin(), ranges.end());
   std::vector<std::pair<uint32_t, uint32_t>> out;
   for (const auto& r : ranges) {
@@ -178,7 +181,8 @@ std::vector<std::pair<uint32_t, uint32_t>> normalize(std::vector<std::pair<uint3
   return out;
 }
 
-std::vector<std::pair<uint32_t, uint32_t>> complement(const std::vector<std::pair<uint32_t, uint32_t>>& ranges) {
+std::vector<std::pair<uint32_t, uint32_t>> complement(
+    const std::vector<std::pair<uint32_t, uint32_t>>& ranges) {
   std::vector<std::pair<uint32_t, uint32_t>> out;
   uint32_t next = 0;
   for (const auto& [lo, hi] : normalize(ranges)) {

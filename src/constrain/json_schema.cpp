@@ -30,7 +30,8 @@ ExprPtr string_char() {
   static const ExprPtr e = [] {
     ExprPtr plain = utf8_ranges({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}});
     ExprPtr hex = chars("0123456789abcdefABCDEF");
-    ExprPtr u = alt({seq({chars("0123456789abcefABCEF"), hex, hex, hex}), seq({chars("dD"), chars("01234567"), hex, hex})});
+    ExprPtr u = alt({seq({chars("0123456789abcefABCEF"), hex, hex, hex}),
+                     seq({chars("dD"), chars("01234567"), hex, hex})});
     ExprPtr esc = seq({literal("\\"), alt({chars("\"\\/bfnrt"), seq({literal("u"), u})})});
     return alt({plain, esc});
   }();
@@ -61,7 +62,8 @@ ExprPtr digit_range(const std::string& a, const std::string& b) {
     for (char c = a[0]; c <= b[0]; ++c) s.set(static_cast<unsigned char>(c));
     return byte_set(s);
   }
-  if (a.find_first_not_of('0') == std::string::npos && b.find_first_not_of('9') == std::string::npos) {
+  if (a.find_first_not_of('0') == std::string::npos &&
+      b.find_first_not_of('9') == std::string::npos) {
     return digits(static_cast<int32_t>(a.size()), static_cast<int32_t>(a.size()));
   }
   if (a[0] == b[0]) return seq({literal(a.substr(0, 1)), digit_range(a.substr(1), b.substr(1))});
@@ -91,17 +93,20 @@ ExprPtr natural_range(int64_t lo, int64_t hi) {
 // Integers in [lo, hi] (lo <= hi).
 ExprPtr integer_range(int64_t lo, int64_t hi) {
   std::vector<ExprPtr> alts;
-  if (lo < 0) alts.push_back(seq({literal("-"), natural_range(std::max<int64_t>(1, -std::min<int64_t>(hi, -1)), -lo)}));
+  if (lo < 0)
+    alts.push_back(
+        seq({literal("-"), natural_range(std::max<int64_t>(1, -std::min<int64_t>(hi, -1)), -lo)}));
   if (hi >= 0) alts.push_back(natural_range(std::max<int64_t>(lo, 0), hi));
   return alt(std::move(alts));
 }
 
 constexpr int64_t kMaxInt = 9'999'999'999'999'999;  // 16 digits: exact in a double
 
-const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id",
-                                            "$comment", "deprecated", "readOnly", "writeOnly", "$defs",
-                                            "definitions", "strict", "name", "discriminator", "example",
-                                            "contentMediaType", "contentEncoding"};
+const std::set<std::string> kAnnotations = {
+    "title",   "description",      "default",        "examples", "$schema",
+    "$id",     "$comment",         "deprecated",     "readOnly", "writeOnly",
+    "$defs",   "definitions",      "strict",         "name",     "discriminator",
+    "example", "contentMediaType", "contentEncoding"};
 
 class SchemaCompiler {
  public:
@@ -132,18 +137,27 @@ class SchemaCompiler {
     value_rule_ = g_.add_rule("value");
     const int32_t v = value_rule_;
     ExprPtr string_e = seq({literal("\""), repeat(string_char(), 0, -1), literal("\"")});
-    ExprPtr number = seq({optional(literal("-")), alt({literal("0"), seq({chars("123456789"), digits(0, 15)})}),
-                          optional(seq({literal("."), digits(1, 8)}))});
+    ExprPtr number =
+        seq({optional(literal("-")), alt({literal("0"), seq({chars("123456789"), digits(0, 15)})}),
+             optional(seq({literal("."), digits(1, 8)}))});
     ExprPtr members = seq({string_e, literal(":"), rule_ref(v)});
-    ExprPtr object = seq({literal("{"), optional(seq({members, repeat(seq({literal(","), members}), 0, -1)})), literal("}")});
-    ExprPtr array = seq({literal("["), optional(seq({rule_ref(v), repeat(seq({literal(","), rule_ref(v)}), 0, -1)})), literal("]")});
-    g_.define(v, alt({object, array, string_e, number, literal("true"), literal("false"), literal("null")}));
+    ExprPtr object =
+        seq({literal("{"), optional(seq({members, repeat(seq({literal(","), members}), 0, -1)})),
+             literal("}")});
+    ExprPtr array =
+        seq({literal("["),
+             optional(seq({rule_ref(v), repeat(seq({literal(","), rule_ref(v)}), 0, -1)})),
+             literal("]")});
+    g_.define(v, alt({object, array, string_e, number, literal("true"), literal("false"),
+                      literal("null")}));
     return v;
   }
   ExprPtr any_object() {
     const int32_t v = value_rule();
-    ExprPtr members = seq({seq({literal("\""), repeat(string_char(), 0, -1), literal("\"")}), literal(":"), rule_ref(v)});
-    return seq({literal("{"), optional(seq({members, repeat(seq({literal(","), members}), 0, -1)})), literal("}")});
+    ExprPtr members = seq({seq({literal("\""), repeat(string_char(), 0, -1), literal("\"")}),
+                           literal(":"), rule_ref(v)});
+    return seq({literal("{"), optional(seq({members, repeat(seq({literal(","), members}), 0, -1)})),
+                literal("}")});
   }
 
   const json& resolve(const std::string& ref, const std::string& where) {
@@ -153,11 +167,13 @@ class SchemaCompiler {
       if (ref.compare(0, p.size(), p) == 0) {
         const std::string name = ref.substr(p.size());
         const std::string key = p.substr(2, p.size() - 3);
-        if (root_.contains(key) && root_[key].is_object() && root_[key].contains(name)) return root_[key][name];
+        if (root_.contains(key) && root_[key].is_object() && root_[key].contains(name))
+          return root_[key][name];
         fail(where, "$ref '" + ref + "' names no definition");
       }
     }
-    fail(where, "$ref '" + ref + "' is not supported (only '#', '#/$defs/...' and '#/definitions/...')");
+    fail(where,
+         "$ref '" + ref + "' is not supported (only '#', '#/$defs/...' and '#/definitions/...')");
   }
 
   ExprPtr compile(const json& s, const std::string& where) {
@@ -178,7 +194,8 @@ class SchemaCompiler {
       if (!s["$ref"].is_string()) fail(where, "'$ref' must be a string");
       const std::string ref = s["$ref"].get<std::string>();
       for (const auto& [k, v] : s.items()) {
-        if (kKnown.count(k) && k != "$ref") fail(where, "'$ref' beside '" + k + "' is not supported");
+        if (kKnown.count(k) && k != "$ref")
+          fail(where, "'$ref' beside '" + k + "' is not supported");
       }
       auto it = refs_.find(ref);
       if (it != refs_.end()) return rule_ref(it->second);
@@ -191,7 +208,8 @@ class SchemaCompiler {
     if (s.contains("anyOf") || s.contains("oneOf")) {
       const char* key = s.contains("anyOf") ? "anyOf" : "oneOf";
       const json& list = s[key];
-      if (!list.is_array() || list.empty()) fail(where, std::string("'") + key + "' must be a non-empty array");
+      if (!list.is_array() || list.empty())
+        fail(where, std::string("'") + key + "' must be a non-empty array");
       json rest = s;
       rest.erase(key);
       bool plain = true;
@@ -199,7 +217,8 @@ class SchemaCompiler {
       for (size_t i = 0; i < list.size(); ++i) {
         json branch = list[i];
         if (!plain) {  // shared keywords apply to every branch
-          if (!branch.is_object()) fail(where, std::string("'") + key + "' branches must be objects");
+          if (!branch.is_object())
+            fail(where, std::string("'") + key + "' branches must be objects");
           for (const auto& [k, v] : rest.items()) {
             if (!branch.contains(k)) branch[k] = v;
           }
@@ -210,12 +229,14 @@ class SchemaCompiler {
     }
     if (s.contains("allOf")) {
       const json& list = s["allOf"];
-      if (!list.is_array() || list.size() != 1) fail(where, "'allOf' is supported with exactly one schema");
+      if (!list.is_array() || list.size() != 1)
+        fail(where, "'allOf' is supported with exactly one schema");
       json merged = s;
       merged.erase("allOf");
       if (merged.size() > 0) {
         for (const auto& [k, v] : list[0].items()) {
-          if (merged.contains(k)) fail(where, "'allOf' repeating keyword '" + k + "' is not supported");
+          if (merged.contains(k))
+            fail(where, "'allOf' repeating keyword '" + k + "' is not supported");
           merged[k] = v;
         }
         return compile(merged, where);
@@ -227,7 +248,8 @@ class SchemaCompiler {
       const json& list = s["enum"];
       if (!list.is_array()) fail(where, "'enum' must be an array");
       if (list.size() > kMaxEnumValues) {
-        fail(where, "'enum' has " + std::to_string(list.size()) + " values; at most " + std::to_string(kMaxEnumValues));
+        fail(where, "'enum' has " + std::to_string(list.size()) + " values; at most " +
+                        std::to_string(kMaxEnumValues));
       }
       std::set<std::string> seen;
       for (const json& v : list) {
@@ -249,11 +271,13 @@ class SchemaCompiler {
       } else {
         fail(where, "'type' must be a string or an array of strings");
       }
-    } else if (s.contains("properties") || s.contains("additionalProperties") || s.contains("required")) {
+    } else if (s.contains("properties") || s.contains("additionalProperties") ||
+               s.contains("required")) {
       types = {"object"};
     } else if (s.contains("items") || s.contains("prefixItems")) {
       types = {"array"};
-    } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") || s.contains("format")) {
+    } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") ||
+               s.contains("format")) {
       types = {"string"};
     } else if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
                s.contains("exclusiveMaximum")) {
@@ -261,7 +285,9 @@ class SchemaCompiler {
     } else {
       return rule_ref(value_rule());
     }
-    if (s.contains("nullable") && s["nullable"] == true && std::find(types.begin(), types.end(), "null") == types.end()) types.push_back("null");
+    if (s.contains("nullable") && s["nullable"] == true &&
+        std::find(types.begin(), types.end(), "null") == types.end())
+      types.push_back("null");
     for (const std::string& t : types) {
       if (t == "string") {
         branches.push_back(string_schema(s, where));
@@ -287,12 +313,14 @@ class SchemaCompiler {
   int64_t get_count(const json& s, const char* key, const std::string& where, int64_t dflt) {
     if (!s.contains(key)) return dflt;
     const json& v = s[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) fail(where, std::string("'") + key + "' must be a non-negative integer");
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      fail(where, std::string("'") + key + "' must be a non-negative integer");
     return v.get<int64_t>();
   }
 
   ExprPtr string_schema(const json& s, const std::string& where) {
-    const int64_t lo = get_count(s, "minLength", where, 0), hi = get_count(s, "maxLength", where, -1);
+    const int64_t lo = get_count(s, "minLength", where, 0),
+                  hi = get_count(s, "maxLength", where, -1);
     if (hi >= 0 && hi < lo) fail(where, "'maxLength' is below 'minLength'; nothing matches");
     if (lo > 10000 || hi > 10000) fail(where, "string lengths above 10000 are not supported");
     if (s.contains("pattern") || s.contains("format")) {
@@ -309,7 +337,9 @@ class SchemaCompiler {
         // Days stop at 28 so that every date exists; times carry a zone, as
         // RFC 3339 (and ajv-formats) require.
         const std::string date = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])";
-        const std::string time = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,3})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+        const std::string time =
+            "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,3})?(Z|[+-]([01][0-9]|2[0-3]):[0-"
+            "5][0-9])";
         if (f == "date") {
           pattern = date;
         } else if (f == "time") {
@@ -321,9 +351,12 @@ class SchemaCompiler {
         } else if (f == "email") {
           pattern = "[a-z0-9]+(\\.[a-z0-9]+)*@[a-z0-9]+(-[a-z0-9]+)*(\\.[a-z]{2,6})+";
         } else if (f == "ipv4") {
-          pattern = "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+          pattern =
+              "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-"
+              "9]|[1-9]?[0-9])";
         } else {
-          fail(where, "'format' '" + f + "' is not supported (date, time, date-time, uuid, email, ipv4)");
+          fail(where,
+               "'format' '" + f + "' is not supported (date, time, date-time, uuid, email, ipv4)");
         }
       }
       ExprPtr p;
@@ -334,13 +367,16 @@ class SchemaCompiler {
       }
       return seq({literal("\""), unescaped_only(p), literal("\"")});
     }
-    return seq({literal("\""), repeat(string_char(), static_cast<int32_t>(lo), static_cast<int32_t>(hi)), literal("\"")});
+    return seq({literal("\""),
+                repeat(string_char(), static_cast<int32_t>(lo), static_cast<int32_t>(hi)),
+                literal("\"")});
   }
 
   ExprPtr number_schema(const json& s, const std::string& where, bool integer) {
     if (s.contains("multipleOf")) {
       const json& m = s["multipleOf"];
-      if (!(integer && m.is_number() && m.get<double>() == 1.0)) fail(where, "'multipleOf' is not supported");
+      if (!(integer && m.is_number() && m.get<double>() == 1.0))
+        fail(where, "'multipleOf' is not supported");
     }
     // The bounds as a predicate on integers: lo_ok(i) and hi_ok(i).
     double lo = -1e300, hi = 1e300;
@@ -354,7 +390,8 @@ class SchemaCompiler {
       }
       if (!b.is_number()) fail(where, std::string("'") + key + "' must be a number");
       const double x = b.get<double>();
-      if (upper ? x < *v || (x == *v && exclusive) : x > *v || (x == *v && exclusive)) *v = x, *ex = exclusive;
+      if (upper ? x < *v || (x == *v && exclusive) : x > *v || (x == *v && exclusive))
+        *v = x, *ex = exclusive;
     };
     bound("minimum", &lo, &lo_ex, false, false);
     bound("exclusiveMinimum", &lo, &lo_ex, true, false);
@@ -364,12 +401,16 @@ class SchemaCompiler {
     auto first_int = [&](double x, bool ex) {
       double c = std::ceil(x);
       if (ex && c == x) c += 1;
-      return c < -static_cast<double>(kMaxInt) ? -kMaxInt : c > static_cast<double>(kMaxInt) ? kMaxInt + 1 : static_cast<int64_t>(c);
+      return c < -static_cast<double>(kMaxInt)  ? -kMaxInt
+             : c > static_cast<double>(kMaxInt) ? kMaxInt + 1
+                                                : static_cast<int64_t>(c);
     };
     auto last_int = [&](double x, bool ex) {
       double f = std::floor(x);
       if (ex && f == x) f -= 1;
-      return f > static_cast<double>(kMaxInt) ? kMaxInt : f < -static_cast<double>(kMaxInt) ? -kMaxInt - 1 : static_cast<int64_t>(f);
+      return f > static_cast<double>(kMaxInt)    ? kMaxInt
+             : f < -static_cast<double>(kMaxInt) ? -kMaxInt - 1
+                                                 : static_cast<int64_t>(f);
     };
     const int64_t a = first_int(lo, lo_ex), b = last_int(hi, hi_ex);
     std::vector<ExprPtr> alts;
@@ -384,7 +425,8 @@ class SchemaCompiler {
       if (pa <= pb) alts.push_back(seq({natural_range(pa, std::min(pb, kMaxInt)), frac}));
       const int64_t kmin = std::max<int64_t>(0, -b);
       const int64_t kmax = lo <= -1e299 ? kMaxInt : -first_int(lo, false) - 1;
-      if (kmin <= std::min(kmax, kMaxInt)) alts.push_back(seq({literal("-"), natural_range(kmin, std::min(kmax, kMaxInt)), frac}));
+      if (kmin <= std::min(kmax, kMaxInt))
+        alts.push_back(seq({literal("-"), natural_range(kmin, std::min(kmax, kMaxInt)), frac}));
     }
     if (alts.empty()) fail(where, "the numeric bounds leave no value this server can write");
     return alt(std::move(alts));
@@ -401,31 +443,38 @@ class SchemaCompiler {
         if (!props.contains(r.get<std::string>())) {
           // A required member the schema does not describe: any value will do.
           if (s.contains("additionalProperties") && s["additionalProperties"] == false) {
-            fail(where, "'required' names '" + r.get<std::string>() + "', which 'properties' lacks and "
-                        "'additionalProperties' forbids; nothing matches");
+            fail(where, "'required' names '" + r.get<std::string>() +
+                            "', which 'properties' lacks and "
+                            "'additionalProperties' forbids; nothing matches");
           }
         }
         required.insert(r.get<std::string>());
       }
     }
     const json extra = s.contains("additionalProperties") ? s["additionalProperties"] : json(true);
-    const int64_t min_p = get_count(s, "minProperties", where, 0), max_p = get_count(s, "maxProperties", where, -1);
+    const int64_t min_p = get_count(s, "minProperties", where, 0),
+                  max_p = get_count(s, "maxProperties", where, -1);
     if (props.empty() && !(extra.is_boolean() && !extra.get<bool>()) && required.empty()) {
       // A map: any keys, values under additionalProperties.
-      ExprPtr value = extra.is_boolean() ? rule_ref(value_rule()) : compile(extra, where + "/additionalProperties");
+      ExprPtr value = extra.is_boolean() ? rule_ref(value_rule())
+                                         : compile(extra, where + "/additionalProperties");
       const int32_t member = g_.add_rule(where + "/member");
-      g_.define(member, seq({seq({literal("\""), repeat(string_char(), 0, -1), literal("\"")}), literal(":"), value}));
+      g_.define(member, seq({seq({literal("\""), repeat(string_char(), 0, -1), literal("\"")}),
+                             literal(":"), value}));
       if (max_p >= 0 && max_p < min_p) fail(where, "'maxProperties' is below 'minProperties'");
-      if (min_p > 64 || max_p > 64) fail(where, "'minProperties'/'maxProperties' above 64 are not supported");
+      if (min_p > 64 || max_p > 64)
+        fail(where, "'minProperties'/'maxProperties' above 64 are not supported");
       // NOTE: keys are free, so two members may repeat a key; a small model
       // rarely does, and the bounds count members as written.
-      ExprPtr rest = repeat(seq({literal(","), rule_ref(member)}), std::max<int32_t>(0, static_cast<int32_t>(min_p) - 1),
+      ExprPtr rest = repeat(seq({literal(","), rule_ref(member)}),
+                            std::max<int32_t>(0, static_cast<int32_t>(min_p) - 1),
                             max_p < 0 ? -1 : static_cast<int32_t>(max_p) - 1);
       ExprPtr body = seq({rule_ref(member), rest});
       if (max_p == 0) return literal("{}");
       return seq({literal("{"), min_p > 0 ? body : optional(body), literal("}")});
     }
-    if (min_p > static_cast<int64_t>(required.size()) || (max_p >= 0 && max_p < static_cast<int64_t>(props.size()))) {
+    if (min_p > static_cast<int64_t>(required.size()) ||
+        (max_p >= 0 && max_p < static_cast<int64_t>(props.size()))) {
       fail(where, "'minProperties'/'maxProperties' beside 'properties' are not supported");
     }
     // Members in order; m[i] a rule per member. S(i): the tail when nothing
@@ -476,7 +525,9 @@ class SchemaCompiler {
     }
     ExprPtr item;
     if (s.contains("items")) {
-      item = s["items"].is_boolean() && !s["items"].get<bool>() ? nullptr : compile(s["items"], where + "/items");
+      item = s["items"].is_boolean() && !s["items"].get<bool>()
+                 ? nullptr
+                 : compile(s["items"], where + "/items");
     } else {
       item = rule_ref(value_rule());
     }
@@ -514,11 +565,34 @@ class SchemaCompiler {
     return alt(std::move(alts));
   }
 
-  static inline const std::set<std::string> kKnown = {
-      "type", "enum", "const", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
-      "maxItems", "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-      "exclusiveMaximum", "anyOf", "oneOf", "allOf", "$ref", "nullable", "minProperties", "maxProperties",
-      "uniqueItems", "contains", "multipleOf"};
+  static inline const std::set<std::string> kKnown = {"type",
+                                                      "enum",
+                                                      "const",
+                                                      "properties",
+                                                      "required",
+                                                      "additionalProperties",
+                                                      "items",
+                                                      "prefixItems",
+                                                      "minItems",
+                                                      "maxItems",
+                                                      "minLength",
+                                                      "maxLength",
+                                                      "pattern",
+                                                      "format",
+                                                      "minimum",
+                                                      "maximum",
+                                                      "exclusiveMinimum",
+                                                      "exclusiveMaximum",
+                                                      "anyOf",
+                                                      "oneOf",
+                                                      "allOf",
+                                                      "$ref",
+                                                      "nullable",
+                                                      "minProperties",
+                                                      "maxProperties",
+                                                      "uniqueItems",
+                                                      "contains",
+                                                      "multipleOf"};
 
   const json& root_;
   Grammar g_;
@@ -529,7 +603,11 @@ class SchemaCompiler {
 
 }  // namespace
 
-Grammar json_schema_grammar(const nlohmann::ordered_json& schema) { return SchemaCompiler(schema).build(); }
-Grammar json_object_grammar() { return SchemaCompiler(nlohmann::ordered_json::object()).build_any_object(); }
+Grammar json_schema_grammar(const nlohmann::ordered_json& schema) {
+  return SchemaCompiler(schema).build();
+}
+Grammar json_object_grammar() {
+  return SchemaCompiler(nlohmann::ordered_json::object()).build_any_object();
+}
 
 }  // namespace parallm::constrain

@@ -132,7 +132,9 @@ void Matcher::compact() {
   Set next;
   for (int32_t id : cur_) {
     chain.clear();
-    for (int32_t f = id; f >= 0 && moved[static_cast<size_t>(f)] < 0; f = old[static_cast<size_t>(f)].parent) chain.push_back(f);
+    for (int32_t f = id; f >= 0 && moved[static_cast<size_t>(f)] < 0;
+         f = old[static_cast<size_t>(f)].parent)
+      chain.push_back(f);
     for (size_t i = chain.size(); i-- > 0;) {
       const Frame& f = old[static_cast<size_t>(chain[i])];
       const int32_t parent = f.parent < 0 ? -1 : moved[static_cast<size_t>(f.parent)];

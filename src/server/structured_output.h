@@ -8,9 +8,8 @@
 // calls, one of the tools each). At most one of them per request. Anything
 // the server cannot honour is an ApiError(400) naming the field.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "constrain/compile_cache.h"
@@ -19,13 +18,14 @@ namespace parallm {
 
 struct StructuredOutput {
   std::shared_ptr<const constrain::CompiledConstraint> constraint;  // null: none
-  std::string forced_tool;     // tool_choice naming a function
-  bool tool_required = false;  // tool_choice "required"
+  std::string forced_tool;                                          // tool_choice naming a function
+  bool tool_required = false;                                       // tool_choice "required"
 };
 
 // j: the request body; tools: the request's function tools (null if none);
 // tool_choice is read for chat only.
-StructuredOutput parse_structured_output(const nlohmann::ordered_json& j, const nlohmann::ordered_json& tools, bool chat);
+StructuredOutput parse_structured_output(const nlohmann::ordered_json& j,
+                                         const nlohmann::ordered_json& tools, bool chat);
 
 // The schema "required" constrains to: tools' parameters with their $defs
 // moved under the root's (refs renamed), so every $ref still resolves.

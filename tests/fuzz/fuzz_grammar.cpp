@@ -15,7 +15,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    parallm::constrain::Grammar g = parallm::constrain::parse_ebnf(std::string(reinterpret_cast<const char*>(data), size));
+    parallm::constrain::Grammar g =
+        parallm::constrain::parse_ebnf(std::string(reinterpret_cast<const char*>(data), size));
     g.compile(parallm::constrain::GrammarLimits{200000, 20000});
     check_completes(g);
   } catch (const parallm::InputError&) {
