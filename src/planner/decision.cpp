@@ -113,6 +113,8 @@ Plan make_plan(const PlanRequest& request) {
                     static_cast<long long>(plan.max_model_len), static_cast<long long>(r.model.max_position)));
   evaluate_candidates(r, plan.params, plan.max_model_len, &plan.candidates);
   plan.ranking_basis = rank_candidates(r, &plan.candidates);
+  plan.ranked_by = resolved_objective(w);
+  plan.ranked_at_load = ranks_at_load(w);
   if (plan.candidates.empty())
     throw InputError("no valid layout: the pinned --tp/--pp/--ep do not divide the model's heads/layers/experts");
 
@@ -204,6 +206,18 @@ Plan make_plan(const PlanRequest& request) {
     if (r.pinned.dp > 0) cap.replicas = std::max<int64_t>(cap.replicas, r.pinned.dp);
     plan.recommended.dp = r.pinned.dp > 0 ? r.pinned.dp
                                           : static_cast<int>(std::min<int64_t>(cap.replicas, b.layout.dp));
+    if (plan.recommended.dp != b.layout.dp) {
+      // The winner was evaluated filling the devices given; re-evaluate it at
+      // the recommended replicas so that the table's first row, the reasons,
+      // the capacity line and the launch lines describe the same deployment.
+      // Its cost at the workload does not depend on dp (devices the load
+      // needs over the tokens it draws), so the ranking stands.
+      PlanRequest at_dp = r;
+      at_dp.pinned = plan.recommended;
+      std::vector<Candidate> one_layout;
+      evaluate_candidates(at_dp, plan.params, plan.max_model_len, &one_layout);
+      if (one_layout.size() == 1 && one_layout.front().fits) plan.candidates[plan.best] = one_layout.front();
+    }
     cap.gpus = cap.replicas * per_replica_gpus;
     plan.cost = deployment_cost(r, static_cast<double>(cap.gpus),
                                 b.capacity_tokens_per_s / std::max(1, b.layout.dp) * static_cast<double>(cap.replicas));

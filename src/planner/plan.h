@@ -146,6 +146,11 @@ struct Plan {
   // What the ranking minimised, in words for the report ("cost per output
   // token at full capacity (no workload given)", ...).
   std::string ranking_basis;
+  // The resolved objective (kAuto becomes kCost) and, for kCost, whether the
+  // cost compared was the one at the workload (cost_per_million_at_load) or
+  // at full SLO capacity: the table's cost column and the reasons use the same.
+  Objective ranked_by = Objective::kCost;
+  bool ranked_at_load = false;
   std::vector<std::string> reasons;
   Capacity capacity;
   MonthlyCost cost;                   // cost_model.h for capacity.gpus devices
@@ -170,6 +175,16 @@ void evaluate_candidates(const PlanRequest& r, const ParamCounts& p, int64_t max
 // Sorts evaluated candidates best first (ranking.cpp) and returns what the
 // order minimised, in words (Plan::ranking_basis).
 std::string rank_candidates(const PlanRequest& r, std::vector<Candidate>* candidates);
+// What rank_candidates minimises for this workload: the objective with kAuto
+// resolved to kCost, and whether that cost is the one at the workload.
+Objective resolved_objective(const Workload& w);
+bool ranks_at_load(const Workload& w);
+// The cost the ranking compared for `c` (at load or at capacity, per
+// ranks_at_load), NaN when the candidate has none.
+double ranked_cost(const Plan& plan, const Candidate& c);
+// The cost objectives' preference for small replicas: the factor a layout's
+// cost is multiplied by before comparing (1 + 10% per doubling of devices).
+double small_replica_factor(int gpus_per_replica);
 
 LaunchCommands launch_commands(const Plan& plan, const Candidate& c);
 

@@ -1,5 +1,7 @@
 // JSON form of a plan. Field names are fixed by issue 4 and documented in
 // docs/plan.md; add fields, never rename them.
+#include <cmath>
+
 #include "planner/plan_output.h"
 
 namespace parallm::planner {
@@ -31,7 +33,9 @@ nlohmann::json cost_json(const MonthlyCost& c) {
 
 nlohmann::json layout_json(const Layout& l) { return {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"ep", l.ep}}; }
 
-nlohmann::json candidate_json(const Candidate& c) {
+nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+nlohmann::json candidate_json(const Plan& plan, const Candidate& c) {
   const DeviceMemory& m = c.memory;
   nlohmann::json j;
   j["layout"] = layout_json(c.layout);
@@ -48,6 +52,12 @@ nlohmann::json candidate_json(const Candidate& c) {
   j["predicted"] = {{"concurrency_per_replica", c.at_load.concurrency},
                     {"ttft_ms", c.at_load.ttft_ms},
                     {"tpot_ms", c.at_load.tpot_ms},
+                    {"ttft_p50_ms", c.at_load.ttft_p50_ms},
+                    {"ttft_p95_ms", c.at_load.ttft_p95_ms},
+                    {"tpot_p50_ms", c.at_load.tpot_p50_ms},
+                    {"tpot_p95_ms", c.at_load.tpot_p95_ms},
+                    {"queue_ms", c.at_load.queue_ms},
+                    {"stable", c.at_load.stable},
                     {"output_tokens_per_s", c.output_tokens_per_s},
                     {"max_concurrency_at_slo", c.max_concurrency_slo},
                     {"capacity_output_tokens_per_s", c.capacity_tokens_per_s}};
@@ -55,7 +65,11 @@ nlohmann::json candidate_json(const Candidate& c) {
   j["meets_load"] = c.meets_load;
   // No SLO capacity, no cost: null, never 0.
   j["cost_per_million_output_tokens"] =
-      c.max_concurrency_slo > 0 ? nlohmann::json(c.cost_per_million_output_tokens) : nlohmann::json(nullptr);
+      c.max_concurrency_slo > 0 ? number_or_null(c.cost_per_million_output_tokens) : nlohmann::json(nullptr);
+  j["cost_per_million_output_tokens_at_load"] = number_or_null(c.cost_per_million_at_load);
+  // The cost the ranking compared (= one of the two above, per ranking.cost_at).
+  j["ranked_cost_per_million_output_tokens"] = number_or_null(ranked_cost(plan, c));
+  j["replicas_needed"] = c.replicas_needed;
   return j;
 }
 
@@ -87,11 +101,20 @@ nlohmann::json plan_to_json(const Plan& plan) {
                    {"ttft_slo_ms", w.ttft_slo_ms},
                    {"tpot_slo_ms", w.tpot_slo_ms}};
   j["candidates"] = nlohmann::json::array();
-  for (const auto& c : plan.candidates) j["candidates"].push_back(candidate_json(c));
+  for (const auto& c : plan.candidates) j["candidates"].push_back(candidate_json(plan, c));
   j["recommendation"] = {{"layout", layout_json(plan.recommended)},
                          {"verdict", verdict_name(plan.verdict)},
                          {"reasons", plan.reasons},
-                         {"candidate_index", plan.best}};
+                         {"candidate_index", plan.best},
+                         {"gpus", plan.recommended.gpus()},
+                         {"runner_up_index", plan.runner_up}};
+  j["ranking_basis"] = plan.ranking_basis;
+  j["ranking"] = {{"basis", plan.ranking_basis},
+                  {"objective", objective_name(r.workload.objective)},
+                  {"minimises", plan.ranked_by == Objective::kLatency      ? "p95_tpot_at_load"
+                                : plan.ranked_by == Objective::kThroughput ? "minus_capacity_output_tokens_per_s"
+                                                                           : "cost_per_million_output_tokens"},
+                  {"cost_at", plan.ranked_at_load ? "load" : "capacity"}};
   j["capacity"] = {{"replicas", plan.capacity.replicas},
                    {"gpus", plan.capacity.gpus},
                    {"peak", plan.capacity.peak},

@@ -39,6 +39,73 @@ const Candidate* find(const Plan& plan, int tp, int pp) {
   return nullptr;
 }
 
+
+// The value the ranking compared for `c`, in words with its number.
+std::string ranked_value(const Plan& plan, const Candidate& c) {
+  switch (plan.ranked_by) {
+    case Objective::kLatency:
+      return strfmt("P95 TPOT %.2f ms, P95 TTFT %.0f ms at the workload", c.at_load.tpot_p95_ms, c.at_load.ttft_p95_ms);
+    case Objective::kThroughput:
+      return strfmt("%.0f output tokens/s at full SLO capacity", c.capacity_tokens_per_s);
+    default: {
+      const double v = ranked_cost(plan, c);
+      if (!std::isfinite(v)) return std::string("no cost ") + (plan.ranked_at_load ? "at the workload" : "at full SLO capacity");
+      return rank_money(plan, v) + " per million output tokens " +
+             (plan.ranked_at_load ? "at the workload" : "at full SLO capacity");
+    }
+  }
+}
+
+// The ranking's tiers (ranking.cpp): why a runner-up in a worse tier loses.
+int tier(const Candidate& c) {
+  if (!c.fits) return 4;
+  if (c.max_concurrency_slo <= 0) return 3;
+  if (!c.meets_load) return c.meets_slo ? 1 : 2;
+  return 0;
+}
+
+// Why `ru` ranks below `b`: the first comparison of the ranking that tells
+// them apart, named by both numbers.
+std::string runner_up_why(const Plan& plan, const Candidate& b, const Candidate& ru) {
+  const int tb = tier(b), tr = tier(ru);
+  if (tr > tb) {
+    if (tr == 4) return "it does not fit";
+    if (tr == 3) return "it misses the SLOs even with one request";
+    if (tr == 2) return "it does not carry the workload within the SLOs, and misses them at its share of it";
+    return "it does not carry the workload within the SLOs";
+  }
+  const int gb_ = b.layout.gpus_per_replica(), gr = ru.layout.gpus_per_replica();
+  switch (plan.ranked_by) {
+    case Objective::kLatency:
+      if (ru.at_load.tpot_p95_ms > b.at_load.tpot_p95_ms + 1e-9)
+        return strfmt("its P95 TPOT at the workload is %.2f ms against %.2f ms", ru.at_load.tpot_p95_ms,
+                      b.at_load.tpot_p95_ms);
+      return strfmt("the same P95 TPOT (%.2f ms), and its P95 TTFT is %.0f ms against %.0f ms",
+                    ru.at_load.tpot_p95_ms, ru.at_load.ttft_p95_ms, b.at_load.ttft_p95_ms);
+    case Objective::kThroughput:
+      if (ru.capacity_tokens_per_s < b.capacity_tokens_per_s)
+        return strfmt("it serves %.0f output tokens/s at full SLO capacity against %.0f", ru.capacity_tokens_per_s,
+                      b.capacity_tokens_per_s);
+      return strfmt("the same %.0f output tokens/s at full SLO capacity, on %d instead of %d devices per replica",
+                    ru.capacity_tokens_per_s, gr, gb_);
+    default: break;
+  }
+  const char* at = plan.ranked_at_load ? "at the workload" : "at full SLO capacity";
+  const double cb = ranked_cost(plan, b), cr = ranked_cost(plan, ru);
+  if (!std::isfinite(cr)) return std::string("it has no cost ") + at + (plan.ranked_at_load ? " (it cannot serve it stably)" : "");
+  if (cr > cb)
+    return strfmt("it costs %s instead of %s per million output tokens %s", rank_money(plan, cr).c_str(),
+                  rank_money(plan, cb).c_str(), at);
+  const double fr = small_replica_factor(gr), fb = small_replica_factor(gb_);
+  if (cr * fr > cb * fb * (1 + 1e-9))
+    return strfmt("it is %s against %s per million output tokens %s, %.1f%% cheaper, not enough for %d instead of %d "
+                  "devices per replica (the ranking asks 10%% per doubling: %.3f x %.2f > %.3f x %.2f)",
+                  rank_money(plan, cr).c_str(), rank_money(plan, cb).c_str(), at, (1 - cr / cb) * 100, gr, gb_, cr, fr,
+                  cb, fb);
+  return strfmt("it ties at %s against %s per million output tokens %s; the tie goes to %s", rank_money(plan, cr).c_str(),
+                rank_money(plan, cb).c_str(), at, gr != gb_ ? "fewer devices per replica" : "the lower mean TPOT");
+}
+
 }  // namespace
 
 void add_reasons(Plan* plan) {
@@ -129,11 +196,13 @@ void add_reasons(Plan* plan) {
   const Candidate& b = plan->candidates[plan->best];
   const Workload& w = r.workload;
   out.push_back(strfmt("Recommended %s on %d device(s): %s weights and %s KV per device, %lld sequences of %lld "
-                       "tokens per replica; at the workload TTFT %.0f ms, TPOT %.1f ms, %.0f output tokens/s in all.",
+                       "tokens per replica; at the workload TTFT P50 %.0f ms / P95 %.0f ms, TPOT P50 %.1f ms / P95 %.1f "
+                       "ms, %.0f output tokens/s in all.",
                        layout_label(b.layout).c_str(), b.layout.gpus(), gb(b.memory.weights_bytes).c_str(),
                        gb(b.memory.kv_bytes).c_str(), static_cast<long long>(b.max_concurrency_kv),
-                       static_cast<long long>(w.input_len + w.output_len), b.at_load.ttft_ms, b.at_load.tpot_ms,
-                       b.output_tokens_per_s));
+                       static_cast<long long>(w.input_len + w.output_len), b.at_load.ttft_p50_ms, b.at_load.ttft_p95_ms,
+                       b.at_load.tpot_p50_ms, b.at_load.tpot_p95_ms, b.output_tokens_per_s));
+  out.push_back("Ranked by " + plan->ranking_basis + ": " + ranked_value(*plan, b) + ".");
   if (w.ttft_slo_ms > 0 || w.tpot_slo_ms > 0)
     out.push_back(strfmt("SLOs (%s, %s) hold up to %lld concurrent sequences per replica%s.",
                          slo_text(w.ttft_slo_ms, "TTFT", "%.0f").c_str(), slo_text(w.tpot_slo_ms, "TPOT", "%.1f").c_str(),
@@ -149,7 +218,7 @@ void add_reasons(Plan* plan) {
       const bool rep_more = rep_per_dev >= tp_per_dev;
       const bool rep_cheaper = b.cost_per_million_output_tokens <= tpc->cost_per_million_output_tokens;
       const std::string nums = strfmt("dp=%d (one device a copy) serves %.0f tokens/s per device at TPOT %.1f ms, %s per "
-                                      "million; tp=2 serves %.0f per device at TPOT %.1f ms, %s",
+                                      "million at full SLO capacity; tp=2 serves %.0f per device at TPOT %.1f ms, %s",
                                       b.layout.dp, rep_per_dev, b.at_capacity.tpot_ms,
                                       rank_money(*plan, b.cost_per_million_output_tokens).c_str(), tp_per_dev,
                                       tpc->at_capacity.tpot_ms, rank_money(*plan, tpc->cost_per_million_output_tokens).c_str());
@@ -175,25 +244,10 @@ void add_reasons(Plan* plan) {
       break;
     }
   }
-  // 6. Runner-up.
+  // 6. Runner-up, by the comparison the ranking made.
   if (plan->runner_up >= 0) {
     const Candidate& ru = plan->candidates[plan->runner_up];
-    std::string why;
-    if (!ru.meets_load && b.meets_load) why = "it does not carry the workload within the SLOs";
-    else if (ru.max_concurrency_slo <= 0 && b.max_concurrency_slo > 0) why = "it misses the SLOs even with one request";
-    else if (ru.cost_per_million_output_tokens > b.cost_per_million_output_tokens)
-      why = strfmt("it costs %s instead of %s per million output tokens", rank_money(*plan, ru.cost_per_million_output_tokens).c_str(),
-                   rank_money(*plan, b.cost_per_million_output_tokens).c_str());
-    else if (ru.layout.gpus_per_replica() > b.layout.gpus_per_replica())
-      why = strfmt("it is %s against %s per million output tokens, not enough cheaper for %d instead of %d devices "
-                   "per replica (the ranking asks >10%% per doubling)",
-                   rank_money(*plan, ru.cost_per_million_output_tokens).c_str(),
-                   rank_money(*plan, b.cost_per_million_output_tokens).c_str(), ru.layout.gpus_per_replica(),
-                   b.layout.gpus_per_replica());
-    else why = strfmt("it ranks lower at %s against %s per million output tokens",
-                      rank_money(*plan, ru.cost_per_million_output_tokens).c_str(),
-                      rank_money(*plan, b.cost_per_million_output_tokens).c_str());
-    out.push_back("Runner-up " + layout_label(ru.layout) + ": " + why + ".");
+    out.push_back("Runner-up " + layout_label(ru.layout) + ": " + runner_up_why(*plan, b, ru) + ".");
   }
   // 7. Capacity and the seeds' cost. The recommended layout fills the
   // devices given; the capacity line is what the peak needs: say which to buy.

@@ -1,6 +1,7 @@
 // Human-readable report: model facts, a table of candidates, per-device
 // memory bars of the recommendation, reasons, capacity and launch commands.
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "planner/plan_output.h"
@@ -51,29 +52,43 @@ std::string plan_to_text(const Plan& plan) {
     o << strfmt("   for the peak: %lld replica(s) = %lld devices", static_cast<long long>(plan.capacity.replicas),
                 static_cast<long long>(plan.capacity.gpus));
   o << "\n\n";
-  o << strfmt("  %-22s %4s %4s %9s %9s %9s %8s %9s %9s %8s\n", "layout", "gpus", "fits", "GiB/dev", "KV tokens",
-              "TTFT ms", "TPOT ms", "tok/s", "max@SLO", (r.economics.currency + "/Mtok").c_str());
+  // TTFT and TPOT at the workload, P50 / P95 over requests; the cost column is
+  // the one the ranking compared (at the workload or at full SLO capacity).
+  const std::string cost_head = plan.request.economics.currency + (plan.ranked_at_load ? "/Mtok@load" : "/Mtok@cap");
+  o << strfmt("  %-22s %4s %4s %8s %9s %8s %8s %7s %7s %9s %7s %11s\n", "layout", "gpus", "fits", "GiB/dev",
+              "KV tokens", "TTFT p50", "TTFT p95", "TPOT50", "TPOT95", "tok/s", "max@SLO", cost_head.c_str());
   size_t shown = 0;
+  const std::string dash = "\u2013";  // one column wide, three bytes: padded by hand
+  auto cell = [](const std::string& v, int width) {
+    size_t cols = 0;
+    for (unsigned char ch : v) cols += (ch & 0xC0) != 0x80;  // UTF-8 code points
+    return std::string(static_cast<size_t>(std::max(0, width - static_cast<int>(cols))) + 1, ' ') + v;
+  };
+  auto num = [&](double v, const char* fmt) { return std::isfinite(v) ? strfmt(fmt, v) : dash; };
   for (const auto& c : plan.candidates) {
     if (++shown > 12) {
       o << strfmt("  ... %zu more in --json\n", plan.candidates.size() - 12);
       break;
     }
+    o << strfmt("  %-22s %4d %4s %8.1f %9lld", layout_label(c.layout).c_str(), c.layout.gpus(), c.fits ? "yes" : "no",
+                c.memory.weights_bytes / kGiB, static_cast<long long>(c.memory.kv_capacity_tokens));
     if (!c.fits) {
-      o << strfmt("  %-22s %4d %4s %9.1f %9lld %9s %8s %9s %9s %8s\n", layout_label(c.layout).c_str(),
-                  c.layout.gpus(), "no", c.memory.weights_bytes / kGiB, static_cast<long long>(c.memory.kv_capacity_tokens),
-                  "-", "-", "-", "-", "-");
+      for (int width : {8, 8, 7, 7, 9, 7, 11}) o << cell(dash, width);
+      o << "\n";
       continue;
     }
-    // A candidate that misses the SLOs has no capacity and no cost: "–", never 0.
+    // A candidate that misses the SLOs has no capacity and no cost: "\u2013", never 0.
     const bool has_capacity = c.max_concurrency_slo > 0;
-    o << strfmt("  %-22s %4d %4s %9.1f %9lld %9.0f %8.1f %9.0f %9s %8s\n", layout_label(c.layout).c_str(),
-                c.layout.gpus(), "yes", c.memory.weights_bytes / kGiB,
-                static_cast<long long>(c.memory.kv_capacity_tokens), c.at_load.ttft_ms, c.at_load.tpot_ms,
-                c.output_tokens_per_s,
-                has_capacity ? std::to_string(static_cast<long long>(c.max_concurrency_slo)).c_str() : "\u2013",
-                has_capacity ? strfmt("%.3f", c.cost_per_million_output_tokens).c_str() : "\u2013");
+    o << cell(num(c.at_load.ttft_p50_ms, "%.0f"), 8) << cell(num(c.at_load.ttft_p95_ms, "%.0f"), 8)
+      << cell(num(c.at_load.tpot_p50_ms, "%.1f"), 7) << cell(num(c.at_load.tpot_p95_ms, "%.1f"), 7)
+      << cell(num(c.output_tokens_per_s, "%.0f"), 9)
+      << cell(has_capacity ? std::to_string(static_cast<long long>(c.max_concurrency_slo)) : dash, 7)
+      << cell(num(ranked_cost(plan, c), "%.3f"), 11) << "\n";
   }
+  o << "  Ranked by " << plan.ranking_basis << "; first row = the recommendation.\n";
+  o << (plan.ranked_at_load
+            ? "  Cost column: per million output tokens at the workload (the devices its replicas need x headroom).\n"
+            : "  Cost column: per million output tokens at full SLO capacity.\n");
   if (plan.best >= 0) {
     const DeviceMemory& m = plan.candidates[plan.best].memory;
     o << "\nPer-device memory of the recommendation (w weights, a activations, o runtime, k KV pool, . free):\n";

@@ -28,9 +28,7 @@ int tier(const Candidate& c) {
   return 0;
 }
 
-double small_replica_factor(const Candidate& c) {
-  return 1.0 + 0.10 * std::log2(static_cast<double>(c.layout.gpus_per_replica()));
-}
+double replica_factor(const Candidate& c) { return small_replica_factor(c.layout.gpus_per_replica()); }
 
 // Lower is better; NaN (no value) sorts last within a tier.
 double key(const Candidate& c, Objective o, bool at_load) {
@@ -38,25 +36,39 @@ double key(const Candidate& c, Objective o, bool at_load) {
     case Objective::kLatency: return c.at_load.tpot_p95_ms + 1e-3 * c.at_load.ttft_p95_ms;
     case Objective::kThroughput: return c.capacity_tokens_per_s > 0 ? -c.capacity_tokens_per_s : NAN;
     default:
-      return (at_load ? c.cost_per_million_at_load : c.cost_per_million_output_tokens) * small_replica_factor(c);
+      return (at_load ? c.cost_per_million_at_load : c.cost_per_million_output_tokens) * replica_factor(c);
   }
 }
 
 }  // namespace
 
+double small_replica_factor(int gpus_per_replica) {
+  return 1.0 + 0.10 * std::log2(static_cast<double>(std::max(1, gpus_per_replica)));
+}
+
+Objective resolved_objective(const Workload& w) {
+  return w.objective == Objective::kAuto ? Objective::kCost : w.objective;
+}
+
+bool ranks_at_load(const Workload& w) {
+  return w.objective == Objective::kAuto && w.load_given && w.mode != LoadMode::kOffline;
+}
+
+double ranked_cost(const Plan& plan, const Candidate& c) {
+  return plan.ranked_at_load ? c.cost_per_million_at_load : (c.has_cost ? c.cost_per_million_output_tokens : NAN);
+}
+
 std::string rank_candidates(const PlanRequest& r, std::vector<Candidate>* out) {
   const Workload& w = r.workload;
-  Objective o = w.objective;
-  bool at_load = false;
+  const Objective o = resolved_objective(w);
+  const bool at_load = ranks_at_load(w);
   std::string basis;
-  if (o == Objective::kAuto) {
-    at_load = w.load_given && w.mode != LoadMode::kOffline;
-    o = Objective::kCost;
+  if (w.objective == Objective::kAuto) {
     basis = at_load ? "meets the SLOs at the workload, then cost per output token at the workload"
                     : "cost per output token at full SLO capacity (no --concurrency or --qps given)";
-  } else if (o == Objective::kCost) {
+  } else if (w.objective == Objective::kCost) {
     basis = "cost per output token at full SLO capacity (--objective cost)";
-  } else if (o == Objective::kLatency) {
+  } else if (w.objective == Objective::kLatency) {
     basis = "P95 time per output token at the workload (--objective latency)";
   } else {
     basis = "output tokens/s at full SLO capacity (--objective throughput)";
