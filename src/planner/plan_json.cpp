@@ -49,14 +49,16 @@ nlohmann::json candidate_json(const Plan& plan, const Candidate& c) {
   j["max_concurrency_kv"] = c.max_concurrency_kv;
   j["tp_link"] = {{"kind", c.tp_link.kind}, {"bw_gbps", c.tp_link.size > 1 ? c.tp_link.bw_gbps : 0.0},
                   {"fast", c.tp_link.fast}};
+  // An unstable load (arrivals beyond what the replica serves) has no finite
+  // latency: null, as the report's "\u2013".
   j["predicted"] = {{"concurrency_per_replica", c.at_load.concurrency},
-                    {"ttft_ms", c.at_load.ttft_ms},
-                    {"tpot_ms", c.at_load.tpot_ms},
-                    {"ttft_p50_ms", c.at_load.ttft_p50_ms},
-                    {"ttft_p95_ms", c.at_load.ttft_p95_ms},
-                    {"tpot_p50_ms", c.at_load.tpot_p50_ms},
-                    {"tpot_p95_ms", c.at_load.tpot_p95_ms},
-                    {"queue_ms", c.at_load.queue_ms},
+                    {"ttft_ms", number_or_null(c.at_load.ttft_ms)},
+                    {"tpot_ms", number_or_null(c.at_load.tpot_ms)},
+                    {"ttft_p50_ms", number_or_null(c.at_load.ttft_p50_ms)},
+                    {"ttft_p95_ms", number_or_null(c.at_load.ttft_p95_ms)},
+                    {"tpot_p50_ms", number_or_null(c.at_load.tpot_p50_ms)},
+                    {"tpot_p95_ms", number_or_null(c.at_load.tpot_p95_ms)},
+                    {"queue_ms", number_or_null(c.at_load.queue_ms)},
                     {"stable", c.at_load.stable},
                     {"output_tokens_per_s", c.output_tokens_per_s},
                     {"max_concurrency_at_slo", c.max_concurrency_slo},
