@@ -85,6 +85,15 @@ std::vector<Case> cases() {
   qps.workload.load_given = true;
   qps.workload.ttft_slo_ms = 1000;
   out.push_back({"7B 4xA100 qps=20 TTFT 1000", qps});
+  // MoE: attention data-parallel + expert-parallel layouts, one and two nodes.
+  out.push_back({"DeepSeek-V3 8xH200 c=256 TPOT 100",
+                 with_load(request("deepseek-v3", "fp8", "H200", 8), 256, Objective::kAuto, 100)});
+  out.push_back({"DeepSeek-V3 8xH200 no workload", request("deepseek-v3", "fp8", "H200", 8)});
+  out.push_back({"DeepSeek-V3 2x8xH100 c=256 TPOT 100",
+                 with_load(request("deepseek-v3", "fp8", "H100-SXM", 8, "", 2), 256, Objective::kAuto, 100)});
+  out.push_back({"Qwen3-235B 8xH200 c=128", with_load(request("qwen3-235b-a22b", "bf16", "H200", 8), 128)});
+  out.push_back({"Qwen3-235B 8xH200 c=128 latency",
+                 with_load(request("qwen3-235b-a22b", "bf16", "H200", 8), 128, Objective::kLatency)});
   return out;
 }
 
