@@ -216,18 +216,27 @@ void add_reasons(Plan* plan) {
       const double rep_per_dev = b.capacity_tokens_per_s / b.layout.gpus();
       const double tp_per_dev = tpc->capacity_tokens_per_s / tpc->layout.gpus();
       const bool rep_more = rep_per_dev >= tp_per_dev;
-      const bool rep_cheaper = b.cost_per_million_output_tokens <= tpc->cost_per_million_output_tokens;
+      // The cost compared is the ranking's (at the workload when it ranks
+      // there), so the sentence cannot contradict the order.
+      const bool by_cost = plan->ranked_by == Objective::kCost;
+      const double rep_cost = by_cost ? ranked_cost(*plan, b) : b.cost_per_million_output_tokens;
+      const double tp_cost = by_cost ? ranked_cost(*plan, *tpc) : tpc->cost_per_million_output_tokens;
+      const char* cost_at = by_cost && plan->ranked_at_load ? "at the workload" : "at full SLO capacity";
+      const bool rep_cheaper = !(tp_cost < rep_cost);  // NaN (no cost) is never cheaper
+      auto cost_text = [&](double v) { return std::isfinite(v) ? rank_money(*plan, v) : std::string("no cost"); };
       const std::string nums = strfmt("dp=%d (one device a copy) serves %.0f tokens/s per device at TPOT %.1f ms, %s per "
-                                      "million at full SLO capacity; tp=2 serves %.0f per device at TPOT %.1f ms, %s",
-                                      b.layout.dp, rep_per_dev, b.at_capacity.tpot_ms,
-                                      rank_money(*plan, b.cost_per_million_output_tokens).c_str(), tp_per_dev,
-                                      tpc->at_capacity.tpot_ms, rank_money(*plan, tpc->cost_per_million_output_tokens).c_str());
+                                      "million %s; tp=2 serves %.0f per device at TPOT %.1f ms, %s",
+                                      b.layout.dp, rep_per_dev, b.at_capacity.tpot_ms, cost_text(rep_cost).c_str(), cost_at,
+                                      tp_per_dev, tpc->at_capacity.tpot_ms, cost_text(tp_cost).c_str());
       if (rep_more && rep_cheaper)
         out.push_back("Replicas beat tensor parallelism: " + nums +
                       "; tp makes two devices work on the same requests and adds two all-reduces per layer.");
       else if (tpc->at_capacity.tpot_ms < b.at_capacity.tpot_ms && !rep_cheaper)
-        out.push_back("Tensor parallelism is faster and cheaper here, but " + nums +
-                      "; the replicas rank first only by the ranking's preference for smaller replicas (docs/plan.md).");
+        out.push_back("Tensor parallelism is faster and cheaper here, but " + nums + "; " +
+                      (by_cost && tier(*tpc) == tier(b)
+                           ? std::string("the replicas rank first only by the ranking's preference for smaller "
+                                         "replicas (docs/plan.md).")
+                           : "the replicas rank first by " + plan->ranking_basis + "."));
       else if (tpc->at_capacity.tpot_ms < b.at_capacity.tpot_ms)
         out.push_back("Replicas for throughput, tensor parallelism for latency: " + nums + ".");
       else

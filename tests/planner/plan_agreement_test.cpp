@@ -324,16 +324,34 @@ TEST_P(PlanAgreement, ReportJsonAndReasonsAgree) {
     }
   }
 
-  // "Replicas beat tensor parallelism" only when the replicas serve more per
-  // device and cost less, by the numbers in the same sentence.
+  // Replicas against tp=2: "beat" only when the replicas serve more per device
+  // and cost less; "tp is faster and cheaper" only when it is, by the numbers
+  // in the same sentence, the cost being the ranking's.
   for (const auto& reason : reasons) {
     const std::string s = reason.get<std::string>();
-    if (s.rfind("Replicas beat tensor parallelism", 0) != 0) continue;
-    ASSERT_TRUE(std::regex_search(s, m, std::regex("serves ([0-9]+) tokens/s per device .*?, ([0-9.]+) USD per million "
-                                                   "at full SLO capacity; tp=2 serves ([0-9]+) per device .*?, ([0-9.]+) USD")))
+    const bool beat = s.rfind("Replicas beat tensor parallelism", 0) == 0;
+    const bool tp_wins = s.rfind("Tensor parallelism is faster and cheaper", 0) == 0;
+    if (!beat && !tp_wins) continue;
+    ASSERT_TRUE(std::regex_search(s, m, std::regex("serves ([0-9]+) tokens/s per device at TPOT ([0-9.]+) ms, ([0-9.]+) "
+                                                   "USD per million (at the workload|at full SLO capacity); tp=2 serves "
+                                                   "([0-9]+) per device at TPOT ([0-9.]+) ms, ([0-9.]+) USD")))
         << s;
-    EXPECT_GE(std::stod(m[1]), std::stod(m[3]));
-    EXPECT_LE(std::stod(m[2]), std::stod(m[4]));
+    EXPECT_EQ(m[4].str(), plan.ranked_by == Objective::kCost && at_load ? "at the workload" : "at full SLO capacity");
+    const json* tp2 = nullptr;
+    for (const auto& c : cands)
+      if (c["layout"]["tp"] == 2 && c["layout"]["pp"] == 1 && c["layout"]["ep"] == 1) tp2 = &c;
+    ASSERT_NE(tp2, nullptr);
+    const char* cost_key = plan.ranked_by == Objective::kCost ? "ranked_cost_per_million_output_tokens"
+                                                              : "cost_per_million_output_tokens";
+    EXPECT_EQ(m[3].str(), fixed(win[cost_key].get<double>(), 3));
+    EXPECT_EQ(m[7].str(), fixed((*tp2)[cost_key].get<double>(), 3));
+    if (beat) {
+      EXPECT_GE(std::stod(m[1]), std::stod(m[5]));
+      EXPECT_LE(win[cost_key].get<double>(), (*tp2)[cost_key].get<double>());
+    } else {
+      EXPECT_LT(std::stod(m[6]), std::stod(m[2]));
+      EXPECT_LT((*tp2)[cost_key].get<double>(), win[cost_key].get<double>());
+    }
   }
 }
 
