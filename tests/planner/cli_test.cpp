@@ -13,33 +13,13 @@
 #include <sstream>
 #include <string>
 
+#include "common/command_output.h"
+
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using Result = parallm::test::CommandResult;
 
-Result run(const std::string& args) {
-  // One file per process: ctest runs these tests in parallel processes.
-  const std::string err_path =
-      std::filesystem::temp_directory_path() / ("parallm_plan_cli_err." + std::to_string(::getpid()) + ".txt");
-  const std::string cmd = std::string(PARALLM_BINARY) + " " + args + " 2>" + err_path;
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  FILE* e = fopen(err_path.c_str(), "r");
-  if (e != nullptr) {
-    while ((n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
-    fclose(e);
-  }
-  return r;
-}
+Result run(const std::string& args) { return parallm::test::run_command(std::string(PARALLM_BINARY) + " " + args); }
 
 const std::string kSrc = PARALLM_SOURCE_DIR;
 

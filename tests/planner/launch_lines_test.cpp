@@ -18,6 +18,7 @@
 #include "planner/plan.h"
 #include "topo/topo_matrix.h"
 #include "util/check.h"
+#include "planner/catalog_request.h"
 
 namespace parallm::planner {
 namespace {
@@ -200,15 +201,7 @@ struct Scenario {
 
 PlanRequest request(const char* model, const char* weights, const char* gpu, int gpus, int nodes = 1,
                     const char* ic = "") {
-  PlanRequest r;
-  r.model = catalog_model(model);
-  r.model_ref = r.model.hf_repo;
-  r.weights = parse_weight_format(weights);
-  r.gpu = catalog_gpu(gpu);
-  r.fabric = fabric_from_interconnect(r.gpu, ic, gpus, nodes);
-  r.workload.input_len = 1024;
-  r.workload.output_len = 256;
-  return r;
+  return catalog_request(model, weights, gpu, gpus, ic, nodes);
 }
 
 std::vector<Scenario> scenarios() {

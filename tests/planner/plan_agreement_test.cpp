@@ -21,6 +21,7 @@
 #include "planner/model_catalog.h"
 #include "planner/plan.h"
 #include "planner/plan_output.h"
+#include "planner/catalog_request.h"
 
 namespace parallm::planner {
 namespace {
@@ -32,18 +33,6 @@ struct Case {
   PlanRequest request;
 };
 
-PlanRequest request(const char* model, const char* weights, const char* gpu, int gpus,
-                    const char* ic = "", int nodes = 1) {
-  PlanRequest r;
-  r.model = catalog_model(model);
-  r.model_ref = r.model.hf_repo;
-  r.weights = parse_weight_format(weights);
-  r.gpu = catalog_gpu(gpu);
-  r.fabric = fabric_from_interconnect(r.gpu, ic, gpus, nodes);
-  r.workload.input_len = 1024;
-  r.workload.output_len = 256;
-  return r;
-}
 
 PlanRequest with_load(PlanRequest r, double concurrency, Objective o = Objective::kAuto,
                       double tpot_slo = 0, double ttft_slo = 0) {
@@ -58,7 +47,7 @@ PlanRequest with_load(PlanRequest r, double concurrency, Objective o = Objective
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  const PlanRequest a100x4 = request("llama-3.1-70b", "bf16", "A100-80G", 4, "nvlink");
+  const PlanRequest a100x4 = catalog_request("llama-3.1-70b", "bf16", "A100-80G", 4, "nvlink");
   // The reproduction, under every objective and without a workload.
   out.push_back({"70B 4xA100 c=1 auto", with_load(a100x4, 1)});
   out.push_back({"70B 4xA100 no workload", a100x4});
@@ -67,22 +56,22 @@ std::vector<Case> cases() {
   out.push_back({"70B 4xA100 c=1 cost", with_load(a100x4, 1, Objective::kCost)});
   // The seeds' worked examples (seeds_test.cpp).
   out.push_back({"13B 2x4090 PCIe c=50 TTFT 600",
-                 with_load(request("llama-2-13b", "fp16", "RTX-4090", 2, "pcie4"), 50,
+                 with_load(catalog_request("llama-2-13b", "fp16", "RTX-4090", 2, "pcie4"), 50,
                            Objective::kAuto, 0, 600)});
-  const PlanRequest l2 = request("llama-2-70b", "fp16", "A100-80G", 4, "nvlink");
+  const PlanRequest l2 = catalog_request("llama-2-70b", "fp16", "A100-80G", 4, "nvlink");
   out.push_back({"70B fp16 4xA100 c=1 TPOT 30", with_load(l2, 1, Objective::kAuto, 30)});
   out.push_back({"70B fp16 4xA100 c=64 TPOT 100", with_load(l2, 64, Objective::kAuto, 100)});
   out.push_back({"70B fp16 4xA100 c=64 latency", with_load(l2, 64, Objective::kLatency, 100)});
-  const PlanRequest seven = request("llama-2-7b", "fp16", "A100-80G", 4, "nvlink");
+  const PlanRequest seven = catalog_request("llama-2-7b", "fp16", "A100-80G", 4, "nvlink");
   out.push_back({"7B 4xA100 c=200", with_load(seven, 200)});
   out.push_back({"7B 4xA100 no workload", seven});
   out.push_back({"7B 4xA100 c=200 throughput", with_load(seven, 200, Objective::kThroughput)});
   out.push_back(
-      {"70B int4 1xA100 c=8", with_load(request("llama-2-70b", "int4", "A100-80G", 1), 8)});
+      {"70B int4 1xA100 c=8", with_load(catalog_request("llama-2-70b", "int4", "A100-80G", 1), 8)});
   out.push_back({"70B int8 8xA100 PCIe c=200 TPOT 42",
-                 with_load(request("llama-3.1-70b", "int8", "A100-80G", 8, "pcie4"), 200,
+                 with_load(catalog_request("llama-3.1-70b", "int8", "A100-80G", 8, "pcie4"), 200,
                            Objective::kAuto, 42)});
-  PlanRequest qps = request("llama-2-7b", "fp16", "A100-80G", 4, "nvlink");
+  PlanRequest qps = catalog_request("llama-2-7b", "fp16", "A100-80G", 4, "nvlink");
   qps.workload.mode = LoadMode::kQps;
   qps.workload.qps = 20;
   qps.workload.load_given = true;
@@ -90,16 +79,16 @@ std::vector<Case> cases() {
   out.push_back({"7B 4xA100 qps=20 TTFT 1000", qps});
   // MoE: attention data-parallel + expert-parallel layouts, one and two nodes.
   out.push_back({"DeepSeek-V3 8xH200 c=256 TPOT 100",
-                 with_load(request("deepseek-v3", "fp8", "H200", 8), 256, Objective::kAuto, 100)});
-  out.push_back({"DeepSeek-V3 8xH200 no workload", request("deepseek-v3", "fp8", "H200", 8)});
+                 with_load(catalog_request("deepseek-v3", "fp8", "H200", 8), 256, Objective::kAuto, 100)});
+  out.push_back({"DeepSeek-V3 8xH200 no workload", catalog_request("deepseek-v3", "fp8", "H200", 8)});
   out.push_back(
       {"DeepSeek-V3 2x8xH100 c=256 TPOT 100",
-       with_load(request("deepseek-v3", "fp8", "H100-SXM", 8, "", 2), 256, Objective::kAuto, 100)});
+       with_load(catalog_request("deepseek-v3", "fp8", "H100-SXM", 8, "", 2), 256, Objective::kAuto, 100)});
   out.push_back(
-      {"Qwen3-235B 8xH200 c=128", with_load(request("qwen3-235b-a22b", "bf16", "H200", 8), 128)});
+      {"Qwen3-235B 8xH200 c=128", with_load(catalog_request("qwen3-235b-a22b", "bf16", "H200", 8), 128)});
   out.push_back(
       {"Qwen3-235B 8xH200 c=128 latency",
-       with_load(request("qwen3-235b-a22b", "bf16", "H200", 8), 128, Objective::kLatency)});
+       with_load(catalog_request("qwen3-235b-a22b", "bf16", "H200", 8), 128, Objective::kLatency)});
   return out;
 }
 

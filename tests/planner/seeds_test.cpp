@@ -9,22 +9,11 @@
 
 #include "planner/model_catalog.h"
 #include "planner/plan.h"
+#include "planner/catalog_request.h"
 
 namespace parallm::planner {
 namespace {
 
-PlanRequest request(const char* model, const char* weights, const char* gpu, int gpus, const char* ic = "",
-                    int nodes = 1) {
-  PlanRequest r;
-  r.model = catalog_model(model);
-  r.model_ref = r.model.hf_repo;
-  r.weights = parse_weight_format(weights);
-  r.gpu = catalog_gpu(gpu);
-  r.fabric = fabric_from_interconnect(r.gpu, ic, gpus, nodes);
-  r.workload.input_len = 1024;
-  r.workload.output_len = 256;
-  return r;
-}
 
 void at_concurrency(PlanRequest* r, double c) {
   r->workload.mode = LoadMode::kConcurrency;
@@ -48,7 +37,7 @@ void expect_consistent(const Plan& p) {
 // split over the two, tensor parallel over PCIe being acceptable only because
 // it must. Two cards hold ~14 such sequences: the 50 users need more pairs.
 TEST(Seeds, ThirteenBOnTwo24GbCardsOverPcie) {
-  PlanRequest r = request("llama-2-13b", "fp16", "RTX-4090", 2, "pcie4");
+  PlanRequest r = catalog_request("llama-2-13b", "fp16", "RTX-4090", 2, "pcie4");
   at_concurrency(&r, 50);
   r.workload.ttft_slo_ms = 600;
   const Plan p = make_plan(r);
@@ -65,7 +54,7 @@ TEST(Seeds, ThirteenBOnTwo24GbCardsOverPcie) {
 // to buy: TP4 halves the time per token of TP2 x PP2 on the same four cards
 // (the old ranking picked TP2 x PP2 by cost at full capacity: issue #27).
 TEST(Seeds, SeventyBOnFourA100sAtLowConcurrency) {
-  PlanRequest r = request("llama-2-70b", "fp16", "A100-80G", 4, "nvlink");
+  PlanRequest r = catalog_request("llama-2-70b", "fp16", "A100-80G", 4, "nvlink");
   at_concurrency(&r, 1);
   r.workload.tpot_slo_ms = 30;  // interactive
   const Plan p = make_plan(r);
@@ -96,7 +85,7 @@ TEST(Seeds, SeventyBOnFourA100sAtLowConcurrency) {
 // At 64 users the same four cards serve one TP4 replica: TP2 pairs keep only
 // ~26 sequences of KV each (69 GB of weights per card), TP4 keeps 256.
 TEST(Seeds, SeventyBOnFourA100sAtHighConcurrency) {
-  PlanRequest r = request("llama-2-70b", "fp16", "A100-80G", 4, "nvlink");
+  PlanRequest r = catalog_request("llama-2-70b", "fp16", "A100-80G", 4, "nvlink");
   at_concurrency(&r, 64);
   r.workload.tpot_slo_ms = 100;
   const Plan p = make_plan(r);
@@ -111,7 +100,7 @@ TEST(Seeds, SeventyBOnFourA100sAtHighConcurrency) {
 // adds little capacity per card for twice the cards, so the answer to 200
 // users is replicas of one card each.
 TEST(Seeds, SevenBOnA100sAtTwoHundredUsers) {
-  PlanRequest r = request("llama-2-7b", "fp16", "A100-80G", 4, "nvlink");
+  PlanRequest r = catalog_request("llama-2-7b", "fp16", "A100-80G", 4, "nvlink");
   at_concurrency(&r, 200);
   const Plan p = make_plan(r);
   expect_consistent(p);
@@ -132,7 +121,7 @@ TEST(Seeds, SevenBOnA100sAtTwoHundredUsers) {
 
 // Seed 000, 4: 70B at int4 (~37 GB) fits one A100-80G: no second card.
 TEST(Seeds, SeventyBInt4OnOneA100) {
-  PlanRequest r = request("llama-2-70b", "int4", "A100-80G", 1);
+  PlanRequest r = catalog_request("llama-2-70b", "int4", "A100-80G", 1);
   at_concurrency(&r, 8);
   const Plan p = make_plan(r);
   expect_consistent(p);
@@ -145,7 +134,7 @@ TEST(Seeds, SeventyBInt4OnOneA100) {
 // the model prefers TP2 x PP stages, see docs/plan.md): four of them for 200
 // chat users, each on an NVLink pair.
 TEST(Seeds, EightCardsAsFourTp2Replicas) {
-  PlanRequest r = request("llama-3.1-70b", "int8", "A100-80G", 8, "pcie4");
+  PlanRequest r = catalog_request("llama-3.1-70b", "int8", "A100-80G", 8, "pcie4");
   Fabric& f = r.fabric;
   for (int a = 0; a < 8; ++a) {
     const int b = a ^ 1;
@@ -177,7 +166,7 @@ TEST(Seeds, EightCardsAsFourTp2Replicas) {
 // splitting attention buys nothing, while spreading the 256 experts lets
 // every card hold one copy of attention and 1/8 of the experts.
 TEST(Seeds, DeepSeekV3OnEightH200WithEp) {
-  PlanRequest r = request("deepseek-v3", "fp8", "H200", 8);
+  PlanRequest r = catalog_request("deepseek-v3", "fp8", "H200", 8);
   at_concurrency(&r, 256);
   r.workload.tpot_slo_ms = 100;
   const Plan p = make_plan(r);
@@ -190,7 +179,7 @@ TEST(Seeds, DeepSeekV3OnEightH200WithEp) {
 
 // Two nodes of 8 x H100: 671 GB of fp8 weights need both; EP over all 16.
 TEST(Seeds, DeepSeekV3OnTwoNodesOfEightH100WithEp) {
-  PlanRequest r = request("deepseek-v3", "fp8", "H100-SXM", 8, "", 2);
+  PlanRequest r = catalog_request("deepseek-v3", "fp8", "H100-SXM", 8, "", 2);
   at_concurrency(&r, 256);
   r.workload.tpot_slo_ms = 100;
   const Plan p = make_plan(r);
@@ -210,7 +199,7 @@ TEST(Seeds, DeepSeekV3OnTwoNodesOfEightH100WithEp) {
 
 // Qwen3-235B-A22B (128 experts, 8 active) on 8 x H200 in bf16 also takes EP.
 TEST(Seeds, Qwen3MoeTakesExpertParallel) {
-  PlanRequest r = request("qwen3-235b-a22b", "bf16", "H200", 8);
+  PlanRequest r = catalog_request("qwen3-235b-a22b", "bf16", "H200", 8);
   at_concurrency(&r, 128);
   const Plan p = make_plan(r);
   expect_consistent(p);
