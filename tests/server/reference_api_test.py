@@ -26,8 +26,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +34,9 @@ import urllib.error
 import urllib.request
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from serve_process import ServeProcess  # noqa: E402
 
 ARGS = None
 TMP = None
@@ -50,61 +51,18 @@ TEXTS = [
 ]
 
 
-class Server:
-    """One `parallm serve` child; close() always stops it."""
+class Server(ServeProcess):
+    """One `parallm serve` of stories260K (tests/common/serve_process.py); close() always stops it."""
 
     def __init__(self, extra=(), launcher=()):
         model = os.path.join(ARGS.shared, "models", "stories260K", "stories260K.gguf")
         if not os.path.exists(model):
             raise unittest.SkipTest(f"{model} is missing")
-        self.log_path = os.path.join(TMP, f"serve_{time.monotonic_ns()}.log")
-        self.log = open(self.log_path, "wb")
-        cmd = [*launcher, ARGS.binary, "serve", "--model", model, "--ctx-size", "512", "--host", "127.0.0.1", "--port", "0",
-               "--threads", "1", "--device-memory", "256M", "--kv-dtype", "f32", "--max-num-batched-tokens", "48",
-               "--served-model-name", "stories",
-               *extra]
-        self.cmd = " ".join(cmd)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, stdin=subprocess.DEVNULL)
-        self.port = 0
-        try:
-            self._wait_ready(time.monotonic() + 90)
-        except BaseException:
-            self.close()
-            raise
-
-    def log_text(self):
-        with open(self.log_path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-
-    def _wait_ready(self, deadline):
-        while self.port == 0:
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.log_text())
-            if m:
-                self.port = int(m.group(1))
-            elif self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{self.cmd} did not start:\n{self.log_text()[-3000:]}")
-            else:
-                time.sleep(0.05)
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{self.cmd} never became healthy:\n{self.log_text()[-3000:]}")
-            time.sleep(0.05)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
-        self.log.close()
+        super().__init__(ARGS.binary,
+                         ["--model", model, "--ctx-size", "512", "--threads", "1", "--device-memory", "256M",
+                          "--kv-dtype", "f32", "--max-num-batched-tokens", "48", "--served-model-name", "stories",
+                          *extra],
+                         TMP, start_timeout_s=90, launcher=launcher)
 
     def request(self, path, body):
         """(status, parsed JSON body); body may be raw bytes."""
