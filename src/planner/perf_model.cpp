@@ -120,7 +120,11 @@ double mixed_step_s(const PerfInputs& in, double prefill_tokens, double prefill_
   const double t_gemm = roofline_s(in, w.weight_bytes, w.gemm_flops);
   // Decode attention reads every sequence's KV once; QK^T and PV are 2 FLOPs
   // per element, for decode and prefill tokens alike.
-  const double kv_bytes = d * decode_ctx * in.memory.kv_bytes_per_token;
+  const ModelSpec& m = *in.model;
+  const double kv_rereads = in.grouped_kv_reads || m.n_kv_head <= 0
+                                ? 1.0
+                                : static_cast<double>(m.n_head) / static_cast<double>(m.n_kv_head);
+  const double kv_bytes = d * decode_ctx * in.memory.kv_bytes_per_token * kv_rereads;
   const double attn_flops = 2.0 * (d * decode_ctx + pt * prefill_ctx) * layers * heads_local(in);
   const double t_attn = attention_s(in, kv_bytes, attn_flops);
   const double t_stage = t_gemm + t_attn + stage_comm_s(in, d + pt) + layers * in.k.layer_overhead_us * 1e-6;

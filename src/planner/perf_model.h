@@ -60,6 +60,11 @@ struct PerfInputs {
   // wait for it. 1 when ep == 1.
   double expert_imbalance = 1;
   DeviceMemory memory;     // from device_memory()
+  // Decode attention reads each KV head once for its whole query-head group
+  // (grouped-query kernels: vLLM, SGLang, TensorRT-LLM's XQA from v0.7). false:
+  // once per query head, n_head / n_kv_head times the KV bytes (TensorRT-LLM
+  // <= v0.6's masked multi-head attention, the engine of the v0.6.1 tables).
+  bool grouped_kv_reads = true;
   PerfConstants k;
 };
 
