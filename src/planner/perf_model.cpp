@@ -53,20 +53,28 @@ StageWork stage_work(const PerfInputs& in, double tokens, double logit_tokens) {
   return w;
 }
 
-double roofline_s(const PerfInputs& in, double bytes, double flops, double bw_eff, double flops_eff) {
+double roofline_s(const PerfInputs& in, double bytes, double flops, double bw_eff, double peak_flops_per_s) {
   const double bw = in.gpu.mem_bw_gbps * 1e9 * bw_eff;
-  const double peak = peak_flops(in.gpu, in.weights.compute) * flops_eff;
-  return std::max(bytes / bw, flops / peak);
+  return std::max(bytes / bw, flops / peak_flops_per_s);
 }
 
-double roofline_s(const PerfInputs& in, double bytes, double flops) {
-  return roofline_s(in, bytes, flops, in.k.bw_eff, in.k.flops_eff);
+// Weight GEMMs run in the weights' compute type. FP8 GEMMs reach a smaller
+// share of their datasheet peak than 16-bit ones (fp8_flops_eff): the peak
+// assumes boost clocks the card cannot hold at its power limit, and the
+// scaled-FP8 epilogues cost extra.
+double gemm_s(const PerfInputs& in, double bytes, double flops) {
+  const bool fp8 = in.weights.compute == ComputeType::kFp8 && in.gpu.fp8_tflops > 0;
+  const double eff = fp8 && in.k.fp8_flops_eff > 0 ? in.k.fp8_flops_eff : in.k.flops_eff;
+  return roofline_s(in, bytes, flops, in.k.bw_eff, peak_flops(in.gpu, in.weights.compute) * eff);
 }
 
-// Attention at its own efficiencies where calibrated.
+// Attention at its own efficiencies where calibrated. Its math (QK^T, softmax,
+// PV) runs in 16-bit whatever the weights are: fp8 weights and an fp8 KV cache
+// are dequantized into fp16 tiles, so the fp16 peak applies.
 double attention_s(const PerfInputs& in, double bytes, double flops) {
+  const ComputeType t = in.weights.compute == ComputeType::kFp32 ? ComputeType::kFp32 : ComputeType::kFp16;
   return roofline_s(in, bytes, flops, in.k.attn_bw_eff > 0 ? in.k.attn_bw_eff : in.k.bw_eff,
-                    in.k.attn_flops_eff > 0 ? in.k.attn_flops_eff : in.k.flops_eff);
+                    peak_flops(in.gpu, t) * (in.k.attn_flops_eff > 0 ? in.k.attn_flops_eff : in.k.flops_eff));
 }
 
 // Communication of one stage for `tokens` tokens: tp all-reduces (attention
@@ -117,7 +125,7 @@ double mixed_step_s(const PerfInputs& in, double prefill_tokens, double prefill_
   const double logits = (decode_seqs + prefill_units) / micro;
   const StageWork w = stage_work(in, std::max(d + pt, 1e-9), logits);
   const double layers = static_cast<double>(in.memory.layers_per_stage);
-  const double t_gemm = roofline_s(in, w.weight_bytes, w.gemm_flops);
+  const double t_gemm = gemm_s(in, w.weight_bytes, w.gemm_flops);
   // Decode attention reads every sequence's KV once; QK^T and PV are 2 FLOPs
   // per element, for decode and prefill tokens alike.
   const ModelSpec& m = *in.model;
@@ -140,7 +148,7 @@ double prefill_s(const PerfInputs& in, double n_requests, double input_len) {
   const double tokens = n_requests * input_len;
   const StageWork w = stage_work(in, tokens, n_requests);
   const double layers = static_cast<double>(in.memory.layers_per_stage);
-  const double t_gemm = roofline_s(in, w.weight_bytes, w.gemm_flops);
+  const double t_gemm = gemm_s(in, w.weight_bytes, w.gemm_flops);
   // Causal attention: half of len^2 for QK^T and for PV, 2 FLOPs each.
   const double attn_flops = n_requests * input_len * input_len * layers * heads_local(in);
   const double t_attn = attention_s(in, 0, attn_flops);

@@ -33,6 +33,9 @@ namespace parallm::planner {
 struct PerfConstants {
   double bw_eff = 0.80;          // achieved / datasheet memory bandwidth
   double flops_eff = 0.60;       // achieved / datasheet dense tensor throughput
+  // Weight GEMMs in fp8 where the device has an fp8 peak: achieved / that peak;
+  // 0 = flops_eff (docs/plan.md: why fp8 reaches less of its datasheet peak).
+  double fp8_flops_eff = 0.45;
   double link_eff = 0.75;        // achieved / nominal link bandwidth
   double layer_overhead_us = 10; // launches per layer per forward
   // Attention's own efficiencies (KV reads in decode, causal FLOPs in prefill);
