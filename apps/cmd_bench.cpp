@@ -38,7 +38,8 @@ CommandAction setup_bench(CLI::App& sub) {
   sub.add_option("--duration", o.duration_s, "Seconds per level to issue requests");
   sub.add_option("--input-len", flags->input_len, "Prompt tokens, N or MIN:MAX [128]");
   sub.add_option("--output-len", flags->output_len, "max_tokens, N or MIN:MAX [128]");
-  sub.add_option("--dataset", o.dataset_path, "JSONL prompts: {\"prompt\"|\"messages\"|\"conversations\", \"output_len\"?}");
+  sub.add_option("--dataset", o.dataset_path,
+                 "JSONL prompts: {\"prompt\"|\"messages\"|\"conversations\", \"output_len\"?}");
   sub.add_option("--ttft-slo", o.ttft_slo_ms, "TTFT SLO in ms (per request)");
   sub.add_option("--tpot-slo", o.tpot_slo_ms, "TPOT SLO in ms (per request)");
   sub.add_option("--seed", o.seed, "Seed for prompts, lengths and arrivals [0]");
@@ -50,7 +51,8 @@ CommandAction setup_bench(CLI::App& sub) {
                  "JSON object merged into every request body, e.g. '{\"guided_json\": {...}}' (structured outputs)");
   sub.add_option("--json", o.json_path, "Write the JSON report here ('-' for stdout)");
   sub.add_option("--html", o.html_path, "Write the self-contained HTML report here");
-  sub.add_flag("--find-capacity", o.find_capacity, "Raise load until an SLO breaks, refine, report per-server capacity");
+  sub.add_flag("--find-capacity", o.find_capacity,
+               "Raise load until an SLO breaks, refine, report per-server capacity");
   sub.add_option("--goodput-target", o.goodput_target, "A level meets the SLOs when goodput >= this [0.95]");
   sub.add_option("--capacity-max", o.capacity_max, "Highest concurrency (or rate) the search tries [1024 / 10000]");
   sub.add_option("--rate-resolution", o.rate_resolution, "Rate search stops when hi/lo <= 1 + this [0.1]");

@@ -10,11 +10,10 @@
 //            causal attention FLOPs
 // With --tp/--pp/--ep it also reports each rank's bytes sent per token and its
 // time in communication versus compute.
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "command_registry.h"
@@ -46,7 +45,8 @@ int run_bench_model(const BenchModelCli& b) {
     throw InputError("--prompt-len, --gen-len and --repetitions must be >= 1");
   }
   if (eo.ctx_size == 0) eo.ctx_size = b.prompt_len + b.gen_len + 1;
-  if (eo.ctx_size < b.prompt_len + b.gen_len + 1) throw InputError("--ctx-size is smaller than --prompt-len + --gen-len");
+  if (eo.ctx_size < b.prompt_len + b.gen_len + 1)
+    throw InputError("--ctx-size is smaller than --prompt-len + --gen-len");
   if (b.batch < 0 || b.batch > 4096) throw InputError("--batch must be in [0, 4096]");
   const int64_t blocks_per_seq = (eo.ctx_size + eo.block_size - 1) / eo.block_size;
   if (b.batch > 0 && eo.kv_blocks == 0) eo.kv_blocks = blocks_per_seq * b.batch;
@@ -145,7 +145,8 @@ int run_bench_model(const BenchModelCli& b) {
         const auto ts = clock::now();
         const float* logits = engine.forward(batch);
         min_step_s = std::min(min_step_s, std::chrono::duration<double>(clock::now() - ts).count());
-        for (int64_t s = 0; s < n; ++s) toks[static_cast<size_t>(s)] = argmax(logits + s * c.n_vocab, static_cast<int32_t>(c.n_vocab));
+        for (int64_t s = 0; s < n; ++s)
+          toks[static_cast<size_t>(s)] = argmax(logits + s * c.n_vocab, static_cast<int32_t>(c.n_vocab));
       }
       batch_decode_s = std::min(batch_decode_s, std::chrono::duration<double>(clock::now() - t0).count());
     }
@@ -254,9 +255,10 @@ int run_bench_model(const BenchModelCli& b) {
   std::printf("machine          %.1f GB/s read bandwidth, %.1f GFLOP/s FP32 FMA peak\n", bandwidth, fma_peak);
   std::printf("prefill %4lld tok  %8.1f tokens/s  %7.1f GFLOP/s  = %5.1f%% of FMA peak\n", (long long)b.prompt_len,
               prompt_tps, prefill_gflops, 100 * prefill_gflops / fma_peak);
-  std::printf("decode  %4lld tok  %8.1f tokens/s  %7.1f GB/s     = %5.1f%% of bandwidth roofline (%.1f tokens/s, %s/token)\n",
-              (long long)b.gen_len, decode_tps, bytes_per_token * decode_tps / 1e9, 100 * decode_tps / roofline_tps,
-              roofline_tps, format_bytes(bytes_per_token).c_str());
+  std::printf(
+      "decode  %4lld tok  %8.1f tokens/s  %7.1f GB/s     = %5.1f%% of bandwidth roofline (%.1f tokens/s, %s/token)\n",
+      (long long)b.gen_len, decode_tps, bytes_per_token * decode_tps / 1e9, 100 * decode_tps / roofline_tps,
+      roofline_tps, format_bytes(bytes_per_token).c_str());
   std::printf("decode after the prompt (context %lld..%lld): %.1f tokens/s\n", (long long)b.prompt_len,
               (long long)(b.prompt_len + b.gen_len), static_cast<double>(b.gen_len) / decode_after_prompt_s);
   if (b.batch > 0) {
@@ -272,17 +274,20 @@ int run_bench_model(const BenchModelCli& b) {
                   stats[i].comm_s * 1e3 / decode_steps, stats[i].compute_s * 1e3 / decode_steps);
     }
   }
-  if (c.is_moe()) std::printf("experts          load imbalance %.2f (max / mean tokens)\n", engine.moe_stats().imbalance());
+  if (c.is_moe())
+    std::printf("experts          load imbalance %.2f (max / mean tokens)\n", engine.moe_stats().imbalance());
   return 0;
 }
 
 const bool registered = register_command(
-    {"bench-model", "Measure prompt and decode speed against this machine's limits", [](CLI::App& sub) -> CommandAction {
+    {"bench-model", "Measure prompt and decode speed against this machine's limits",
+     [](CLI::App& sub) -> CommandAction {
        auto b = std::make_shared<BenchModelCli>();
        b->engine.add_to(sub, /*model_required=*/false);
        sub.add_option("--prompt-len", b->prompt_len, "Prompt tokens")->capture_default_str();
        sub.add_option("--gen-len", b->gen_len, "Generated tokens")->capture_default_str();
-       sub.add_option("--repetitions", b->repetitions, "Runs of each phase, best reported (prefill: at least 10)")->capture_default_str();
+       sub.add_option("--repetitions", b->repetitions, "Runs of each phase, best reported (prefill: at least 10)")
+           ->capture_default_str();
        sub.add_option("--batch", b->batch, "Also decode this many sequences together after their prompts");
        sub.add_flag("--json", b->json, "Print one JSON object");
        return [b] { return run_bench_model(*b); };

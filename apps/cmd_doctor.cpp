@@ -12,8 +12,8 @@
 #include <optional>
 #include <sstream>
 
-#include "command_registry.h"
 #include "comm/comm_factory.h"
+#include "command_registry.h"
 #include "doctor/comm_check.h"
 #include "doctor/finding.h"
 #include "doctor/log_findings.h"
@@ -102,8 +102,8 @@ void add(std::vector<doctor::Finding>* all, std::vector<doctor::Finding> some, c
 }
 
 int run_doctor(const DoctorFlags& f) {
-  if (f.log.empty() && f.metrics.empty() && f.url.empty() && f.topology.empty() && f.model.empty() &&
-      !f.processes && !f.comm_check)
+  if (f.log.empty() && f.metrics.empty() && f.url.empty() && f.topology.empty() && f.model.empty() && !f.processes &&
+      !f.comm_check)
     throw InputError(
         "give at least one of --log, --url, --metrics, --topology, --processes, --comm-check, or --model with --gpu");
   if (!(f.comm_timeout_s > 0)) throw InputError("--comm-timeout must be > 0 seconds");
@@ -137,8 +137,10 @@ int run_doctor(const DoctorFlags& f) {
   if (f.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& x : findings)
-      out.push_back({{"severity", doctor::severity_name(x.severity)}, {"title", x.title},
-                     {"evidence", x.evidence}, {"fixes", x.fixes}});
+      out.push_back({{"severity", doctor::severity_name(x.severity)},
+                     {"title", x.title},
+                     {"evidence", x.evidence},
+                     {"fixes", x.fixes}});
     std::cout << out.dump(2) << "\n";
     return 0;
   }
@@ -151,25 +153,25 @@ int run_doctor(const DoctorFlags& f) {
   return 0;
 }
 
-const bool registered = register_command({"doctor", "Diagnose OOM, KV capacity and topology problems",
-  [](CLI::App& sub) -> CommandAction {
-    auto f = std::make_shared<DoctorFlags>();
-    sub.add_option("--model", f->model, "Model (catalog name, GGUF, config.json) for the memory check (with --gpu)");
-    sub.add_option("--tp", f->tp, "Tensor-parallel size [1]");
-    sub.add_option("--pp", f->pp, "Pipeline-parallel size [1]");
-    sub.add_option("--gpu", f->gpu, "GPU catalog name for the memory check (see `parallm plan`)");
-    sub.add_option("--url", f->url, "A running server (http://host:port): read its /metrics");
-    sub.add_option("--metrics", f->metrics, "A saved /metrics text instead of --url");
-    sub.add_option("--log", f->log, "A start-up log (vLLM, SGLang or parallm)");
-    sub.add_option("--topology", f->topology, "A saved `nvidia-smi topo -m`");
-    sub.add_flag("--processes", f->processes,
-                 "List other processes' device memory per GPU through NVML ($PARALLM_NVML_LIBRARY to override)");
-    sub.add_flag("--comm-check", f->comm_check, "Time an all-reduce across the --tp x --pp ranks");
-    sub.add_option("--comm", f->comm, "Communicator for --comm-check: local (threads) | mpi (under mpirun) [local]");
-    sub.add_option("--comm-timeout", f->comm_timeout_s, "Seconds a rank may be late before it counts as dead [10]");
-    sub.add_flag("--json", f->json, "Print the findings as a JSON array");
-    return [f]() -> int { return run_doctor(*f); };
-  }});
+const bool registered = register_command(
+    {"doctor", "Diagnose OOM, KV capacity and topology problems", [](CLI::App& sub) -> CommandAction {
+       auto f = std::make_shared<DoctorFlags>();
+       sub.add_option("--model", f->model, "Model (catalog name, GGUF, config.json) for the memory check (with --gpu)");
+       sub.add_option("--tp", f->tp, "Tensor-parallel size [1]");
+       sub.add_option("--pp", f->pp, "Pipeline-parallel size [1]");
+       sub.add_option("--gpu", f->gpu, "GPU catalog name for the memory check (see `parallm plan`)");
+       sub.add_option("--url", f->url, "A running server (http://host:port): read its /metrics");
+       sub.add_option("--metrics", f->metrics, "A saved /metrics text instead of --url");
+       sub.add_option("--log", f->log, "A start-up log (vLLM, SGLang or parallm)");
+       sub.add_option("--topology", f->topology, "A saved `nvidia-smi topo -m`");
+       sub.add_flag("--processes", f->processes,
+                    "List other processes' device memory per GPU through NVML ($PARALLM_NVML_LIBRARY to override)");
+       sub.add_flag("--comm-check", f->comm_check, "Time an all-reduce across the --tp x --pp ranks");
+       sub.add_option("--comm", f->comm, "Communicator for --comm-check: local (threads) | mpi (under mpirun) [local]");
+       sub.add_option("--comm-timeout", f->comm_timeout_s, "Seconds a rank may be late before it counts as dead [10]");
+       sub.add_flag("--json", f->json, "Print the findings as a JSON array");
+       return [f]() -> int { return run_doctor(*f); };
+     }});
 
 }  // namespace
 }  // namespace parallm

@@ -48,8 +48,7 @@ int run_exporter(const std::string& host, int port) {
       r.set_header("Allow", "GET, HEAD");
       ex->respond(std::move(r));
     } else {
-      ex->respond(text_response(404, "not found: this exporter serves /metrics and /health\n",
-                                "text/plain"));
+      ex->respond(text_response(404, "not found: this exporter serves /metrics and /health\n", "text/plain"));
     }
   };
   auto error = [](int status, const std::string& message) {
@@ -61,8 +60,8 @@ int run_exporter(const std::string& host, int port) {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   core.start();
-  std::fprintf(stderr, "parallm exporter: listening on http://%s:%d (GPU metrics: %s)\n",
-               host.c_str(), bound, hw.gpu_metrics_available() ? "NVML" : hw.gpu_status().c_str());
+  std::fprintf(stderr, "parallm exporter: listening on http://%s:%d (GPU metrics: %s)\n", host.c_str(), bound,
+               hw.gpu_metrics_available() ? "NVML" : hw.gpu_status().c_str());
   while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::fprintf(stderr, "parallm exporter: stopping\n");
   core.stop();
@@ -70,8 +69,7 @@ int run_exporter(const std::string& host, int port) {
 }
 
 const bool registered = register_command(
-    {"exporter", "Serve GPU and host metrics (Prometheus) for any engine",
-     [](CLI::App& sub) -> CommandAction {
+    {"exporter", "Serve GPU and host metrics (Prometheus) for any engine", [](CLI::App& sub) -> CommandAction {
        auto host = std::make_shared<std::string>("127.0.0.1");
        auto port = std::make_shared<int>(9400);
        sub.add_option("--host", *host, "Address to listen on")->capture_default_str();

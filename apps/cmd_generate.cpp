@@ -1,10 +1,9 @@
 // `parallm generate`: load a model, tokenize a prompt, generate. stdout holds
 // the completion only (the prompt first with --echo) or, with --json, one JSON
 // object; stderr holds the load summary and the speeds.
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "command_registry.h"
 #include "default_model.h"
@@ -29,12 +28,13 @@ struct GenerateCli {
 // Writes the logits of every prompt position as raw little-endian float32
 // [n_prompt, n_vocab]: what the NumPy reference and the parallel-layout tests compare.
 void dump_prompt_logits(Engine& engine, const std::vector<int32_t>& prompt, const std::string& path) {
-  if (static_cast<int64_t>(prompt.size()) > engine.ctx_size()) throw InputError("the prompt is longer than the context");
+  if (static_cast<int64_t>(prompt.size()) > engine.ctx_size())
+    throw InputError("the prompt is longer than the context");
   std::vector<int32_t> table(static_cast<size_t>(engine.n_kv_blocks()));
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
   ForwardBatch batch;
-  batch.add_sequence_tokens(prompt.data(), static_cast<int64_t>(prompt.size()), 0, 0, table.data(),
-                            engine.block_size(), false);
+  batch.add_sequence_tokens(prompt.data(), static_cast<int64_t>(prompt.size()), 0, 0, table.data(), engine.block_size(),
+                            false);
   for (size_t i = 0; i < prompt.size(); ++i) batch.logit_rows.push_back(static_cast<int32_t>(i));
   const float* logits = engine.forward(batch);
   FILE* f = std::fopen(path.c_str(), "wb");
@@ -123,7 +123,8 @@ const bool registered = register_command(
        g->engine.add_to(sub, /*model_required=*/false);
        sub.add_option("--prompt,-p", g->prompt, "Prompt text")->required();
        sub.add_option("-n,--n-predict", g->n, "New tokens to generate")->capture_default_str();
-       sub.add_option("--temperature,--temp", g->temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
+       sub.add_option("--temperature,--temp", g->temperature, "Sampling temperature (0 = greedy)")
+           ->capture_default_str();
        sub.add_option("--top-k", g->top_k, "Top-k (0 = off)");
        sub.add_option("--top-p", g->top_p, "Top-p / nucleus (1 = off)");
        sub.add_option("--min-p", g->min_p, "Min-p (0 = off)");

@@ -8,15 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "command_registry.h"
-#include "plan_calibrate.h"
 #include "core/dtype.h"
 #include "loader/gguf_reader.h"
+#include "plan_calibrate.h"
 #include "planner/calibration.h"
 #include "planner/deploy_emit.h"
 #include "planner/model_catalog.h"
@@ -37,8 +36,8 @@ struct PlanFlags {
   std::string emit, out, engine, objective = "auto";
   int gpus = 1, nodes = 1, tp = 0, pp = 0, dp = 0, ep = 0, threads = 0;
   int64_t input_len = 1024, output_len = 256, max_model_len = 0, max_num_seqs = 256, max_batched = 8192;
-  double concurrency = 0, qps = 0, ttft_slo = 0, tpot_slo = 0, price = 0, headroom = 1.3, peak_conc = 0,
-         peak_qps = 0, mem_util = 0.9, expert_imbalance = 0;
+  double concurrency = 0, qps = 0, ttft_slo = 0, tpot_slo = 0, price = 0, headroom = 1.3, peak_conc = 0, peak_qps = 0,
+         mem_util = 0.9, expert_imbalance = 0;
   double gpu_price = 0, depreciation_months = 36, gpu_watts = 0, power_price = 0, ops_cost_month = 0,
          daily_requests = 0;
   std::string currency;
@@ -57,18 +56,20 @@ int run_calibrate(const PlanFlags& f) {
   if (f.json) {
     std::cout << calibration_to_json(c);
   } else {
-    std::cout << strfmt("Calibrated %d threads: memory %.1f GB/s, FP32 FMA %.1f GFLOP/s, all-reduce %.1f us + %.2f GB/s "
-                        "(%d ranks)\nSaved to %s\n",
-                        c.threads, c.mem_bw_gbps, c.fma_gflops, c.allreduce_latency_us, c.allreduce_gbps,
-                        c.allreduce_ranks, path.c_str());
+    std::cout << strfmt(
+        "Calibrated %d threads: memory %.1f GB/s, FP32 FMA %.1f GFLOP/s, all-reduce %.1f us + %.2f GB/s "
+        "(%d ranks)\nSaved to %s\n",
+        c.threads, c.mem_bw_gbps, c.fma_gflops, c.allreduce_latency_us, c.allreduce_gbps, c.allreduce_ranks,
+        path.c_str());
     std::cout << strfmt("Engine matmul (llama-110m layers): decode = 1 token, prefill = %lld tokens\n",
                         static_cast<long long>(kProbePrefillTokens));
     for (const auto& [name, k] : c.kernels)
       std::cout << strfmt("  %-5s decode %6.1f GB/s (%.2f of bandwidth)  prefill %7.1f GFLOP/s (%.2f of FMA peak)\n",
                           name.c_str(), k.decode_gbps, k.bw_eff, k.prefill_gflops, k.flops_eff);
-    std::cout << strfmt("Engine forward (llama-110m q4_0): %.1f us per layer besides matmuls; attention %.2f of "
-                        "bandwidth (decode), %.3f of FMA peak (prefill)\n",
-                        c.layer_overhead_us, c.attn_bw_eff, c.attn_flops_eff);
+    std::cout << strfmt(
+        "Engine forward (llama-110m q4_0): %.1f us per layer besides matmuls; attention %.2f of "
+        "bandwidth (decode), %.3f of FMA peak (prefill)\n",
+        c.layer_overhead_us, c.attn_bw_eff, c.attn_flops_eff);
   }
   return 0;
 }
@@ -108,8 +109,8 @@ void write_deployment_files(const Plan& plan, const PlanFlags& f) {
     o_file.close();
     if (!o_file) throw InputError("--out " + f.out + ": cannot write " + path.string());
   }
-  std::cerr << strfmt("Wrote %zu %s file(s) for the %s engine to %s\n", files.size(), f.emit.c_str(),
-                      o.engine.c_str(), f.out.c_str());
+  std::cerr << strfmt("Wrote %zu %s file(s) for the %s engine to %s\n", files.size(), f.emit.c_str(), o.engine.c_str(),
+                      f.out.c_str());
 }
 
 // The architecture of a local model file, for the parallm line: GGUF
@@ -139,16 +140,17 @@ std::string local_model_arch(const std::string& ref) {
 
 void check_economics(const PlanFlags& f) {
   const std::pair<const char*, double> nonneg[] = {
-      {"--gpu-hour-price", f.price}, {"--gpu-price", f.gpu_price}, {"--gpu-watts", f.gpu_watts},
+      {"--gpu-hour-price", f.price},    {"--gpu-price", f.gpu_price},           {"--gpu-watts", f.gpu_watts},
       {"--power-price", f.power_price}, {"--ops-cost-month", f.ops_cost_month}, {"--daily-requests", f.daily_requests}};
   for (const auto& [name, v] : nonneg)
     if (v < 0) throw InputError(strfmt("%s must not be negative (got %g)", name, v));
   if (f.price > 0 && f.gpu_price > 0)
     throw InputError("--gpu-hour-price (rent) and --gpu-price (bought, depreciated) both price the cards; give one");
-  if (f.depreciation_months < 1) throw InputError(strfmt("--depreciation-months must be at least 1 (got %g)", f.depreciation_months));
+  if (f.depreciation_months < 1)
+    throw InputError(strfmt("--depreciation-months must be at least 1 (got %g)", f.depreciation_months));
   if (!f.currency.empty() && f.currency != "USD" && f.price <= 0 && f.gpu_price <= 0)
-    throw InputError("--currency " + f.currency + ": the catalog's card prices are USD; give --gpu-hour-price or --gpu-price in " +
-                     f.currency);
+    throw InputError("--currency " + f.currency +
+                     ": the catalog's card prices are USD; give --gpu-hour-price or --gpu-price in " + f.currency);
 }
 
 int run_plan(const PlanFlags& f) {
@@ -210,9 +212,15 @@ int run_plan(const PlanFlags& f) {
   w.output_len = f.output_len;
   const int load_flags = (f.concurrency > 0) + (f.qps > 0) + (f.offline ? 1 : 0);
   if (load_flags > 1) throw InputError("give one of --concurrency, --qps and --offline");
-  if (f.offline) w.mode = LoadMode::kOffline;
-  else if (f.qps > 0) { w.mode = LoadMode::kQps; w.qps = f.qps; }
-  else { w.mode = LoadMode::kConcurrency; w.concurrency = f.concurrency > 0 ? f.concurrency : 1; }
+  if (f.offline)
+    w.mode = LoadMode::kOffline;
+  else if (f.qps > 0) {
+    w.mode = LoadMode::kQps;
+    w.qps = f.qps;
+  } else {
+    w.mode = LoadMode::kConcurrency;
+    w.concurrency = f.concurrency > 0 ? f.concurrency : 1;
+  }
   if (f.concurrency < 0 || f.qps < 0) throw InputError("--concurrency and --qps must be positive");
   w.load_given = f.concurrency > 0 || f.qps > 0;
   w.objective = f.objective == "auto" ? Objective::kAuto : parse_objective(f.objective);
@@ -248,57 +256,58 @@ int run_plan(const PlanFlags& f) {
   return 0;
 }
 
-const bool registered = register_command({"plan", "Plan a deployment: fits? which layout? how many GPUs?",
-  [](CLI::App& sub) -> CommandAction {
-    auto f = std::make_shared<PlanFlags>();
-    sub.add_option("--model", f->model, "Catalog name, GGUF file, config.json or HF directory");
-    sub.add_option("--weights", f->weights, "fp32|bf16|fp16|fp8|int8|int4 or a GGUF type [bf16 / the file's]");
-    sub.add_option("--kv-dtype", f->kv_dtype, "KV cache type: auto|fp16|bf16|fp8|int8|fp32 [auto = 16-bit]");
-    sub.add_option("--gpu", f->gpu, "Device from the catalog (H100-SXM, A100-80G, RTX-4090, cpu, ...)");
-    sub.add_option("--gpus", f->gpus, "Devices per node [1]");
-    sub.add_option("--nodes", f->nodes, "Nodes [1]");
-    sub.add_option("--interconnect", f->interconnect, "nvlink|nvswitch|pcie3|pcie4|pcie5");
-    sub.add_option("--topology", f->topology, "Saved `nvidia-smi topo -m` output");
-    sub.add_flag("--local", f->local, "Use this machine's devices (CPU: needs --calibrate first)");
-    sub.add_flag("--calibrate", f->calibrate, "Measure this machine (bandwidth, FMA peak, all-reduce) and save it");
-    sub.add_option("--calibration", f->calibration_path, "Calibration file [~/.cache/parallm/calibration.json]");
-    sub.add_option("--threads", f->threads, "Threads for --calibrate [all]");
-    sub.add_option("--input-len", f->input_len, "Prompt tokens [1024]");
-    sub.add_option("--output-len", f->output_len, "Output tokens [256]");
-    sub.add_option("--concurrency", f->concurrency, "Requests in flight [1]");
-    sub.add_option("--qps", f->qps, "Requests per second");
-    sub.add_flag("--offline", f->offline, "As many requests in flight as memory allows (max throughput)");
-    sub.add_option("--ttft-slo", f->ttft_slo, "Time-to-first-token SLO, ms");
-    sub.add_option("--tpot-slo", f->tpot_slo, "Time-per-output-token SLO, ms");
-    sub.add_option("--max-model-len", f->max_model_len, "Context to reserve per sequence [input + output]");
-    sub.add_option("--tp", f->tp, "Pin tensor parallel size");
-    sub.add_option("--pp", f->pp, "Pin pipeline parallel size");
-    sub.add_option("--dp", f->dp, "Pin data parallel replicas");
-    sub.add_option("--ep", f->ep, "Pin expert parallel size (MoE)");
-    sub.add_option("--gpu-hour-price", f->price, "Rent per device-hour, in --currency [catalog estimate, USD]");
-    sub.add_option("--gpu-price", f->gpu_price, "Purchase price per device (depreciation instead of rent)");
-    sub.add_option("--depreciation-months", f->depreciation_months, "Months --gpu-price is written off over [36]");
-    sub.add_option("--gpu-watts", f->gpu_watts, "Board power per device, W [catalog]");
-    sub.add_option("--power-price", f->power_price, "Electricity per kWh, in --currency [0: not counted]");
-    sub.add_option("--ops-cost-month", f->ops_cost_month, "Operations (staff, hosting) per month, in --currency");
-    sub.add_option("--daily-requests", f->daily_requests, "Requests a day, for the cost per token at the real volume");
-    sub.add_option("--currency", f->currency, "Label of every price [USD]");
-    sub.add_option("--headroom", f->headroom, "Capacity headroom factor [1.3]");
-    sub.add_option("--peak-concurrency", f->peak_conc, "Peak concurrent requests to provision for");
-    sub.add_option("--peak-qps", f->peak_qps, "Peak requests/s to provision for");
-    sub.add_option("--gpu-memory-utilization", f->mem_util, "Memory cap fraction [0.9]");
-    sub.add_option("--max-num-seqs", f->max_num_seqs, "Scheduler limit of sequences per replica [256]");
-    sub.add_option("--max-num-batched-tokens", f->max_batched, "Token budget per step [8192]");
-    sub.add_option("--objective", f->objective,
-                   "Rank by latency|throughput|cost [auto: SLOs then cost at the workload, or at full capacity]");
-    sub.add_option("--expert-imbalance", f->expert_imbalance,
-                   "MoE: busiest expert-parallel rank's tokens over the mean [1.3, docs/plan.md]");
-    sub.add_flag("--json", f->json, "Print JSON (schema: docs/plan.md)");
-    sub.add_option("--emit", f->emit, "Write deployment files for the plan: k8s|compose|systemd (docs/plan.md)");
-    sub.add_option("--out", f->out, "Folder for the --emit files");
-    sub.add_option("--engine", f->engine, "Engine the --emit files run: parallm|vllm|sglang|trtllm|llamacpp [vllm]");
-    return [f]() -> int { return run_plan(*f); };
-  }});
+const bool registered = register_command(
+    {"plan", "Plan a deployment: fits? which layout? how many GPUs?", [](CLI::App& sub) -> CommandAction {
+       auto f = std::make_shared<PlanFlags>();
+       sub.add_option("--model", f->model, "Catalog name, GGUF file, config.json or HF directory");
+       sub.add_option("--weights", f->weights, "fp32|bf16|fp16|fp8|int8|int4 or a GGUF type [bf16 / the file's]");
+       sub.add_option("--kv-dtype", f->kv_dtype, "KV cache type: auto|fp16|bf16|fp8|int8|fp32 [auto = 16-bit]");
+       sub.add_option("--gpu", f->gpu, "Device from the catalog (H100-SXM, A100-80G, RTX-4090, cpu, ...)");
+       sub.add_option("--gpus", f->gpus, "Devices per node [1]");
+       sub.add_option("--nodes", f->nodes, "Nodes [1]");
+       sub.add_option("--interconnect", f->interconnect, "nvlink|nvswitch|pcie3|pcie4|pcie5");
+       sub.add_option("--topology", f->topology, "Saved `nvidia-smi topo -m` output");
+       sub.add_flag("--local", f->local, "Use this machine's devices (CPU: needs --calibrate first)");
+       sub.add_flag("--calibrate", f->calibrate, "Measure this machine (bandwidth, FMA peak, all-reduce) and save it");
+       sub.add_option("--calibration", f->calibration_path, "Calibration file [~/.cache/parallm/calibration.json]");
+       sub.add_option("--threads", f->threads, "Threads for --calibrate [all]");
+       sub.add_option("--input-len", f->input_len, "Prompt tokens [1024]");
+       sub.add_option("--output-len", f->output_len, "Output tokens [256]");
+       sub.add_option("--concurrency", f->concurrency, "Requests in flight [1]");
+       sub.add_option("--qps", f->qps, "Requests per second");
+       sub.add_flag("--offline", f->offline, "As many requests in flight as memory allows (max throughput)");
+       sub.add_option("--ttft-slo", f->ttft_slo, "Time-to-first-token SLO, ms");
+       sub.add_option("--tpot-slo", f->tpot_slo, "Time-per-output-token SLO, ms");
+       sub.add_option("--max-model-len", f->max_model_len, "Context to reserve per sequence [input + output]");
+       sub.add_option("--tp", f->tp, "Pin tensor parallel size");
+       sub.add_option("--pp", f->pp, "Pin pipeline parallel size");
+       sub.add_option("--dp", f->dp, "Pin data parallel replicas");
+       sub.add_option("--ep", f->ep, "Pin expert parallel size (MoE)");
+       sub.add_option("--gpu-hour-price", f->price, "Rent per device-hour, in --currency [catalog estimate, USD]");
+       sub.add_option("--gpu-price", f->gpu_price, "Purchase price per device (depreciation instead of rent)");
+       sub.add_option("--depreciation-months", f->depreciation_months, "Months --gpu-price is written off over [36]");
+       sub.add_option("--gpu-watts", f->gpu_watts, "Board power per device, W [catalog]");
+       sub.add_option("--power-price", f->power_price, "Electricity per kWh, in --currency [0: not counted]");
+       sub.add_option("--ops-cost-month", f->ops_cost_month, "Operations (staff, hosting) per month, in --currency");
+       sub.add_option("--daily-requests", f->daily_requests,
+                      "Requests a day, for the cost per token at the real volume");
+       sub.add_option("--currency", f->currency, "Label of every price [USD]");
+       sub.add_option("--headroom", f->headroom, "Capacity headroom factor [1.3]");
+       sub.add_option("--peak-concurrency", f->peak_conc, "Peak concurrent requests to provision for");
+       sub.add_option("--peak-qps", f->peak_qps, "Peak requests/s to provision for");
+       sub.add_option("--gpu-memory-utilization", f->mem_util, "Memory cap fraction [0.9]");
+       sub.add_option("--max-num-seqs", f->max_num_seqs, "Scheduler limit of sequences per replica [256]");
+       sub.add_option("--max-num-batched-tokens", f->max_batched, "Token budget per step [8192]");
+       sub.add_option("--objective", f->objective,
+                      "Rank by latency|throughput|cost [auto: SLOs then cost at the workload, or at full capacity]");
+       sub.add_option("--expert-imbalance", f->expert_imbalance,
+                      "MoE: busiest expert-parallel rank's tokens over the mean [1.3, docs/plan.md]");
+       sub.add_flag("--json", f->json, "Print JSON (schema: docs/plan.md)");
+       sub.add_option("--emit", f->emit, "Write deployment files for the plan: k8s|compose|systemd (docs/plan.md)");
+       sub.add_option("--out", f->out, "Folder for the --emit files");
+       sub.add_option("--engine", f->engine, "Engine the --emit files run: parallm|vllm|sglang|trtllm|llamacpp [vllm]");
+       return [f]() -> int { return run_plan(*f); };
+     }});
 
 }  // namespace
 }  // namespace parallm

@@ -63,19 +63,13 @@ int run_router(const RouterCliOptions& cli) {
 }
 
 const bool registered = register_command(
-    {"router", "Route OpenAI requests over several backend servers",
-     [](CLI::App& sub) -> CommandAction {
+    {"router", "Route OpenAI requests over several backend servers", [](CLI::App& sub) -> CommandAction {
        auto opt = std::make_shared<RouterCliOptions>();
-       sub.add_option("--backend", opt->backends,
-                      "Backend base URL, http://host:port (repeat for each)")
-           ->required();
-       sub.add_option("--policy", opt->policy, "least-tokens | prefix-affinity | round-robin")
-           ->capture_default_str();
+       sub.add_option("--backend", opt->backends, "Backend base URL, http://host:port (repeat for each)")->required();
+       sub.add_option("--policy", opt->policy, "least-tokens | prefix-affinity | round-robin")->capture_default_str();
        sub.add_option("--host", opt->host, "Address to listen on")->capture_default_str();
-       sub.add_option("--port", opt->port, "Port to listen on (0 = any free port)")
-           ->capture_default_str();
-       sub.add_option("--api-key", opt->api_key,
-                      "Clients must send Authorization: Bearer KEY on /v1/*");
+       sub.add_option("--port", opt->port, "Port to listen on (0 = any free port)")->capture_default_str();
+       sub.add_option("--api-key", opt->api_key, "Clients must send Authorization: Bearer KEY on /v1/*");
        return [opt] { return run_router(*opt); };
      }});
 

@@ -2,6 +2,8 @@
 // answers 503 while the model loads), sizes the paged KV pool from what each
 // device has left after weights and a profiled activation peak, builds --dp
 // replicas of tp × pp ranks behind the router, and serves until SIGINT/SIGTERM.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -14,18 +16,16 @@
 #include <iterator>
 #include <thread>
 
-#include <sys/resource.h>
-
+#include "comm/comm_factory.h"
 #include "command_registry.h"
 #include "core/device.h"
 #include "default_model.h"
-#include "engine_cli.h"
 #include "engine/engine.h"
-#include "serve_compat.h"
-#include "serve_dp_processes.h"
+#include "engine_cli.h"
 #include "loader/model_file.h"
 #include "model/kv_pool.h"
-#include "comm/comm_factory.h"
+#include "serve_compat.h"
+#include "serve_dp_processes.h"
 #include "server/api_keys.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
@@ -58,10 +58,11 @@ class StatsLine {
     const double prompt = static_cast<double>(m.prompt_tokens_total - last_.prompt_tokens_total) / dt;
     const double gen = static_cast<double>(m.generation_tokens_total - last_.generation_tokens_total) / dt;
     if (prompt > 0 || gen > 0 || m.num_requests_running > 0 || m.num_requests_waiting > 0) {
-      log_info(strfmt("Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, Running: %lld reqs, "
-                      "Waiting: %lld reqs, KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%",
-                      prompt, gen, (long long)m.num_requests_running, (long long)m.num_requests_waiting,
-                      100.0 * m.kv_cache_usage, 100.0 * m.prefix_cache_hit_rate));
+      log_info(
+          strfmt("Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, Running: %lld reqs, "
+                 "Waiting: %lld reqs, KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%",
+                 prompt, gen, (long long)m.num_requests_running, (long long)m.num_requests_waiting,
+                 100.0 * m.kv_cache_usage, 100.0 * m.prefix_cache_hit_rate));
     }
     last_ = m;
     t_ = now;
@@ -79,9 +80,10 @@ struct ServeCli {
   ServeCompat compat;
   std::vector<std::string> served_model_names;
   std::string host = "127.0.0.1", api_key, api_key_file, metrics_api_key, chat_template, reasoning_parser,
-      max_body = "8M", max_tokenize_body = "2M", routing = "least-outstanding-tokens";
+              max_body = "8M", max_tokenize_body = "2M", routing = "least-outstanding-tokens";
   std::string stream_interval = "auto", allowed_origins, allowed_hosts;
-  int port = 8000, dp = 1, http_threads = 4, max_connections = 8192, max_connections_per_client = 2048, max_json_depth = 128;
+  int port = 8000, dp = 1, http_threads = 4, max_connections = 8192, max_connections_per_client = 2048,
+      max_json_depth = 128;
   double header_timeout = 10, body_timeout = 60, keep_alive_timeout = 5, write_timeout = 30, shutdown_timeout = 30;
   std::string log_level = "info";
   bool log_prompts = false;
@@ -99,11 +101,11 @@ struct ServeCli {
 // activation estimate leaves, profiles its largest step (Engine::profile_step),
 // and the pool is then resized to what the measured peak leaves.
 struct KvSizing {
-  int64_t budget = 0;         // bytes per device
-  double weights = 0;         // bytes per device
-  double block_bytes = 0;     // one block on one device
-  int64_t blocks_per_seq = 0; // one sequence of max_model_len
-  int64_t max_blocks = 0;     // max_num_seqs such sequences
+  int64_t budget = 0;          // bytes per device
+  double weights = 0;          // bytes per device
+  double block_bytes = 0;      // one block on one device
+  int64_t blocks_per_seq = 0;  // one sequence of max_model_len
+  int64_t max_blocks = 0;      // max_num_seqs such sequences
   int64_t max_model_len = 0;
   int64_t block_size = 0;
   double activation_estimate = 0;  // bytes per device, before the profile
@@ -112,15 +114,16 @@ struct KvSizing {
     std::unique_ptr<ModelFile> mf = open_model(eo.model_path);
     const ModelConfig& c = mf->config;
     const int world = std::max(eo.tp, eo.ep) * eo.pp;
-    budget = eo.device_memory_bytes > 0 ? eo.device_memory_bytes
-                                        : static_cast<int64_t>(total_system_memory_bytes() / static_cast<uint64_t>(world * s.dp));
+    budget = eo.device_memory_bytes > 0
+                 ? eo.device_memory_bytes
+                 : static_cast<int64_t>(total_system_memory_bytes() / static_cast<uint64_t>(world * s.dp));
     weights = static_cast<double>(mf->weight_bytes()) / world;  // NOTE: --dtype conversion not reflected
     // Every rank holds the same blocks for its own layers: the stage with the
     // most layers bounds the pool.
     const std::vector<int64_t> stages = pipeline_stage_layers(c, eo.pp, eo.pp_layers);
     const int64_t layers_per_rank = *std::max_element(stages.begin(), stages.end());
-    block_bytes = static_cast<double>(KvPool::bytes_per_token(layers_per_rank, std::max<int64_t>(1, c.n_kv_head / eo.tp),
-                                                              c.head_dim, eo.kv_dtype)) *
+    block_bytes = static_cast<double>(KvPool::bytes_per_token(
+                      layers_per_rank, std::max<int64_t>(1, c.n_kv_head / eo.tp), c.head_dim, eo.kv_dtype)) *
                   static_cast<double>(eo.block_size);
     block_size = eo.block_size;
     blocks_per_seq = (max_model_len + eo.block_size - 1) / eo.block_size;
@@ -142,24 +145,25 @@ struct KvSizing {
     const double free_bytes = static_cast<double>(budget) * s.memory_utilization - weights - activations;
     const int64_t n = free_bytes > 0 ? static_cast<int64_t>(free_bytes / block_bytes) : 0;
     if (n < blocks_per_seq) {
-      throw InputError(strfmt("the KV cache fits %lld blocks per device but one sequence of --max-model-len %lld needs %lld "
-                              "(%s budget × %.2f, weights %s, activations %s): lower --max-model-len or "
-                              "--max-num-batched-tokens, raise --device-memory / --memory-utilization, or add --tp / --pp",
-                              (long long)n, (long long)max_model_len, (long long)blocks_per_seq,
-                              format_bytes(static_cast<double>(budget)).c_str(), s.memory_utilization,
-                              format_bytes(weights).c_str(), format_bytes(activations).c_str()));
+      throw InputError(
+          strfmt("the KV cache fits %lld blocks per device but one sequence of --max-model-len %lld needs %lld "
+                 "(%s budget × %.2f, weights %s, activations %s): lower --max-model-len or "
+                 "--max-num-batched-tokens, raise --device-memory / --memory-utilization, or add --tp / --pp",
+                 (long long)n, (long long)max_model_len, (long long)blocks_per_seq,
+                 format_bytes(static_cast<double>(budget)).c_str(), s.memory_utilization, format_bytes(weights).c_str(),
+                 format_bytes(activations).c_str()));
     }
     return std::min(n, max_blocks);
   }
 
   void log(const ServeCli& s, int64_t n_blocks, double activations) const {
-    log_info(strfmt("KV cache: %lld blocks of %lld tokens = %lld tokens per replica (%s per device; weights %s, "
-                    "activations %s of a %s budget × %.2f); max concurrency at --max-model-len %lld: %.1f",
-                    (long long)n_blocks, (long long)block_size,
-                    (long long)(n_blocks * block_size), format_bytes(static_cast<double>(n_blocks) * block_bytes).c_str(),
-                    format_bytes(weights).c_str(), format_bytes(activations).c_str(),
-                    format_bytes(static_cast<double>(budget)).c_str(), s.memory_utilization, (long long)max_model_len,
-                    static_cast<double>(n_blocks) / static_cast<double>(blocks_per_seq)));
+    log_info(strfmt(
+        "KV cache: %lld blocks of %lld tokens = %lld tokens per replica (%s per device; weights %s, "
+        "activations %s of a %s budget × %.2f); max concurrency at --max-model-len %lld: %.1f",
+        (long long)n_blocks, (long long)block_size, (long long)(n_blocks * block_size),
+        format_bytes(static_cast<double>(n_blocks) * block_bytes).c_str(), format_bytes(weights).c_str(),
+        format_bytes(activations).c_str(), format_bytes(static_cast<double>(budget)).c_str(), s.memory_utilization,
+        (long long)max_model_len, static_cast<double>(n_blocks) / static_cast<double>(blocks_per_seq)));
   }
 };
 
@@ -246,8 +250,8 @@ void raise_open_files_limit(int wanted) {
   rl.rlim_cur = std::min(rl.rlim_max, want);
   ::setrlimit(RLIMIT_NOFILE, &rl);
   if (rl.rlim_cur < want) {
-    log_warn(strfmt("open files limit %llu is below --max-connections %d: raise ulimit -n", (unsigned long long)rl.rlim_cur,
-                    wanted));
+    log_warn(strfmt("open files limit %llu is below --max-connections %d: raise ulimit -n",
+                    (unsigned long long)rl.rlim_cur, wanted));
   }
 }
 
@@ -256,7 +260,8 @@ int run_serve(const ServeCli& s) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   if (s.dp < 1) throw InputError("--dp must be >= 1");
-  if (!(s.memory_utilization > 0 && s.memory_utilization <= 1)) throw InputError("--memory-utilization must be in (0, 1]");
+  if (!(s.memory_utilization > 0 && s.memory_utilization <= 1))
+    throw InputError("--memory-utilization must be in (0, 1]");
   if (s.max_num_seqs < 1 || s.max_num_batched_tokens < 1 || s.max_queue < 0) {
     throw InputError("--max-num-seqs and --max-num-batched-tokens must be >= 1, --max-queue >= 0");
   }
@@ -352,17 +357,18 @@ int run_serve(const ServeCli& s) {
       const int64_t blocks = sizing.blocks(s, static_cast<double>(activations));
       if (blocks != engine->n_kv_blocks()) engine->resize_kv_pool(blocks);
       if (r == 0) {
-        log_info(strfmt("profiled a step of %lld tokens / %lld sequences in %.1f s: activations %s per device (estimate %s)",
-                        (long long)s.max_num_batched_tokens, (long long)s.max_num_seqs,
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                        format_bytes(static_cast<double>(activations)).c_str(),
-                        format_bytes(sizing.activation_estimate).c_str()));
+        log_info(strfmt(
+            "profiled a step of %lld tokens / %lld sequences in %.1f s: activations %s per device (estimate %s)",
+            (long long)s.max_num_batched_tokens, (long long)s.max_num_seqs,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+            format_bytes(static_cast<double>(activations)).c_str(), format_bytes(sizing.activation_estimate).c_str()));
       }
     }
     if (r == 0) sizing.log(s, engine->n_kv_blocks(), static_cast<double>(activations));
     std::vector<std::string> names;
     if (!eo.devices.empty()) {
-      for (const auto& d : parse_device_list(eo.devices)) names.push_back(strfmt("%s:%d", d.kind == DeviceId::Kind::kCpu ? "cpu" : "cuda", d.index));
+      for (const auto& d : parse_device_list(eo.devices))
+        names.push_back(strfmt("%s:%d", d.kind == DeviceId::Kind::kCpu ? "cpu" : "cuda", d.index));
     } else {
       for (int i = 0; i < world; ++i) names.push_back(strfmt("cpu:%d", r * world + i));
     }
@@ -371,8 +377,10 @@ int run_serve(const ServeCli& s) {
     replicas.push_back(std::make_unique<EngineBackend>(std::move(engine), sopt, names, std::move(lost_ranks)));
   }
   std::unique_ptr<CompletionBackend> backend;
-  if (replicas.size() == 1) backend = std::move(replicas[0]);
-  else backend = std::make_unique<ReplicaSetBackend>(std::move(replicas), s.routing);
+  if (replicas.size() == 1)
+    backend = std::move(replicas[0]);
+  else
+    backend = std::make_unique<ReplicaSetBackend>(std::move(replicas), s.routing);
   server->set_backend(backend.get());
   std::fprintf(stderr, "parallm serve: ready, model '%s', max model len %lld, %d replica(s)\n",
                so.served_model_name.c_str(), (long long)max_model_len, s.dp);
@@ -436,11 +444,15 @@ const bool registered = register_command(
                       "CORS: origins that web pages may call from ('*', a JSON list or comma-separated; default none)");
        sub.add_option("--allowed-hosts", s->allowed_hosts,
                       "Answer only requests whose Host is one of these names (comma-separated; default any)");
-       sub.add_option("--max-connections", s->max_connections, "Open connections at most (503 past it)")->capture_default_str();
+       sub.add_option("--max-connections", s->max_connections, "Open connections at most (503 past it)")
+           ->capture_default_str();
        sub.add_option("--max-connections-per-client", s->max_connections_per_client,
-                      "Open connections per client address (429 past it)")->capture_default_str();
-       sub.add_option("--http-header-timeout", s->header_timeout, "Seconds for a request's headers to arrive")->capture_default_str();
-       sub.add_option("--http-body-timeout", s->body_timeout, "Seconds for a request's body to arrive")->capture_default_str();
+                      "Open connections per client address (429 past it)")
+           ->capture_default_str();
+       sub.add_option("--http-header-timeout", s->header_timeout, "Seconds for a request's headers to arrive")
+           ->capture_default_str();
+       sub.add_option("--http-body-timeout", s->body_timeout, "Seconds for a request's body to arrive")
+           ->capture_default_str();
        sub.add_option("--http-keep-alive-timeout", s->keep_alive_timeout, "Seconds an idle connection stays open")
            ->capture_default_str();
        sub.add_option("--http-write-timeout", s->write_timeout, "Seconds a client may stop reading its response")
@@ -450,7 +462,8 @@ const bool registered = register_command(
        sub.add_option("--max-tokenize-body", s->max_tokenize_body, "Largest /tokenize or /detokenize body (413 above)")
            ->capture_default_str();
        sub.add_option("--shutdown-timeout", s->shutdown_timeout,
-                      "Seconds SIGTERM / SIGINT lets requests in flight finish before ending them")->capture_default_str();
+                      "Seconds SIGTERM / SIGINT lets requests in flight finish before ending them")
+           ->capture_default_str();
        sub.add_option("--log-level", s->log_level, "error, warn, info or debug")->capture_default_str();
        sub.add_flag("--log-prompts", s->log_prompts, "Write prompts into the access log (off: they are users' data)");
        sub.add_option("--served-model-name,--alias", s->served_model_names,
@@ -460,20 +473,26 @@ const bool registered = register_command(
        sub.add_option("--chat-template", s->chat_template,
                       "Jinja chat template to use instead of the model's: a file, or the template itself");
        sub.add_option("--max-model-len", s->max_model_len, "Prompt + output tokens per request (default: --ctx-size)");
-       sub.add_option("--max-num-seqs,--parallel", s->max_num_seqs, "Sequences batched at once (-np)")->capture_default_str();
-       sub.add_option("--max-num-batched-tokens", s->max_num_batched_tokens, "Tokens per step (chunked prefill)")->capture_default_str();
-       sub.add_option("--memory-utilization,--gpu-memory-utilization", s->memory_utilization, "Fraction of device memory to use")
+       sub.add_option("--max-num-seqs,--parallel", s->max_num_seqs, "Sequences batched at once (-np)")
+           ->capture_default_str();
+       sub.add_option("--max-num-batched-tokens", s->max_num_batched_tokens, "Tokens per step (chunked prefill)")
+           ->capture_default_str();
+       sub.add_option("--memory-utilization,--gpu-memory-utilization", s->memory_utilization,
+                      "Fraction of device memory to use")
            ->capture_default_str();
        sub.add_option("--max-queue", s->max_queue, "Waiting requests before 429")->capture_default_str();
-       sub.add_option("--long-prompt-threshold", s->long_prompt_threshold, "Prompts longer than this wait in their own queue");
+       sub.add_option("--long-prompt-threshold", s->long_prompt_threshold,
+                      "Prompts longer than this wait in their own queue");
        sub.add_option("--kv-blocks", s->kv_blocks, "KV blocks per replica (default: sized from memory)");
        sub.add_option("--max-input-tokens", s->max_input_tokens, "Longest prompt accepted (default: --max-model-len)");
-       sub.add_option("--max-output-tokens", s->max_output_tokens, "Largest max_tokens accepted (default: --max-model-len)");
+       sub.add_option("--max-output-tokens", s->max_output_tokens,
+                      "Largest max_tokens accepted (default: --max-model-len)");
        sub.add_option("--max-body", s->max_body, "Largest request body (413 above)")->capture_default_str();
        sub.add_option("--rate-limit", s->rate_limit,
                       "Requests per minute per API key, or per client address without keys (0 = off)");
        sub.add_option("--http-threads", s->http_threads,
-                      "Threads that run request handlers and streams (connections need none)")->capture_default_str();
+                      "Threads that run request handlers and streams (connections need none)")
+           ->capture_default_str();
        sub.add_option("--stream-interval", s->stream_interval,
                       "Tokens per streamed write after the first: N, or auto (grows with the load; docs/server.md)")
            ->capture_default_str();

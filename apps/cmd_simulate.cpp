@@ -24,15 +24,12 @@ namespace {
 using namespace parallm::planner;
 
 struct SimFlags {
-  std::string model, weights, kv_dtype = "auto", gpu, interconnect, calibration_path,
-                              layout = "tp=1,pp=1,dp=1";
-  std::string trace, input_len = "128", output_len = "128", router = "least-outstanding-tokens",
-                     json, html;
+  std::string model, weights, kv_dtype = "auto", gpu, interconnect, calibration_path, layout = "tp=1,pp=1,dp=1";
+  std::string trace, input_len = "128", output_len = "128", router = "least-outstanding-tokens", json, html;
   bool local = false;
   double qps = 0, duration = 0, request_overhead_ms = -1, ttft_slo = 0, tpot_slo = 0, mem_util = 0;
   int gpus_per_node = 8;
-  int64_t concurrency = 0, num_requests = 0, max_num_seqs = 256, max_batched = 2048,
-          max_model_len = 0, block_size = 16;
+  int64_t concurrency = 0, num_requests = 0, max_num_seqs = 256, max_batched = 2048, max_model_len = 0, block_size = 16;
   uint64_t seed = 0;
   CLI::Option *qps_opt = nullptr, *conc_opt = nullptr, *trace_opt = nullptr;
 };
@@ -46,23 +43,19 @@ void write_file(const std::string& path, const std::string& text, const char* fl
 
 // The device and its constants, as `plan` resolves them.
 void resolve_device(const SimFlags& f, PlanRequest& r, const Layout& layout) {
-  if (f.gpus_per_node < 1 || f.gpus_per_node > 1024)
-    throw InputError("--gpus-per-node must be in 1..1024");
+  if (f.gpus_per_node < 1 || f.gpus_per_node > 1024) throw InputError("--gpus-per-node must be in 1..1024");
   const int per_node = f.gpus_per_node;
-  const int nodes =
-      (layout.tp * layout.pp + per_node - 1) / per_node;  // a replica's nodes (pp may cross them)
+  const int nodes = (layout.tp * layout.pp + per_node - 1) / per_node;  // a replica's nodes (pp may cross them)
   if (f.local) {
     if (!f.gpu.empty()) throw InputError("--local replaces --gpu; give one");
     topo::LocalMachine m = topo::discover_local_machine();
     if (!m.gpus.empty()) {
       if (!match_gpu_name(m.gpus[0].name, static_cast<double>(m.gpus[0].memory_bytes), &r.gpu))
-        throw InputError("--local: GPU '" + m.gpus[0].name +
-                         "' is not in the catalog; use --gpu with a similar one");
+        throw InputError("--local: GPU '" + m.gpus[0].name + "' is not in the catalog; use --gpu with a similar one");
       r.fabric = fabric_from_topology(r.gpu, *m.gpu_links, 1);
       return;
     }
-    const std::string path =
-        f.calibration_path.empty() ? default_calibration_path() : f.calibration_path;
+    const std::string path = f.calibration_path.empty() ? default_calibration_path() : f.calibration_path;
     const Calibration c = load_calibration(path);
     r.gpu = calibrated_cpu(c, static_cast<double>(m.host_memory_bytes));
     r.constants = calibrated_constants(c, r.weights);
@@ -71,8 +64,7 @@ void resolve_device(const SimFlags& f, PlanRequest& r, const Layout& layout) {
     r.fabric = fabric_from_interconnect(r.gpu, "memory", 1, 1);
     return;
   }
-  if (f.gpu.empty())
-    throw InputError("--gpu NAME is required (or --local); known: H100-SXM, A100-80G, ...");
+  if (f.gpu.empty()) throw InputError("--gpu NAME is required (or --local); known: H100-SXM, A100-80G, ...");
   r.gpu = catalog_gpu(f.gpu);
   if (f.mem_util > 0) r.memory.gpu_memory_utilization = f.mem_util;
   r.fabric = fabric_from_interconnect(r.gpu, f.interconnect, per_node, nodes);
@@ -80,26 +72,21 @@ void resolve_device(const SimFlags& f, PlanRequest& r, const Layout& layout) {
 
 int run_simulate(SimFlags& f) {
   sim::SimulationSpec spec;
-  const int modes =
-      static_cast<int>(f.qps_opt->count() + f.conc_opt->count() + f.trace_opt->count());
-  if (modes != 1)
-    throw InputError("give exactly one of --qps R, --concurrency C and --trace FILE.jsonl");
-  if (f.model.empty())
-    throw InputError("--model is required (a catalog name, GGUF file, config.json or directory)");
+  const int modes = static_cast<int>(f.qps_opt->count() + f.conc_opt->count() + f.trace_opt->count());
+  if (modes != 1) throw InputError("give exactly one of --qps R, --concurrency C and --trace FILE.jsonl");
+  if (f.model.empty()) throw InputError("--model is required (a catalog name, GGUF file, config.json or directory)");
   spec.layout = sim::parse_layout(f.layout);
   PlanRequest& r = spec.request;
   r.model = load_model_spec(f.model);
   validate_model(r.model);
   std::string weights = f.weights;
-  if (weights.empty())
-    weights = !r.model.file_weight_type.empty() ? r.model.file_weight_type : "bf16";
+  if (weights.empty()) weights = !r.model.file_weight_type.empty() ? r.model.file_weight_type : "bf16";
   r.weights = parse_weight_format(weights);
   if (!f.weights.empty() && r.model.file_weight_bytes > 0 && f.weights != r.model.file_weight_type)
     r.model.file_weight_bytes = 0;  // the file re-quantized to --weights
   r.kv_dtype = f.kv_dtype;
   r.kv_elem_bytes = parse_kv_dtype_bytes(f.kv_dtype);
-  if (f.mem_util < 0 || f.mem_util > 1)
-    throw InputError("--gpu-memory-utilization must be in (0, 1]");
+  if (f.mem_util < 0 || f.mem_util > 1) throw InputError("--gpu-memory-utilization must be in (0, 1]");
   resolve_device(f, r, spec.layout);
   if (f.request_overhead_ms >= 0)
     r.constants.request_overhead_ms = f.request_overhead_ms;
@@ -122,8 +109,7 @@ int run_simulate(SimFlags& f) {
   load.num_requests = f.num_requests;
   load.duration_s = f.duration;
   load.seed = f.seed;
-  if (f.ttft_slo < 0 || f.tpot_slo < 0)
-    throw InputError("--ttft-slo and --tpot-slo must be positive milliseconds");
+  if (f.ttft_slo < 0 || f.tpot_slo < 0) throw InputError("--ttft-slo and --tpot-slo must be positive milliseconds");
   spec.slo = {f.ttft_slo, f.tpot_slo};
   spec.max_num_seqs = f.max_num_seqs;
   spec.max_num_batched_tokens = f.max_batched;
@@ -146,25 +132,18 @@ int run_simulate(SimFlags& f) {
 CommandAction setup_simulate(CLI::App& sub) {
   auto f = std::make_shared<SimFlags>();
   sub.add_option("--model", f->model, "Catalog name, GGUF file, config.json or HF directory");
-  sub.add_option("--weights", f->weights,
-                 "fp32|bf16|fp16|fp8|int8|int4 or a GGUF type [bf16 / the file's]");
-  sub.add_option("--kv-dtype", f->kv_dtype,
-                 "KV cache type: auto|fp16|bf16|fp8|int8|fp32 [auto = 16-bit]");
-  sub.add_option("--gpu", f->gpu,
-                 "Device from the catalog (H100-SXM, A100-80G, RTX-4090, cpu, ...)");
+  sub.add_option("--weights", f->weights, "fp32|bf16|fp16|fp8|int8|int4 or a GGUF type [bf16 / the file's]");
+  sub.add_option("--kv-dtype", f->kv_dtype, "KV cache type: auto|fp16|bf16|fp8|int8|fp32 [auto = 16-bit]");
+  sub.add_option("--gpu", f->gpu, "Device from the catalog (H100-SXM, A100-80G, RTX-4090, cpu, ...)");
   sub.add_flag("--local", f->local, "This machine's device (CPU: from `parallm plan --calibrate`)");
-  sub.add_option("--calibration", f->calibration_path,
-                 "Calibration file [~/.cache/parallm/calibration.json]");
-  sub.add_option("--interconnect", f->interconnect,
-                 "nvlink|nvswitch|pcie3|pcie4|pcie5 inside a replica");
+  sub.add_option("--calibration", f->calibration_path, "Calibration file [~/.cache/parallm/calibration.json]");
+  sub.add_option("--interconnect", f->interconnect, "nvlink|nvswitch|pcie3|pcie4|pcie5 inside a replica");
   sub.add_option("--gpus-per-node", f->gpus_per_node, "Devices per node: tp stays inside one [8]");
-  sub.add_option("--layout", f->layout,
-                 "tp=N,pp=N,dp=N[,ep=N]: dp replicas of tp x pp devices [tp=1,pp=1,dp=1]");
+  sub.add_option("--layout", f->layout, "tp=N,pp=N,dp=N[,ep=N]: dp replicas of tp x pp devices [tp=1,pp=1,dp=1]");
   f->qps_opt = sub.add_option("--qps", f->qps, "Poisson arrivals, requests/s over the whole fleet");
-  f->conc_opt = sub.add_option("--concurrency", f->concurrency,
-                               "Closed loop: streams in flight over the whole fleet");
-  f->trace_opt = sub.add_option(
-      "--trace", f->trace, "JSONL trace: {\"arrival_s\", \"input_tokens\", \"output_tokens\"}");
+  f->conc_opt = sub.add_option("--concurrency", f->concurrency, "Closed loop: streams in flight over the whole fleet");
+  f->trace_opt =
+      sub.add_option("--trace", f->trace, "JSONL trace: {\"arrival_s\", \"input_tokens\", \"output_tokens\"}");
   sub.add_option("--duration", f->duration, "Seconds of arrivals (simulated time)");
   sub.add_option("--num-requests", f->num_requests, "Requests to issue [100 when no --duration]");
   sub.add_option("--input-len", f->input_len, "Prompt tokens, N or MIN:MAX [128]");
@@ -174,23 +153,19 @@ CommandAction setup_simulate(CLI::App& sub) {
   sub.add_option("--tpot-slo", f->tpot_slo, "TPOT SLO in ms (goodput)");
   sub.add_option("--router", f->router, "Replica choice: least-outstanding-tokens|round-robin");
   sub.add_option("--max-num-seqs", f->max_num_seqs, "Sequences per replica step [256]");
-  sub.add_option("--max-num-batched-tokens", f->max_batched,
-                 "Token budget per step [2048, as serve]");
+  sub.add_option("--max-num-batched-tokens", f->max_batched, "Token budget per step [2048, as serve]");
   sub.add_option("--max-model-len", f->max_model_len, "Context per sequence [the longest request]");
   sub.add_option("--block-size", f->block_size, "KV block size in tokens [16]");
-  sub.add_option("--gpu-memory-utilization", f->mem_util,
-                 "Memory cap fraction for the KV pool [0.9; CPU 0.8]");
-  sub.add_option(
-      "--request-overhead-ms", f->request_overhead_ms,
-      "Server time per request before its first step (parse, template, tokenize) [the planner's]");
+  sub.add_option("--gpu-memory-utilization", f->mem_util, "Memory cap fraction for the KV pool [0.9; CPU 0.8]");
+  sub.add_option("--request-overhead-ms", f->request_overhead_ms,
+                 "Server time per request before its first step (parse, template, tokenize) [the planner's]");
   sub.add_option("--json", f->json, "Write bench's JSON report here ('-' for stdout)");
   sub.add_option("--html", f->html, "Write bench's HTML report here");
   return [f]() -> int { return run_simulate(*f); };
 }
 
 const bool registered = register_command(
-    {"simulate", "Simulate serving a load on a fleet: the real scheduler, the planner's step times",
-     setup_simulate});
+    {"simulate", "Simulate serving a load on a fleet: the real scheduler, the planner's step times", setup_simulate});
 
 }  // namespace
 }  // namespace parallm

@@ -25,8 +25,8 @@ int run_tokenize(const TokenizeOptions& opt) {
   if (opt.json) {
     nlohmann::json pieces = nlohmann::json::array();
     for (int32_t id : ids) pieces.push_back(tokenizer->token_to_piece(id));
-    nlohmann::json out = {{"ids", ids}, {"pieces", pieces}, {"n_tokens", ids.size()},
-                          {"tokenizer", tokenizer->kind_name()}};
+    nlohmann::json out = {
+        {"ids", ids}, {"pieces", pieces}, {"n_tokens", ids.size()}, {"tokenizer", tokenizer->kind_name()}};
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }

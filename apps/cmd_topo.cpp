@@ -43,51 +43,55 @@ std::string matrix_text(const topo::TopoMatrix& t) {
   return o.str();
 }
 
-const bool registered = register_command({"topo", "Show devices, their memory and how they are linked",
-  [](CLI::App& sub) -> CommandAction {
-    auto from_file = std::make_shared<std::string>();
-    auto json = std::make_shared<bool>(false);
-    sub.add_option("--from-file", *from_file, "Parse a saved `nvidia-smi topo -m` instead of probing");
-    sub.add_flag("--json", *json, "Print JSON");
-    return [from_file, json]() -> int {
-      nlohmann::json out;
-      std::string text;
-      if (!from_file->empty()) {
-        std::ifstream f(*from_file);
-        if (!f) throw InputError("cannot read " + *from_file);
-        std::stringstream ss;
-        ss << f.rdbuf();
-        topo::TopoMatrix t = topo::parse_nvidia_smi_topo(ss.str());
-        out["source"] = *from_file;
-        out["matrix"] = matrix_json(t);
-        text = strfmt("%d GPUs from %s\n", t.n_gpu(), from_file->c_str()) + matrix_text(t);
-      } else {
-        topo::LocalMachine m = topo::discover_local_machine();
-        out["source"] = "local";
-        out["cpu"] = {{"packages", m.packages}, {"numa_nodes", m.numa_nodes}, {"cores", m.cores},
-                      {"hardware_threads", m.hardware_threads}, {"memory_bytes", m.host_memory_bytes}};
-        out["gpus"] = nlohmann::json::array();
-        for (const auto& g : m.gpus)
-          out["gpus"].push_back({{"name", g.name}, {"memory_bytes", g.memory_bytes}, {"pci_bus_id", g.pci_bus_id}});
-        out["gpu_status"] = m.gpu_status;
-        text = strfmt("CPU: %d socket(s), %d NUMA node(s), %d cores, %d threads, %s RAM\n", m.packages,
-                      m.numa_nodes, m.cores, m.hardware_threads,
-                      format_bytes(static_cast<double>(m.host_memory_bytes)).c_str());
-        if (m.gpus.empty()) text += "GPUs: none (" + m.gpu_status + ")\n";
-        for (size_t i = 0; i < m.gpus.size(); ++i)
-          text += strfmt("GPU%zu: %s, %s, %s\n", i, m.gpus[i].name.c_str(),
-                         format_bytes(static_cast<double>(m.gpus[i].memory_bytes)).c_str(),
-                         m.gpus[i].pci_bus_id.c_str());
-        if (m.gpu_links) {
-          out["matrix"] = matrix_json(*m.gpu_links);
-          text += matrix_text(*m.gpu_links);
-        }
-      }
-      if (*json) std::cout << out.dump(2) << "\n";
-      else std::cout << text;
-      return 0;
-    };
-  }});
+const bool registered = register_command(
+    {"topo", "Show devices, their memory and how they are linked", [](CLI::App& sub) -> CommandAction {
+       auto from_file = std::make_shared<std::string>();
+       auto json = std::make_shared<bool>(false);
+       sub.add_option("--from-file", *from_file, "Parse a saved `nvidia-smi topo -m` instead of probing");
+       sub.add_flag("--json", *json, "Print JSON");
+       return [from_file, json]() -> int {
+         nlohmann::json out;
+         std::string text;
+         if (!from_file->empty()) {
+           std::ifstream f(*from_file);
+           if (!f) throw InputError("cannot read " + *from_file);
+           std::stringstream ss;
+           ss << f.rdbuf();
+           topo::TopoMatrix t = topo::parse_nvidia_smi_topo(ss.str());
+           out["source"] = *from_file;
+           out["matrix"] = matrix_json(t);
+           text = strfmt("%d GPUs from %s\n", t.n_gpu(), from_file->c_str()) + matrix_text(t);
+         } else {
+           topo::LocalMachine m = topo::discover_local_machine();
+           out["source"] = "local";
+           out["cpu"] = {{"packages", m.packages},
+                         {"numa_nodes", m.numa_nodes},
+                         {"cores", m.cores},
+                         {"hardware_threads", m.hardware_threads},
+                         {"memory_bytes", m.host_memory_bytes}};
+           out["gpus"] = nlohmann::json::array();
+           for (const auto& g : m.gpus)
+             out["gpus"].push_back({{"name", g.name}, {"memory_bytes", g.memory_bytes}, {"pci_bus_id", g.pci_bus_id}});
+           out["gpu_status"] = m.gpu_status;
+           text = strfmt("CPU: %d socket(s), %d NUMA node(s), %d cores, %d threads, %s RAM\n", m.packages, m.numa_nodes,
+                         m.cores, m.hardware_threads, format_bytes(static_cast<double>(m.host_memory_bytes)).c_str());
+           if (m.gpus.empty()) text += "GPUs: none (" + m.gpu_status + ")\n";
+           for (size_t i = 0; i < m.gpus.size(); ++i)
+             text += strfmt("GPU%zu: %s, %s, %s\n", i, m.gpus[i].name.c_str(),
+                            format_bytes(static_cast<double>(m.gpus[i].memory_bytes)).c_str(),
+                            m.gpus[i].pci_bus_id.c_str());
+           if (m.gpu_links) {
+             out["matrix"] = matrix_json(*m.gpu_links);
+             text += matrix_text(*m.gpu_links);
+           }
+         }
+         if (*json)
+           std::cout << out.dump(2) << "\n";
+         else
+           std::cout << text;
+         return 0;
+       };
+     }});
 
 }  // namespace
 }  // namespace parallm

@@ -29,8 +29,7 @@ std::filesystem::path binary_dir() {
 std::string default_model_path() {
   if (const char* env = std::getenv("PARALLM_DEFAULT_MODEL"); env != nullptr && *env != '\0') {
     if (!std::filesystem::is_regular_file(env)) {
-      throw InputError(std::string("PARALLM_DEFAULT_MODEL names '") + env +
-                       "', which is not a file");
+      throw InputError(std::string("PARALLM_DEFAULT_MODEL names '") + env + "', which is not a file");
     }
     return env;
   }

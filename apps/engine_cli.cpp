@@ -46,8 +46,10 @@ std::optional<DType> parse_weight_dtype(const std::string& value) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
     if (v == dtype_name(t)) return t;
   }
-  throw InputError("--dtype must be auto (the file's types), f16 (half, float16), bf16 (bfloat16), f32 (float, float32), "
-                   "q8_0 or q4_0, not '" + value + "'");
+  throw InputError(
+      "--dtype must be auto (the file's types), f16 (half, float16), bf16 (bfloat16), f32 (float, float32), "
+      "q8_0 or q4_0, not '" +
+      value + "'");
 }
 
 void EngineCli::add_to(CLI::App& app, bool model_required) {
@@ -57,7 +59,8 @@ void EngineCli::add_to(CLI::App& app, bool model_required) {
   app.add_option("--threads,-t", threads, "Threads per device (default: cores / devices)");
   app.add_option("--ctx-size,-c", ctx_size, "Context length (default: the model's metadata)");
   app.add_option("--kv-dtype,--kv-cache-dtype", kv_dtype,
-                 "KV cache dtype: f32, f16, bf16 or q8_0 (about half of f16's memory); auto = f16")->capture_default_str();
+                 "KV cache dtype: f32, f16, bf16 or q8_0 (about half of f16's memory); auto = f16")
+      ->capture_default_str();
   app.add_option("--dtype", dtype,
                  "Convert weights at load: f16, bf16, q8_0, q4_0 or f32 (vLLM's auto keeps the file's, half, float16, "
                  "bfloat16, float, float32)");

@@ -16,8 +16,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "parallm " PARALLM_VERSION " (commit " PARALLM_GIT_COMMIT ")");
   app.require_subcommand(1);
   auto& commands = parallm::registered_commands();
-  std::sort(commands.begin(), commands.end(),
-            [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::sort(commands.begin(), commands.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   std::vector<std::pair<CLI::App*, parallm::CommandAction>> actions;
   for (auto& spec : commands) {
     CLI::App* sub = app.add_subcommand(spec.name, spec.description);

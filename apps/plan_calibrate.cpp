@@ -12,13 +12,13 @@
 #include "engine/engine.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed.h"
-#include "util/zeroed_memory.h"
 #include "kernels/cpu/roofline.h"
 #include "loader/make_model.h"
 #include "model/linear.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
+#include "util/zeroed_memory.h"
 
 namespace parallm {
 namespace {
@@ -74,11 +74,11 @@ struct ProbeMatrix {
 
 struct ProbeSet {
   DType dtype;
-  bool packed = false;  // as the engine loads this dtype (model/linear.h)
+  bool packed = false;                             // as the engine loads this dtype (model/linear.h)
   std::vector<std::array<ProbeMatrix, 7>> layers;  // q k v o gate up down
   std::vector<ProbeMatrix> heads;                  // one after every kProbeModelLayers layers
-  char* data = nullptr;     // in packed_mem when that holds memory, else malloc'd
-  ZeroedMemory packed_mem;  // huge pages, as the engine keeps packed and float weights
+  char* data = nullptr;                            // in packed_mem when that holds memory, else malloc'd
+  ZeroedMemory packed_mem;                         // huge pages, as the engine keeps packed and float weights
   size_t bytes = 0;
   double params_per_layer = 0;
   ProbeSet() = default;
@@ -120,9 +120,12 @@ void fill_probe_weights(char* p, size_t bytes, DType t, uint64_t seed) {
 }
 
 void build_probe_set(DType t, ProbeSet* s) {
-  const std::array<std::pair<int64_t, int64_t>, 7> shapes = {{{kProbeEmbd, kProbeEmbd}, {kProbeEmbd, kProbeEmbd},
-                                                              {kProbeEmbd, kProbeEmbd}, {kProbeEmbd, kProbeEmbd},
-                                                              {kProbeFf, kProbeEmbd}, {kProbeFf, kProbeEmbd},
+  const std::array<std::pair<int64_t, int64_t>, 7> shapes = {{{kProbeEmbd, kProbeEmbd},
+                                                              {kProbeEmbd, kProbeEmbd},
+                                                              {kProbeEmbd, kProbeEmbd},
+                                                              {kProbeEmbd, kProbeEmbd},
+                                                              {kProbeFf, kProbeEmbd},
+                                                              {kProbeFf, kProbeEmbd},
                                                               {kProbeEmbd, kProbeFf}}};
   size_t layer_bytes = 0;
   s->params_per_layer = 0;
@@ -166,7 +169,8 @@ void build_probe_set(DType t, ProbeSet* s) {
   size_t packed_total = 0;
   std::vector<ProbeMatrix> all(s->heads);
   for (const auto& m : s->layers) all.insert(all.end(), m.begin(), m.end());
-  for (const ProbeMatrix& pm : all) packed_total = std::max(packed_total, pm.offset + cpu::packed_bytes(t, pm.n_out, pm.n_in));
+  for (const ProbeMatrix& pm : all)
+    packed_total = std::max(packed_total, pm.offset + cpu::packed_bytes(t, pm.n_out, pm.n_in));
   ZeroedMemory mem(packed_total);
   char* packed = static_cast<char*>(mem.data());
   for (const ProbeMatrix& pm : all) {
@@ -225,8 +229,11 @@ double best_of(Fn fn, double budget_s) {
 // all dtypes alike instead of spoiling one (a 2-thread mat-vec whose partner
 // thread is descheduled runs 3-4x slower).
 void measure_kernels(ThreadPool& pool, Calibration* c) {
-  const std::pair<DType, const char*> dtypes[] = {
-      {DType::kF32, "fp32"}, {DType::kF16, "fp16"}, {DType::kBF16, "bf16"}, {DType::kQ8_0, "q8_0"}, {DType::kQ4_0, "q4_0"}};
+  const std::pair<DType, const char*> dtypes[] = {{DType::kF32, "fp32"},
+                                                  {DType::kF16, "fp16"},
+                                                  {DType::kBF16, "bf16"},
+                                                  {DType::kQ8_0, "q8_0"},
+                                                  {DType::kQ4_0, "q4_0"}};
   constexpr size_t kPrefillLayers = 4;
   constexpr int kMinRounds = 4, kMaxRounds = 12;
   constexpr double kBudgetS = 3.0;
@@ -283,11 +290,14 @@ void measure_kernels(ThreadPool& pool, Calibration* c) {
 // Decode near/far runs alternate, so that a busy moment hits both alike.
 void measure_reference_forward(int threads, Calibration* c) {
   const KernelEfficiency& q4 = c->kernels.at("q4_0");
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("parallm-calibrate-" + std::to_string(::getpid()) + ".gguf")).string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("parallm-calibrate-" + std::to_string(::getpid()) + ".gguf")).string();
   struct Remove {
     std::string p;
-    ~Remove() { std::error_code ec; std::filesystem::remove(p, ec); }
+    ~Remove() {
+      std::error_code ec;
+      std::filesystem::remove(p, ec);
+    }
   } remove_file{path};
   MakeModelOptions mo;
   mo.preset = "llama-110m";
@@ -304,7 +314,8 @@ void measure_reference_forward(int threads, Calibration* c) {
   std::vector<int32_t> table(static_cast<size_t>(engine.n_kv_blocks()));
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
   std::vector<int32_t> prompt(kPrompt);
-  for (int64_t i = 0; i < kPrompt; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>(3 + i * 7 % (m.n_vocab - 3));
+  for (int64_t i = 0; i < kPrompt; ++i)
+    prompt[static_cast<size_t>(i)] = static_cast<int32_t>(3 + i * 7 % (m.n_vocab - 3));
   ForwardBatch batch;
   auto prefill = [&] {
     batch.clear();
@@ -334,8 +345,7 @@ void measure_reference_forward(int threads, Calibration* c) {
   const double layers = static_cast<double>(m.n_layer);
   const double kv_bytes_per_token = static_cast<double>(engine.kv_bytes_per_token_per_rank());
   const double near_ctx = (kSteps + 1) / 2.0, far_ctx = kFar + near_ctx;
-  const double attn_s_per_byte =
-      far_s > near_s ? (far_s - near_s) / ((far_ctx - near_ctx) * kv_bytes_per_token) : 0.0;
+  const double attn_s_per_byte = far_s > near_s ? (far_s - near_s) / ((far_ctx - near_ctx) * kv_bytes_per_token) : 0.0;
   c->attn_bw_eff = attn_s_per_byte > 0 ? 1.0 / attn_s_per_byte / 1e9 / c->mem_bw_gbps : 0.0;
   double weight_bytes = 0, layer_params = 0, head_params = 0;  // decode streams; prefill multiplies
   for (size_t w : engine.rank_weight_bytes()) weight_bytes += static_cast<double>(w);

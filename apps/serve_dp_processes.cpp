@@ -23,9 +23,8 @@ BackendPolicy router_policy(const std::string& routing) {
   if (routing.empty() || routing == "least-outstanding-tokens") return BackendPolicy::kLeastTokens;
   if (routing == "least-tokens" || routing == "prefix-affinity" || routing == "round-robin")
     return parse_backend_policy(routing);
-  throw InputError(
-      "unknown --routing '" + routing +
-      "' with --dp-processes (known: least-outstanding-tokens, prefix-affinity, round-robin)");
+  throw InputError("unknown --routing '" + routing +
+                   "' with --dp-processes (known: least-outstanding-tokens, prefix-affinity, round-robin)");
 }
 
 std::string join_devices(const std::vector<DeviceId>& ids) {
@@ -42,9 +41,8 @@ int run_serve_dp_processes(const DpProcessOptions& o, const std::atomic<int>& si
   if (!o.devices.empty()) {
     devices = parse_device_list(o.devices);
     if (static_cast<int>(devices.size()) != o.dp * o.world)
-      throw InputError(
-          strfmt("--devices lists %zu device(s); --dp %d replicas of tp x pp = %d need %d",
-                 devices.size(), o.dp, o.world, o.dp * o.world));
+      throw InputError(strfmt("--devices lists %zu device(s); --dp %d replicas of tp x pp = %d need %d", devices.size(),
+                              o.dp, o.world, o.dp * o.world));
   }
   const std::vector<std::string>& all = process_args();
   std::vector<std::string> serve_args;
@@ -64,15 +62,13 @@ int run_serve_dp_processes(const DpProcessOptions& o, const std::atomic<int>& si
   ro.policy = policy;
   ro.host = o.host;
   ro.port = o.port;
-  ro.health_interval_s =
-      0.5;  // a crashed replica is ejected within ~0.5 s; the retry covers the gap
+  ro.health_interval_s = 0.5;  // a crashed replica is ejected within ~0.5 s; the retry covers the gap
   for (int r = 0; r < o.dp; ++r) {
     const int port = pick_free_loopback_port();
     ReplicaProcessSpec spec;
     std::string group;
     if (!devices.empty()) {
-      std::vector<DeviceId> mine(devices.begin() + r * o.world,
-                                 devices.begin() + (r + 1) * o.world);
+      std::vector<DeviceId> mine(devices.begin() + r * o.world, devices.begin() + (r + 1) * o.world);
       bool cuda = false;
       std::string visible;
       for (const auto& d : mine) {
@@ -98,8 +94,7 @@ int run_serve_dp_processes(const DpProcessOptions& o, const std::atomic<int>& si
   HttpRouter router(ro);
   const int port = router.bind();
   router.start();
-  std::fprintf(stderr,
-               "parallm serve: listening on http://%s:%d (router over %d replica processes: %s)\n",
+  std::fprintf(stderr, "parallm serve: listening on http://%s:%d (router over %d replica processes: %s)\n",
                o.host.c_str(), port, o.dp,
                [&] {
                  std::string s;
@@ -117,11 +112,9 @@ int run_serve_dp_processes(const DpProcessOptions& o, const std::atomic<int>& si
   // Drain: each child answers 503 to new requests and /health (the router
   // stops sending it any), finishes what it has, and exits; the router keeps
   // passing their answers through until then.
-  log_info(strfmt("shutting down: draining %d replica process(es) (up to %.0f s)", o.dp,
-                  o.shutdown_timeout_s));
+  log_info(strfmt("shutting down: draining %d replica process(es) (up to %.0f s)", o.dp, o.shutdown_timeout_s));
   procs.signal_all(SIGTERM);
-  const auto until =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(o.shutdown_timeout_s + 15);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.shutdown_timeout_s + 15);
   while (!procs.all_exited() && std::chrono::steady_clock::now() < until) {
     procs.poll();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

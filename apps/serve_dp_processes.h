@@ -15,9 +15,9 @@ struct DpProcessOptions {
   int dp = 2;
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string routing;  // serve's --routing (least-outstanding-tokens, or a router --policy name)
-  std::string devices;  // --devices: split into dp groups of `world` ("" = none)
-  int world = 1;        // devices per replica (tp × pp)
+  std::string routing;             // serve's --routing (least-outstanding-tokens, or a router --policy name)
+  std::string devices;             // --devices: split into dp groups of `world` ("" = none)
+  int world = 1;                   // devices per replica (tp × pp)
   double shutdown_timeout_s = 30;  // the children's drain; the parent waits that plus a margin
 };
 

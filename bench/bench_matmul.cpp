@@ -70,8 +70,7 @@ const Limits& limits() {
   static Limits l = [] {
     Limits r{cpu::measure_memory_bandwidth_gb_per_s(pool()), cpu::measure_fma_peak_gflops(pool())};
     std::fprintf(stderr, "isa %s, %d threads: read bandwidth %.1f GB/s, FP32 FMA peak %.1f GFLOP/s\n",
-                 cpu::isa_name(cpu::active_isa()), pool().size(), r.bandwidth_gb_per_s,
-                 r.fma_peak_gflops);
+                 cpu::isa_name(cpu::active_isa()), pool().size(), r.bandwidth_gb_per_s, r.fma_peak_gflops);
     return r;
   }();
   return l;
@@ -134,17 +133,13 @@ const std::vector<Layer>& layers(DType t, bool packed) {
 
 double layer_bytes(DType t) {
   return static_cast<double>(4 * parallm::dtype_row_bytes(t, kDim) * kDim +
-                             2 * parallm::dtype_row_bytes(t, kDim) * kFf +
-                             parallm::dtype_row_bytes(t, kFf) * kDim);
+                             2 * parallm::dtype_row_bytes(t, kDim) * kFf + parallm::dtype_row_bytes(t, kFf) * kDim);
 }
 
-double layer_flops(int64_t n_tokens) {
-  return 2.0 * n_tokens * (4.0 * kDim * kDim + 3.0 * kDim * kFf);
-}
+double layer_flops(int64_t n_tokens) { return 2.0 * n_tokens * (4.0 * kDim * kDim + 3.0 * kDim * kFf); }
 
-void forward_matmuls(DType t, const std::vector<Layer>& ls, int64_t n_tokens, const float* x_dim,
-                     const float* x_ff, float* out_q, float* out_k, float* out_v, float* out_o,
-                     float* out_g, float* out_u, float* out_d) {
+void forward_matmuls(DType t, const std::vector<Layer>& ls, int64_t n_tokens, const float* x_dim, const float* x_ff,
+                     float* out_q, float* out_k, float* out_v, float* out_o, float* out_g, float* out_u, float* out_d) {
   auto target = [t](float* out, const Matrix& m) {
     return cpu::MatmulTarget{out, m.bytes.data(), t, m.stride, m.n_out, m.packed};
   };
@@ -164,16 +159,16 @@ void run_model(benchmark::State& state, DType t, bool packed, int64_t n_tokens, 
   const Limits& lim = limits();
   const std::vector<Layer>& all = layers(t, packed);
   std::vector<float> x_dim(n_tokens * kDim, 0.01f), x_ff(n_tokens * kFf, 0.01f);
-  std::vector<float> q(n_tokens * kDim), k(n_tokens * kDim), v(n_tokens * kDim), o(n_tokens * kDim),
-      g(n_tokens * kFf), u(n_tokens * kFf), d(n_tokens * kDim);
+  std::vector<float> q(n_tokens * kDim), k(n_tokens * kDim), v(n_tokens * kDim), o(n_tokens * kDim), g(n_tokens * kFf),
+      u(n_tokens * kFf), d(n_tokens * kDim);
   const std::vector<Layer> subset(all.begin(), all.begin() + n_layers);
   const std::vector<Layer>& use = n_layers == kLayers ? all : subset;
   double seconds = 0;
   int64_t runs = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    forward_matmuls(t, use, n_tokens, x_dim.data(), x_ff.data(), q.data(), k.data(), v.data(),
-                    o.data(), g.data(), u.data(), d.data());
+    forward_matmuls(t, use, n_tokens, x_dim.data(), x_ff.data(), q.data(), k.data(), v.data(), o.data(), g.data(),
+                    u.data(), d.data());
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++runs;
   }
@@ -274,7 +269,9 @@ void run_prefill_attention(benchmark::State& state, int64_t n_tokens, int64_t he
   for (auto& x : kv_rows) x = u(rng);
   std::vector<int64_t> slots(static_cast<size_t>(n_tokens));
   for (int64_t t = 0; t < n_tokens; ++t) slots[static_cast<size_t>(t)] = t;
-  std::vector<std::vector<uint8_t>> k(kLayers, std::vector<uint8_t>(static_cast<size_t>(n_blocks * heads * kBlock) * row_bytes)), v(k);
+  std::vector<std::vector<uint8_t>> k(kLayers,
+                                      std::vector<uint8_t>(static_cast<size_t>(n_blocks * heads * kBlock) * row_bytes)),
+      v(k);
   for (int64_t l = 0; l < kLayers; ++l) {
     const cpu::PagedKv kv{k[l].data(), v[l].data(), DType::kF16, kBlock, heads, head_dim};
     cpu::kv_write(kv, kv_rows.data(), kv_rows.data(), slots.data(), n_tokens);
@@ -307,27 +304,32 @@ void run_prefill_attention(benchmark::State& state, int64_t n_tokens, int64_t he
 
 void register_all() {
   benchmark::RegisterBenchmark("call/matvec-32rows", run_call_overhead)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
-  benchmark::RegisterBenchmark("attention/decode32", [](benchmark::State& s) { run_attention(s, 32, 160, DType::kF16); })
+  benchmark::RegisterBenchmark("attention/decode32",
+                               [](benchmark::State& s) { run_attention(s, 32, 160, DType::kF16); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
   benchmark::RegisterBenchmark("attention/decode32-q8_0",
                                [](benchmark::State& s) { run_attention(s, 32, 160, DType::kQ8_0); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
-  benchmark::RegisterBenchmark("attention/decode32-scattered",
-                               [](benchmark::State& s) { run_attention(s, 32, 160, DType::kF16, Placement::kScattered); })
+  benchmark::RegisterBenchmark(
+      "attention/decode32-scattered",
+      [](benchmark::State& s) { run_attention(s, 32, 160, DType::kF16, Placement::kScattered); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
-  benchmark::RegisterBenchmark("attention/decode32-q8_0-scattered",
-                               [](benchmark::State& s) { run_attention(s, 32, 160, DType::kQ8_0, Placement::kScattered); })
+  benchmark::RegisterBenchmark(
+      "attention/decode32-q8_0-scattered",
+      [](benchmark::State& s) { run_attention(s, 32, 160, DType::kQ8_0, Placement::kScattered); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
-  benchmark::RegisterBenchmark("attention/decode8-cached",
-                               [](benchmark::State& s) { run_attention(s, 8, 160, DType::kF16, Placement::kSideBySide, 1); })
+  benchmark::RegisterBenchmark(
+      "attention/decode8-cached",
+      [](benchmark::State& s) { run_attention(s, 8, 160, DType::kF16, Placement::kSideBySide, 1); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
-  benchmark::RegisterBenchmark("attention/decode8-q8_0-cached",
-                               [](benchmark::State& s) { run_attention(s, 8, 160, DType::kQ8_0, Placement::kSideBySide, 1); })
+  benchmark::RegisterBenchmark(
+      "attention/decode8-q8_0-cached",
+      [](benchmark::State& s) { run_attention(s, 8, 160, DType::kQ8_0, Placement::kSideBySide, 1); })
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0);
   benchmark::RegisterBenchmark("attention/decode32-shared",
@@ -356,11 +358,10 @@ void register_all() {
     DType t;
     bool packed;
   };
-  const Type types[] = {{"f32", DType::kF32, false},         {"f16", DType::kF16, false},
-                        {"bf16", DType::kBF16, false},       {"q8_0", DType::kQ8_0, false},
-                        {"q8_0-packed", DType::kQ8_0, true}, {"q4_0", DType::kQ4_0, false},
-                        {"q4_0-packed", DType::kQ4_0, true}, {"q4_k", DType::kQ4_K, false},
-                        {"q6_k", DType::kQ6_K, false}};
+  const Type types[] = {
+      {"f32", DType::kF32, false},         {"f16", DType::kF16, false},         {"bf16", DType::kBF16, false},
+      {"q8_0", DType::kQ8_0, false},       {"q8_0-packed", DType::kQ8_0, true}, {"q4_0", DType::kQ4_0, false},
+      {"q4_0-packed", DType::kQ4_0, true}, {"q4_k", DType::kQ4_K, false},       {"q6_k", DType::kQ6_K, false}};
   for (const Type& ty : types) {
     benchmark::RegisterBenchmark((std::string("decode/") + ty.name).c_str(),
                                  [ty](benchmark::State& s) { run_model(s, ty.t, ty.packed, 1, kLayers); })

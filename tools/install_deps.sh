@@ -14,6 +14,7 @@ packages=(
   python3 python3-numpy                   # NumPy reference forward in tests
   python3-jinja2                          # reference renderings of chat templates in tests
   clang libclang-rt-14-dev                # libFuzzer targets
+  clang-format                            # tools/check_format.sh (clang-format 14, the tree's format)
   chromium                                # headless rendering test of `bench --html`
   npm                                     # tokenizer.json files and the OpenAI SDK for tests
   prometheus                              # deploy/ tests: promtool and a live Prometheus server

@@ -17,25 +17,33 @@ namespace parallm {
 
 const char* comm_backend_name(CommBackend backend) {
   switch (backend) {
-    case CommBackend::kLocal: return "local";
-    case CommBackend::kMpi: return "mpi";
-    case CommBackend::kNccl: return "nccl";
+    case CommBackend::kLocal:
+      return "local";
+    case CommBackend::kMpi:
+      return "mpi";
+    case CommBackend::kNccl:
+      return "nccl";
   }
   return "?";
 }
 
 bool comm_backend_compiled(CommBackend backend) {
   switch (backend) {
-    case CommBackend::kLocal: return true;
+    case CommBackend::kLocal:
+      return true;
 #ifdef PARALLM_HAVE_MPI
-    case CommBackend::kMpi: return true;
+    case CommBackend::kMpi:
+      return true;
 #else
-    case CommBackend::kMpi: return false;
+    case CommBackend::kMpi:
+      return false;
 #endif
 #ifdef PARALLM_HAVE_NCCL
-    case CommBackend::kNccl: return true;
+    case CommBackend::kNccl:
+      return true;
 #else
-    case CommBackend::kNccl: return false;
+    case CommBackend::kNccl:
+      return false;
 #endif
   }
   return false;
@@ -97,8 +105,8 @@ std::vector<std::unique_ptr<Communicator>> make_communicators(CommBackend backen
       under_mpi = mpi_initialized() && mpi_world_size() > 1;
       if (under_mpi) {
         if (mpi_world_size() != n_ranks) {
-          throw InputError(strfmt("--comm nccl: %d ranks needed but mpirun started %d processes", n_ranks,
-                                  mpi_world_size()));
+          throw InputError(
+              strfmt("--comm nccl: %d ranks needed but mpirun started %d processes", n_ranks, mpi_world_size()));
         }
         std::unique_ptr<Communicator> bootstrap = make_mpi_world(options.timeout_s);
         comms.push_back(make_nccl_communicator(*bootstrap, mpi_local_rank(), options.timeout_s));

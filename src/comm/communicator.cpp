@@ -8,14 +8,22 @@ namespace parallm {
 
 const char* comm_op_name(CommOp op) {
   switch (op) {
-    case CommOp::kAllReduce: return "all_reduce_sum";
-    case CommOp::kAllGather: return "all_gather";
-    case CommOp::kReduceScatter: return "reduce_scatter_sum";
-    case CommOp::kAllToAll: return "all_to_all_v";
-    case CommOp::kSend: return "send";
-    case CommOp::kRecv: return "recv";
-    case CommOp::kBroadcast: return "broadcast";
-    case CommOp::kBarrier: return "barrier";
+    case CommOp::kAllReduce:
+      return "all_reduce_sum";
+    case CommOp::kAllGather:
+      return "all_gather";
+    case CommOp::kReduceScatter:
+      return "reduce_scatter_sum";
+    case CommOp::kAllToAll:
+      return "all_to_all_v";
+    case CommOp::kSend:
+      return "send";
+    case CommOp::kRecv:
+      return "recv";
+    case CommOp::kBroadcast:
+      return "broadcast";
+    case CommOp::kBarrier:
+      return "barrier";
   }
   return "?";
 }

@@ -45,8 +45,8 @@ class Communicator {
   // Rank r sends send[send_offsets[p] .. + send_bytes[p]) to every rank p and receives
   // from rank p into recv[recv_offsets[p] .. + recv_bytes[p]). All arrays have size()
   // entries; send_bytes[p] on rank r must equal recv_bytes[r] on rank p.
-  virtual void all_to_all_v(const void* send, const size_t* send_bytes, const size_t* send_offsets,
-                            void* recv, const size_t* recv_bytes, const size_t* recv_offsets) = 0;
+  virtual void all_to_all_v(const void* send, const size_t* send_bytes, const size_t* send_offsets, void* recv,
+                            const size_t* recv_bytes, const size_t* recv_offsets) = 0;
   // Point to point, matched in order per (sender, receiver) pair. send may return
   // before the receiver has called recv (the data is buffered or in flight).
   virtual void send(const void* data, size_t bytes, int peer) = 0;

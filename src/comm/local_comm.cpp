@@ -63,10 +63,10 @@ struct LocalGroup {
   const int n;
   std::mutex mutex;
   std::condition_variable cv;
-  std::vector<uint64_t> arrivals;   // [rank] barriers reached so far
-  std::vector<bool> left;           // [rank] communicator destroyed
-  std::vector<std::string> failed;  // [rank] non-empty: that rank threw this CommError
-  std::vector<Slot> slots;          // [rank]
+  std::vector<uint64_t> arrivals;                           // [rank] barriers reached so far
+  std::vector<bool> left;                                   // [rank] communicator destroyed
+  std::vector<std::string> failed;                          // [rank] non-empty: that rank threw this CommError
+  std::vector<Slot> slots;                                  // [rank]
   std::vector<std::deque<std::vector<uint8_t>>> mailboxes;  // [sender * n + receiver]
   std::vector<std::shared_ptr<LocalGroup>> split_out;       // [leader rank] new group
 };
@@ -164,7 +164,8 @@ class LocalCommunicator final : public Communicator {
     const size_t r = static_cast<size_t>(rank_);
     for (size_t p = 0; p < static_cast<size_t>(group_->n); ++p) {
       const Slot& peer = group_->slots[p];
-      if (peer.op != op.op) fail(op, name(static_cast<int>(p)) + " called " + comm_op_name(peer.op) + " at the same time");
+      if (peer.op != op.op)
+        fail(op, name(static_cast<int>(p)) + " called " + comm_op_name(peer.op) + " at the same time");
       if (peer.send_bytes[r] != recv_bytes[p]) {
         fail(op, strfmt("rank %zu sends %zu bytes to rank %d, which expects %zu", p, peer.send_bytes[r], rank_,
                         recv_bytes[p]));
@@ -390,8 +391,8 @@ class LocalCommunicator final : public Communicator {
         fail(op, name(k) + " called " + comm_op_name(peer.op) + " at the same time");
       }
       if (peer.count != mine.count || peer.root != mine.root) {
-        fail(op, strfmt("mismatched arguments: %s passed count %zu root %d, this rank %zu root %d",
-                        name(k).c_str(), peer.count, peer.root, mine.count, mine.root));
+        fail(op, strfmt("mismatched arguments: %s passed count %zu root %d, this rank %zu root %d", name(k).c_str(),
+                        peer.count, peer.root, mine.count, mine.root));
       }
     }
   }

@@ -6,8 +6,8 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <array>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -177,8 +177,8 @@ class MpiCommunicator final : public Communicator {
   void reduce_scatter_sum(const float* send, float* recv, size_t count_per_rank) override {
     Op op(*this, CommOp::kReduceScatter);
     MPI_Request req;
-    post(op, MPI_Ireduce_scatter_block(send, recv, checked_int(count_per_rank, "count"), MPI_FLOAT, MPI_SUM, comm_,
-                                       &req));
+    post(op,
+         MPI_Ireduce_scatter_block(send, recv, checked_int(count_per_rank, "count"), MPI_FLOAT, MPI_SUM, comm_, &req));
     wait(op, &req, 1, -1);
     op.done(ring_reduce_scatter_bytes(count_per_rank * sizeof(float), size_));
   }
@@ -326,13 +326,15 @@ class MpiCommunicator final : public Communicator {
     for (int k = 0; k < size_; ++k) {
       if (k == rank_ || (peer >= 0 && k != peer)) continue;
       int w = world_ranks_[static_cast<size_t>(k)];
-      const bool same_host = w < static_cast<int>(g_peers.hosts.size()) &&
-                             g_peers.hosts[static_cast<size_t>(w)] == g_peers.hosts[static_cast<size_t>(g_peers.world_rank)];
+      const bool same_host =
+          w < static_cast<int>(g_peers.hosts.size()) &&
+          g_peers.hosts[static_cast<size_t>(w)] == g_peers.hosts[static_cast<size_t>(g_peers.world_rank)];
       std::string label = name(k);
       if (!same_host) {
         unknown += (unknown.empty() ? "" : ", ") + label;
       } else if (!process_alive(g_peers.pids[static_cast<size_t>(w)])) {
-        lost += (lost.empty() ? "" : ", ") + label + strfmt(" (pid %d)", static_cast<int>(g_peers.pids[static_cast<size_t>(w)]));
+        lost += (lost.empty() ? "" : ", ") + label +
+                strfmt(" (pid %d)", static_cast<int>(g_peers.pids[static_cast<size_t>(w)]));
       } else {
         alive += (alive.empty() ? "" : ", ") + label;
       }
@@ -384,9 +386,7 @@ class MpiCommunicator final : public Communicator {
     return silent;
   }
 
-  void post_query_recv() {
-    MPI_Irecv(&query_, 1, MPI_INT, MPI_ANY_SOURCE, kQueryTag, diag_comm_, &query_req_);
-  }
+  void post_query_recv() { MPI_Irecv(&query_, 1, MPI_INT, MPI_ANY_SOURCE, kQueryTag, diag_comm_, &query_req_); }
 
   // Answers the watchdog queries of peers that are timing out, while this rank waits.
   void serve_queries() {

@@ -56,8 +56,8 @@ class NcclCommunicator final : public Communicator {
     cudaSetDevice(device_);
     if (comm_ != nullptr) {
       ncclResult_t r = broken_.empty() ? ncclCommFinalize(comm_) : ncclInternalError;
-      bool clean = (r == ncclSuccess || r == ncclInProgress) &&
-                   poll_async(comm_, deadline_after(timeout_s())) == ncclSuccess;
+      bool clean =
+          (r == ncclSuccess || r == ncclInProgress) && poll_async(comm_, deadline_after(timeout_s())) == ncclSuccess;
       if (clean) {
         ncclCommDestroy(comm_);
       } else {
@@ -169,7 +169,8 @@ class NcclCommunicator final : public Communicator {
 
  private:
   struct Op {
-    Op(NcclCommunicator& c, CommOp kind) : comm(c), op(kind), start(Clock::now()), deadline(deadline_after(c.timeout_s())) {
+    Op(NcclCommunicator& c, CommOp kind)
+        : comm(c), op(kind), start(Clock::now()), deadline(deadline_after(c.timeout_s())) {
       if (!c.broken_.empty()) {
         throw CommError(c.describe(kind) + ": communicator unusable after an earlier failure: " + c.broken_);
       }
@@ -182,8 +183,10 @@ class NcclCommunicator final : public Communicator {
   };
 
   std::string timeout_message() const {
-    return strfmt("no progress within %.1f s: a peer rank died or stalled (NCCL does not say which); "
-                  "communicator aborted", timeout_s());
+    return strfmt(
+        "no progress within %.1f s: a peer rank died or stalled (NCCL does not say which); "
+        "communicator aborted",
+        timeout_s());
   }
 
   void check_peer(const Op& op, int peer) {
@@ -283,9 +286,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, in
   ncclResult_t state = poll_async(comm, deadline_after(timeout_s));
   if (state != ncclSuccess) {
     ncclCommAbort(comm);
-    throw CommError(strfmt("nccl init on rank %d of %d: %s", bootstrap.rank(), bootstrap.size(),
-                           state == ncclInProgress ? "a peer did not join within the timeout"
-                                                   : ncclGetErrorString(state)));
+    throw CommError(
+        strfmt("nccl init on rank %d of %d: %s", bootstrap.rank(), bootstrap.size(),
+               state == ncclInProgress ? "a peer did not join within the timeout" : ncclGetErrorString(state)));
   }
   return std::make_unique<NcclCommunicator>(comm, cuda_device, bootstrap.rank(), bootstrap.size(), timeout_s);
 }

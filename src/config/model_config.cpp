@@ -8,13 +8,10 @@
 namespace parallm {
 
 namespace {
-constexpr const char* kSupported =
-    "supported: llama (Llama 2/3, Mistral, Mixtral-style MoE), qwen2, mistral, mixtral";
+constexpr const char* kSupported = "supported: llama (Llama 2/3, Mistral, Mixtral-style MoE), qwen2, mistral, mixtral";
 }
 
-const char* architecture_name(Architecture a) {
-  return a == Architecture::kQwen2 ? "qwen2" : "llama";
-}
+const char* architecture_name(Architecture a) { return a == Architecture::kQwen2 ? "qwen2" : "llama"; }
 
 Architecture parse_architecture(const std::string& name) {
   if (name == "llama" || name == "mistral" || name == "mixtral" || name == "LlamaForCausalLM" ||
@@ -68,8 +65,8 @@ std::vector<float> ModelConfig::rope_inv_freq() const {
       if (wavelen > low_wavelen) {
         f /= rope_factor;
       } else if (wavelen >= high_wavelen) {
-        double smooth = (rope_original_ctx / wavelen - rope_low_freq_factor) /
-                        (rope_high_freq_factor - rope_low_freq_factor);
+        double smooth =
+            (rope_original_ctx / wavelen - rope_low_freq_factor) / (rope_high_freq_factor - rope_low_freq_factor);
         f = (1.0 - smooth) * f / rope_factor + smooth * f;
       }
     }

@@ -9,7 +9,7 @@
 
 namespace parallm {
 
-enum class Architecture { kLlama, kQwen2 };  // Mistral and Mixtral are Llama-family
+enum class Architecture { kLlama, kQwen2 };    // Mistral and Mixtral are Llama-family
 enum class RopeStyle { kInterleaved, kHalf };  // pairs (2i,2i+1) vs (i, i+head_dim/2)
 enum class RopeScaling { kNone, kLinear, kLlama3 };
 
@@ -21,11 +21,11 @@ struct ModelConfig {
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_kv_head = 0;
-  int64_t head_dim = 0;        // derived: n_embd / n_head unless the file says otherwise
-  int64_t n_ff = 0;            // dense FFN width, or each expert's FFN width for MoE
-  int64_t n_expert = 0;        // 0 = dense
-  int64_t n_expert_used = 0;   // router top-k
-  int64_t n_ctx_train = 0;     // context length in the file's metadata
+  int64_t head_dim = 0;       // derived: n_embd / n_head unless the file says otherwise
+  int64_t n_ff = 0;           // dense FFN width, or each expert's FFN width for MoE
+  int64_t n_expert = 0;       // 0 = dense
+  int64_t n_expert_used = 0;  // router top-k
+  int64_t n_ctx_train = 0;    // context length in the file's metadata
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeStyle rope_style = RopeStyle::kInterleaved;

@@ -19,8 +19,7 @@ Grammar build(ConstraintKind kind, const std::string& text) {
   Grammar g;
   switch (kind) {
     case ConstraintKind::kJsonSchema: {
-      const nlohmann::ordered_json schema =
-          parse_json<nlohmann::ordered_json>(text, JsonLimits{kRequestJsonDepth});
+      const nlohmann::ordered_json schema = parse_json<nlohmann::ordered_json>(text, JsonLimits{kRequestJsonDepth});
       return json_schema_grammar(schema);
     }
     case ConstraintKind::kJsonObject:
@@ -47,8 +46,7 @@ Grammar build(ConstraintKind kind, const std::string& text) {
 
 struct Cache {
   std::mutex mu;
-  std::list<std::pair<std::string, std::shared_ptr<const CompiledConstraint>>>
-      lru;  // front: newest
+  std::list<std::pair<std::string, std::shared_ptr<const CompiledConstraint>>> lru;  // front: newest
   std::unordered_map<std::string, decltype(lru)::iterator> index;
 };
 
@@ -59,8 +57,7 @@ Cache& cache() {
 
 }  // namespace
 
-std::shared_ptr<const CompiledConstraint> compile_constraint(ConstraintKind kind,
-                                                             const std::string& text) {
+std::shared_ptr<const CompiledConstraint> compile_constraint(ConstraintKind kind, const std::string& text) {
   const std::string key = std::to_string(static_cast<int>(kind)) + ":" + text;
   Cache& c = cache();
   {
@@ -74,8 +71,7 @@ std::shared_ptr<const CompiledConstraint> compile_constraint(ConstraintKind kind
   Grammar g = build(kind, text);
   g.compile();
   static const char* names[] = {"json_schema", "json_object", "regex", "choice", "grammar"};
-  auto compiled =
-      std::make_shared<const CompiledConstraint>(std::move(g), names[static_cast<int>(kind)]);
+  auto compiled = std::make_shared<const CompiledConstraint>(std::move(g), names[static_cast<int>(kind)]);
   std::lock_guard<std::mutex> lock(c.mu);
   if (!c.index.count(key)) {
     c.lru.emplace_front(key, compiled);

@@ -17,8 +17,7 @@ enum class ConstraintKind { kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar 
 
 // text: the schema as JSON text, the regex, the choices as a JSON array of
 // strings, or the grammar. Throws InputError naming the problem.
-std::shared_ptr<const CompiledConstraint> compile_constraint(ConstraintKind kind,
-                                                             const std::string& text);
+std::shared_ptr<const CompiledConstraint> compile_constraint(ConstraintKind kind, const std::string& text);
 
 // Entries kept (least recently used dropped first).
 constexpr size_t kCompileCacheEntries = 128;

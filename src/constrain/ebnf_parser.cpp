@@ -11,9 +11,7 @@
 namespace parallm::constrain {
 namespace {
 
-bool name_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-}
+bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
 
 class EbnfParser {
  public:
@@ -24,8 +22,7 @@ class EbnfParser {
     // Pass 1: rule heads (name followed by ::= or :), in order.
     std::vector<std::pair<std::string, size_t>> heads;  // name, body offset
     for (i_ = 0; skip_space(true), i_ < t_.size();) {
-      if (t_[i_] == '%')
-        fail("uses the Lark directive '" + word_at(i_) + "' (directives are not supported)");
+      if (t_[i_] == '%') fail("uses the Lark directive '" + word_at(i_) + "' (directives are not supported)");
       const size_t start = i_;
       std::string name = read_name();
       if (name.empty()) fail("expects a rule name");
@@ -51,8 +48,7 @@ class EbnfParser {
       const int32_t r = g_.find_rule(name);
       g_.define(r, alternation());
       skip_space(false);
-      if (i_ < t_.size() && t_[i_] != '\n' && !(t_[i_] == '\r'))
-        fail("has unexpected text in rule '" + name + "'");
+      if (i_ < t_.size() && t_[i_] != '\n' && !(t_[i_] == '\r')) fail("has unexpected text in rule '" + name + "'");
     }
     int32_t root = g_.find_rule("root");
     if (root < 0) root = g_.find_rule("start");
@@ -140,12 +136,10 @@ class EbnfParser {
   uint32_t hex(size_t n) {
     uint32_t v = 0;
     for (size_t k = 0; k < n; ++k, ++i_) {
-      if (i_ >= t_.size() || !std::isxdigit(static_cast<unsigned char>(t_[i_])))
-        fail("has a bad hex escape");
+      if (i_ >= t_.size() || !std::isxdigit(static_cast<unsigned char>(t_[i_]))) fail("has a bad hex escape");
       const char c = t_[i_];
-      v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(c))
-                                             ? c - '0'
-                                             : std::tolower(c) - 'a' + 10);
+      v = v * 16 +
+          static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : std::tolower(c) - 'a' + 10);
     }
     return v;
   }
@@ -238,8 +232,7 @@ class EbnfParser {
     }
     if (!at('/')) fail("has an unterminated /regex/");
     ++i_;
-    if (i_ < t_.size() && std::isalpha(static_cast<unsigned char>(t_[i_])))
-      fail("uses /regex/ flags (not supported)");
+    if (i_ < t_.size() && std::isalpha(static_cast<unsigned char>(t_[i_]))) fail("uses /regex/ flags (not supported)");
     return out;
   }
 
@@ -286,8 +279,7 @@ class EbnfParser {
           const size_t s = i_;
           while (i_ < t_.size() && std::isdigit(static_cast<unsigned char>(t_[i_]))) {
             n = n * 10 + (t_[i_++] - '0');
-            if (n > kMaxRegexRepeat)
-              fail("repeats more than " + std::to_string(kMaxRegexRepeat) + " times");
+            if (n > kMaxRegexRepeat) fail("repeats more than " + std::to_string(kMaxRegexRepeat) + " times");
           }
           skip_space(false);
           return i_ == s ? -1 : static_cast<int32_t>(n);

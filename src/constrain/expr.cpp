@@ -167,8 +167,7 @@ ExprPtr utf8_ranges(const std::vector<std::pair<uint32_t, uint32_t>>& ranges) {
   return alt(std::move(out));
 }
 
-std::vector<std::pair<uint32_t, uint32_t>> normalize(
-    std::vector<std::pair<uint32_t, uint32_t>> ranges) {
+std::vector<std::pair<uint32_t, uint32_t>> normalize(std::vector<std::pair<uint32_t, uint32_t>> ranges) {
   std::sort(ranges.begin(), ranges.end());
   std::vector<std::pair<uint32_t, uint32_t>> out;
   for (const auto& r : ranges) {
@@ -181,8 +180,7 @@ std::vector<std::pair<uint32_t, uint32_t>> normalize(
   return out;
 }
 
-std::vector<std::pair<uint32_t, uint32_t>> complement(
-    const std::vector<std::pair<uint32_t, uint32_t>>& ranges) {
+std::vector<std::pair<uint32_t, uint32_t>> complement(const std::vector<std::pair<uint32_t, uint32_t>>& ranges) {
   std::vector<std::pair<uint32_t, uint32_t>> out;
   uint32_t next = 0;
   for (const auto& [lo, hi] : normalize(ranges)) {

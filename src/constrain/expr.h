@@ -21,11 +21,10 @@ using ByteSet = std::bitset<256>;
 struct Expr {
   enum class Kind { kBytes, kSeq, kAlt, kRepeat, kRule };
   Kind kind = Kind::kSeq;
-  ByteSet bytes;  // kBytes: one byte out of these (empty: matches nothing)
-  std::vector<ExprPtr>
-      items;  // kSeq (empty: the empty string), kAlt (empty: nothing), kRepeat: one item
-  int32_t min = 0, max = -1;  // kRepeat: max -1 = unbounded
-  int32_t rule = -1;          // kRule: the rule's index in its grammar
+  ByteSet bytes;               // kBytes: one byte out of these (empty: matches nothing)
+  std::vector<ExprPtr> items;  // kSeq (empty: the empty string), kAlt (empty: nothing), kRepeat: one item
+  int32_t min = 0, max = -1;   // kRepeat: max -1 = unbounded
+  int32_t rule = -1;           // kRule: the rule's index in its grammar
 };
 
 ExprPtr byte_set(const ByteSet& bytes);
@@ -43,10 +42,8 @@ ExprPtr utf8_range(uint32_t lo, uint32_t hi);
 // One code point in any of the sorted, disjoint ranges.
 ExprPtr utf8_ranges(const std::vector<std::pair<uint32_t, uint32_t>>& ranges);
 // The complement of sorted disjoint ranges within [0, 0x10FFFF].
-std::vector<std::pair<uint32_t, uint32_t>> complement(
-    const std::vector<std::pair<uint32_t, uint32_t>>& ranges);
+std::vector<std::pair<uint32_t, uint32_t>> complement(const std::vector<std::pair<uint32_t, uint32_t>>& ranges);
 // Sorts and merges overlapping or adjacent ranges.
-std::vector<std::pair<uint32_t, uint32_t>> normalize(
-    std::vector<std::pair<uint32_t, uint32_t>> ranges);
+std::vector<std::pair<uint32_t, uint32_t>> normalize(std::vector<std::pair<uint32_t, uint32_t>> ranges);
 
 }  // namespace parallm::constrain

@@ -27,8 +27,7 @@ class Nfa {
   explicit Nfa(int64_t max_states) : max_states_(max_states) {}
   int32_t add_state() {
     if (static_cast<int64_t>(edges.size()) >= max_states_) {
-      throw InputError("the constraint is too large to compile (more than " +
-                       std::to_string(max_states_) +
+      throw InputError("the constraint is too large to compile (more than " + std::to_string(max_states_) +
                        " automaton states; lower repetition counts or string lengths)");
     }
     edges.emplace_back();
@@ -148,8 +147,7 @@ std::vector<DfaState> to_dfa(const Expr& expr, const GrammarLimits& limits, int6
     auto it = index.find(s);
     if (it != index.end()) return it->second;
     if (--*dfa_budget < 0) {
-      throw InputError("the constraint is too large to compile (more than " +
-                       std::to_string(limits.max_dfa_states) +
+      throw InputError("the constraint is too large to compile (more than " + std::to_string(limits.max_dfa_states) +
                        " automaton states; lower repetition counts, string lengths or enum sizes)");
     }
     const int32_t id = static_cast<int32_t>(out.size());
@@ -224,9 +222,7 @@ int32_t Grammar::find_rule(const std::string& name) const {
   return -1;
 }
 
-void Grammar::define(int32_t rule, ExprPtr expr) {
-  rules_[static_cast<size_t>(rule)].expr = std::move(expr);
-}
+void Grammar::define(int32_t rule, ExprPtr expr) { rules_[static_cast<size_t>(rule)].expr = std::move(expr); }
 
 int64_t Grammar::n_states() const {
   int64_t n = 0;
@@ -249,12 +245,10 @@ void Grammar::compile(const GrammarLimits& limits) {
       for (size_t i = r.states.size(); i-- > 0;) {
         DfaState& s = r.states[i];
         int32_t d = s.accept ? 0 : s.dist;
-        for (const ByteEdge& e : s.bytes)
-          d = std::min(d, 1 + r.states[static_cast<size_t>(e.next)].dist);
+        for (const ByteEdge& e : s.bytes) d = std::min(d, 1 + r.states[static_cast<size_t>(e.next)].dist);
         for (const CallEdge& c : s.calls) {
           const int32_t callee = rules_[static_cast<size_t>(c.rule)].states[0].dist;
-          d = std::min(d,
-                       std::min(kUnreachable, callee + r.states[static_cast<size_t>(c.next)].dist));
+          d = std::min(d, std::min(kUnreachable, callee + r.states[static_cast<size_t>(c.next)].dist));
         }
         if (d < s.dist) s.dist = d, changed = true;
       }
@@ -268,9 +262,8 @@ void Grammar::compile(const GrammarLimits& limits) {
   // Trim: edges into states (or rules) from which nothing completes.
   for (Rule& r : rules_) {
     for (DfaState& s : r.states) {
-      std::erase_if(s.bytes, [&](const ByteEdge& e) {
-        return r.states[static_cast<size_t>(e.next)].dist >= kUnreachable;
-      });
+      std::erase_if(s.bytes,
+                    [&](const ByteEdge& e) { return r.states[static_cast<size_t>(e.next)].dist >= kUnreachable; });
       std::erase_if(s.calls, [&](const CallEdge& c) {
         return r.states[static_cast<size_t>(c.next)].dist >= kUnreachable ||
                rules_[static_cast<size_t>(c.rule)].states[0].dist >= kUnreachable;
@@ -311,10 +304,9 @@ void Grammar::compile(const GrammarLimits& limits) {
       if (k < first_calls[static_cast<size_t>(a)].size()) {
         const int32_t b = first_calls[static_cast<size_t>(a)][k++];
         if (color[static_cast<size_t>(b)] == 1) {
-          throw InputError(
-              "grammar rule '" + rules_[static_cast<size_t>(b)].name +
-              "' is left-recursive (it can reach itself before reading any text); write it with "
-              "repetition instead");
+          throw InputError("grammar rule '" + rules_[static_cast<size_t>(b)].name +
+                           "' is left-recursive (it can reach itself before reading any text); write it with "
+                           "repetition instead");
         }
         if (color[static_cast<size_t>(b)] == 0) {
           color[static_cast<size_t>(b)] = 1;

@@ -30,8 +30,8 @@ ExprPtr string_char() {
   static const ExprPtr e = [] {
     ExprPtr plain = utf8_ranges({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}});
     ExprPtr hex = chars("0123456789abcdefABCDEF");
-    ExprPtr u = alt({seq({chars("0123456789abcefABCEF"), hex, hex, hex}),
-                     seq({chars("dD"), chars("01234567"), hex, hex})});
+    ExprPtr u =
+        alt({seq({chars("0123456789abcefABCEF"), hex, hex, hex}), seq({chars("dD"), chars("01234567"), hex, hex})});
     ExprPtr esc = seq({literal("\\"), alt({chars("\"\\/bfnrt"), seq({literal("u"), u})})});
     return alt({plain, esc});
   }();
@@ -62,8 +62,7 @@ ExprPtr digit_range(const std::string& a, const std::string& b) {
     for (char c = a[0]; c <= b[0]; ++c) s.set(static_cast<unsigned char>(c));
     return byte_set(s);
   }
-  if (a.find_first_not_of('0') == std::string::npos &&
-      b.find_first_not_of('9') == std::string::npos) {
+  if (a.find_first_not_of('0') == std::string::npos && b.find_first_not_of('9') == std::string::npos) {
     return digits(static_cast<int32_t>(a.size()), static_cast<int32_t>(a.size()));
   }
   if (a[0] == b[0]) return seq({literal(a.substr(0, 1)), digit_range(a.substr(1), b.substr(1))});
@@ -93,9 +92,7 @@ ExprPtr natural_range(int64_t lo, int64_t hi) {
 // Integers in [lo, hi] (lo <= hi).
 ExprPtr integer_range(int64_t lo, int64_t hi) {
   std::vector<ExprPtr> alts;
-  if (lo < 0)
-    alts.push_back(
-        seq({literal("-"), natural_range(std::max<int64_t>(1, -std::min<int64_t>(hi, -1)), -lo)}));
+  if (lo < 0) alts.push_back(seq({literal("-"), natural_range(std::max<int64_t>(1, -std::min<int64_t>(hi, -1)), -lo)}));
   if (hi >= 0) alts.push_back(natural_range(std::max<int64_t>(lo, 0), hi));
   return alt(std::move(alts));
 }
@@ -103,10 +100,9 @@ ExprPtr integer_range(int64_t lo, int64_t hi) {
 constexpr int64_t kMaxInt = 9'999'999'999'999'999;  // 16 digits: exact in a double
 
 const std::set<std::string> kAnnotations = {
-    "title",   "description",      "default",        "examples", "$schema",
-    "$id",     "$comment",         "deprecated",     "readOnly", "writeOnly",
-    "$defs",   "definitions",      "strict",         "name",     "discriminator",
-    "example", "contentMediaType", "contentEncoding"};
+    "title",         "description", "default",          "examples",       "$schema",     "$id",    "$comment",
+    "deprecated",    "readOnly",    "writeOnly",        "$defs",          "definitions", "strict", "name",
+    "discriminator", "example",     "contentMediaType", "contentEncoding"};
 
 class SchemaCompiler {
  public:
@@ -137,27 +133,21 @@ class SchemaCompiler {
     value_rule_ = g_.add_rule("value");
     const int32_t v = value_rule_;
     ExprPtr string_e = seq({literal("\""), repeat(string_char(), 0, -1), literal("\"")});
-    ExprPtr number =
-        seq({optional(literal("-")), alt({literal("0"), seq({chars("123456789"), digits(0, 15)})}),
-             optional(seq({literal("."), digits(1, 8)}))});
+    ExprPtr number = seq({optional(literal("-")), alt({literal("0"), seq({chars("123456789"), digits(0, 15)})}),
+                          optional(seq({literal("."), digits(1, 8)}))});
     ExprPtr members = seq({string_e, literal(":"), rule_ref(v)});
     ExprPtr object =
-        seq({literal("{"), optional(seq({members, repeat(seq({literal(","), members}), 0, -1)})),
-             literal("}")});
-    ExprPtr array =
-        seq({literal("["),
-             optional(seq({rule_ref(v), repeat(seq({literal(","), rule_ref(v)}), 0, -1)})),
-             literal("]")});
-    g_.define(v, alt({object, array, string_e, number, literal("true"), literal("false"),
-                      literal("null")}));
+        seq({literal("{"), optional(seq({members, repeat(seq({literal(","), members}), 0, -1)})), literal("}")});
+    ExprPtr array = seq(
+        {literal("["), optional(seq({rule_ref(v), repeat(seq({literal(","), rule_ref(v)}), 0, -1)})), literal("]")});
+    g_.define(v, alt({object, array, string_e, number, literal("true"), literal("false"), literal("null")}));
     return v;
   }
   ExprPtr any_object() {
     const int32_t v = value_rule();
-    ExprPtr members = seq({seq({literal("\""), repeat(string_char(), 0, -1), literal("\"")}),
-                           literal(":"), rule_ref(v)});
-    return seq({literal("{"), optional(seq({members, repeat(seq({literal(","), members}), 0, -1)})),
-                literal("}")});
+    ExprPtr members =
+        seq({seq({literal("\""), repeat(string_char(), 0, -1), literal("\"")}), literal(":"), rule_ref(v)});
+    return seq({literal("{"), optional(seq({members, repeat(seq({literal(","), members}), 0, -1)})), literal("}")});
   }
 
   const json& resolve(const std::string& ref, const std::string& where) {
@@ -167,13 +157,11 @@ class SchemaCompiler {
       if (ref.compare(0, p.size(), p) == 0) {
         const std::string name = ref.substr(p.size());
         const std::string key = p.substr(2, p.size() - 3);
-        if (root_.contains(key) && root_[key].is_object() && root_[key].contains(name))
-          return root_[key][name];
+        if (root_.contains(key) && root_[key].is_object() && root_[key].contains(name)) return root_[key][name];
         fail(where, "$ref '" + ref + "' names no definition");
       }
     }
-    fail(where,
-         "$ref '" + ref + "' is not supported (only '#', '#/$defs/...' and '#/definitions/...')");
+    fail(where, "$ref '" + ref + "' is not supported (only '#', '#/$defs/...' and '#/definitions/...')");
   }
 
   ExprPtr compile(const json& s, const std::string& where) {
@@ -194,8 +182,7 @@ class SchemaCompiler {
       if (!s["$ref"].is_string()) fail(where, "'$ref' must be a string");
       const std::string ref = s["$ref"].get<std::string>();
       for (const auto& [k, v] : s.items()) {
-        if (kKnown.count(k) && k != "$ref")
-          fail(where, "'$ref' beside '" + k + "' is not supported");
+        if (kKnown.count(k) && k != "$ref") fail(where, "'$ref' beside '" + k + "' is not supported");
       }
       auto it = refs_.find(ref);
       if (it != refs_.end()) return rule_ref(it->second);
@@ -208,8 +195,7 @@ class SchemaCompiler {
     if (s.contains("anyOf") || s.contains("oneOf")) {
       const char* key = s.contains("anyOf") ? "anyOf" : "oneOf";
       const json& list = s[key];
-      if (!list.is_array() || list.empty())
-        fail(where, std::string("'") + key + "' must be a non-empty array");
+      if (!list.is_array() || list.empty()) fail(where, std::string("'") + key + "' must be a non-empty array");
       json rest = s;
       rest.erase(key);
       bool plain = true;
@@ -217,8 +203,7 @@ class SchemaCompiler {
       for (size_t i = 0; i < list.size(); ++i) {
         json branch = list[i];
         if (!plain) {  // shared keywords apply to every branch
-          if (!branch.is_object())
-            fail(where, std::string("'") + key + "' branches must be objects");
+          if (!branch.is_object()) fail(where, std::string("'") + key + "' branches must be objects");
           for (const auto& [k, v] : rest.items()) {
             if (!branch.contains(k)) branch[k] = v;
           }
@@ -229,14 +214,12 @@ class SchemaCompiler {
     }
     if (s.contains("allOf")) {
       const json& list = s["allOf"];
-      if (!list.is_array() || list.size() != 1)
-        fail(where, "'allOf' is supported with exactly one schema");
+      if (!list.is_array() || list.size() != 1) fail(where, "'allOf' is supported with exactly one schema");
       json merged = s;
       merged.erase("allOf");
       if (merged.size() > 0) {
         for (const auto& [k, v] : list[0].items()) {
-          if (merged.contains(k))
-            fail(where, "'allOf' repeating keyword '" + k + "' is not supported");
+          if (merged.contains(k)) fail(where, "'allOf' repeating keyword '" + k + "' is not supported");
           merged[k] = v;
         }
         return compile(merged, where);
@@ -248,8 +231,7 @@ class SchemaCompiler {
       const json& list = s["enum"];
       if (!list.is_array()) fail(where, "'enum' must be an array");
       if (list.size() > kMaxEnumValues) {
-        fail(where, "'enum' has " + std::to_string(list.size()) + " values; at most " +
-                        std::to_string(kMaxEnumValues));
+        fail(where, "'enum' has " + std::to_string(list.size()) + " values; at most " + std::to_string(kMaxEnumValues));
       }
       std::set<std::string> seen;
       for (const json& v : list) {
@@ -271,13 +253,11 @@ class SchemaCompiler {
       } else {
         fail(where, "'type' must be a string or an array of strings");
       }
-    } else if (s.contains("properties") || s.contains("additionalProperties") ||
-               s.contains("required")) {
+    } else if (s.contains("properties") || s.contains("additionalProperties") || s.contains("required")) {
       types = {"object"};
     } else if (s.contains("items") || s.contains("prefixItems")) {
       types = {"array"};
-    } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") ||
-               s.contains("format")) {
+    } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") || s.contains("format")) {
       types = {"string"};
     } else if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
                s.contains("exclusiveMaximum")) {
@@ -285,8 +265,7 @@ class SchemaCompiler {
     } else {
       return rule_ref(value_rule());
     }
-    if (s.contains("nullable") && s["nullable"] == true &&
-        std::find(types.begin(), types.end(), "null") == types.end())
+    if (s.contains("nullable") && s["nullable"] == true && std::find(types.begin(), types.end(), "null") == types.end())
       types.push_back("null");
     for (const std::string& t : types) {
       if (t == "string") {
@@ -319,8 +298,7 @@ class SchemaCompiler {
   }
 
   ExprPtr string_schema(const json& s, const std::string& where) {
-    const int64_t lo = get_count(s, "minLength", where, 0),
-                  hi = get_count(s, "maxLength", where, -1);
+    const int64_t lo = get_count(s, "minLength", where, 0), hi = get_count(s, "maxLength", where, -1);
     if (hi >= 0 && hi < lo) fail(where, "'maxLength' is below 'minLength'; nothing matches");
     if (lo > 10000 || hi > 10000) fail(where, "string lengths above 10000 are not supported");
     if (s.contains("pattern") || s.contains("format")) {
@@ -355,8 +333,7 @@ class SchemaCompiler {
               "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-"
               "9]|[1-9]?[0-9])";
         } else {
-          fail(where,
-               "'format' '" + f + "' is not supported (date, time, date-time, uuid, email, ipv4)");
+          fail(where, "'format' '" + f + "' is not supported (date, time, date-time, uuid, email, ipv4)");
         }
       }
       ExprPtr p;
@@ -367,16 +344,14 @@ class SchemaCompiler {
       }
       return seq({literal("\""), unescaped_only(p), literal("\"")});
     }
-    return seq({literal("\""),
-                repeat(string_char(), static_cast<int32_t>(lo), static_cast<int32_t>(hi)),
-                literal("\"")});
+    return seq(
+        {literal("\""), repeat(string_char(), static_cast<int32_t>(lo), static_cast<int32_t>(hi)), literal("\"")});
   }
 
   ExprPtr number_schema(const json& s, const std::string& where, bool integer) {
     if (s.contains("multipleOf")) {
       const json& m = s["multipleOf"];
-      if (!(integer && m.is_number() && m.get<double>() == 1.0))
-        fail(where, "'multipleOf' is not supported");
+      if (!(integer && m.is_number() && m.get<double>() == 1.0)) fail(where, "'multipleOf' is not supported");
     }
     // The bounds as a predicate on integers: lo_ok(i) and hi_ok(i).
     double lo = -1e300, hi = 1e300;
@@ -390,8 +365,7 @@ class SchemaCompiler {
       }
       if (!b.is_number()) fail(where, std::string("'") + key + "' must be a number");
       const double x = b.get<double>();
-      if (upper ? x < *v || (x == *v && exclusive) : x > *v || (x == *v && exclusive))
-        *v = x, *ex = exclusive;
+      if (upper ? x < *v || (x == *v && exclusive) : x > *v || (x == *v && exclusive)) *v = x, *ex = exclusive;
     };
     bound("minimum", &lo, &lo_ex, false, false);
     bound("exclusiveMinimum", &lo, &lo_ex, true, false);
@@ -452,29 +426,24 @@ class SchemaCompiler {
       }
     }
     const json extra = s.contains("additionalProperties") ? s["additionalProperties"] : json(true);
-    const int64_t min_p = get_count(s, "minProperties", where, 0),
-                  max_p = get_count(s, "maxProperties", where, -1);
+    const int64_t min_p = get_count(s, "minProperties", where, 0), max_p = get_count(s, "maxProperties", where, -1);
     if (props.empty() && !(extra.is_boolean() && !extra.get<bool>()) && required.empty()) {
       // A map: any keys, values under additionalProperties.
-      ExprPtr value = extra.is_boolean() ? rule_ref(value_rule())
-                                         : compile(extra, where + "/additionalProperties");
+      ExprPtr value = extra.is_boolean() ? rule_ref(value_rule()) : compile(extra, where + "/additionalProperties");
       const int32_t member = g_.add_rule(where + "/member");
-      g_.define(member, seq({seq({literal("\""), repeat(string_char(), 0, -1), literal("\"")}),
-                             literal(":"), value}));
+      g_.define(member, seq({seq({literal("\""), repeat(string_char(), 0, -1), literal("\"")}), literal(":"), value}));
       if (max_p >= 0 && max_p < min_p) fail(where, "'maxProperties' is below 'minProperties'");
-      if (min_p > 64 || max_p > 64)
-        fail(where, "'minProperties'/'maxProperties' above 64 are not supported");
+      if (min_p > 64 || max_p > 64) fail(where, "'minProperties'/'maxProperties' above 64 are not supported");
       // NOTE: keys are free, so two members may repeat a key; a small model
       // rarely does, and the bounds count members as written.
-      ExprPtr rest = repeat(seq({literal(","), rule_ref(member)}),
-                            std::max<int32_t>(0, static_cast<int32_t>(min_p) - 1),
-                            max_p < 0 ? -1 : static_cast<int32_t>(max_p) - 1);
+      ExprPtr rest =
+          repeat(seq({literal(","), rule_ref(member)}), std::max<int32_t>(0, static_cast<int32_t>(min_p) - 1),
+                 max_p < 0 ? -1 : static_cast<int32_t>(max_p) - 1);
       ExprPtr body = seq({rule_ref(member), rest});
       if (max_p == 0) return literal("{}");
       return seq({literal("{"), min_p > 0 ? body : optional(body), literal("}")});
     }
-    if (min_p > static_cast<int64_t>(required.size()) ||
-        (max_p >= 0 && max_p < static_cast<int64_t>(props.size()))) {
+    if (min_p > static_cast<int64_t>(required.size()) || (max_p >= 0 && max_p < static_cast<int64_t>(props.size()))) {
       fail(where, "'minProperties'/'maxProperties' beside 'properties' are not supported");
     }
     // Members in order; m[i] a rule per member. S(i): the tail when nothing
@@ -525,9 +494,7 @@ class SchemaCompiler {
     }
     ExprPtr item;
     if (s.contains("items")) {
-      item = s["items"].is_boolean() && !s["items"].get<bool>()
-                 ? nullptr
-                 : compile(s["items"], where + "/items");
+      item = s["items"].is_boolean() && !s["items"].get<bool>() ? nullptr : compile(s["items"], where + "/items");
     } else {
       item = rule_ref(value_rule());
     }
@@ -565,34 +532,12 @@ class SchemaCompiler {
     return alt(std::move(alts));
   }
 
-  static inline const std::set<std::string> kKnown = {"type",
-                                                      "enum",
-                                                      "const",
-                                                      "properties",
-                                                      "required",
-                                                      "additionalProperties",
-                                                      "items",
-                                                      "prefixItems",
-                                                      "minItems",
-                                                      "maxItems",
-                                                      "minLength",
-                                                      "maxLength",
-                                                      "pattern",
-                                                      "format",
-                                                      "minimum",
-                                                      "maximum",
-                                                      "exclusiveMinimum",
-                                                      "exclusiveMaximum",
-                                                      "anyOf",
-                                                      "oneOf",
-                                                      "allOf",
-                                                      "$ref",
-                                                      "nullable",
-                                                      "minProperties",
-                                                      "maxProperties",
-                                                      "uniqueItems",
-                                                      "contains",
-                                                      "multipleOf"};
+  static inline const std::set<std::string> kKnown = {
+      "type",          "enum",        "const",    "properties", "required",         "additionalProperties",
+      "items",         "prefixItems", "minItems", "maxItems",   "minLength",        "maxLength",
+      "pattern",       "format",      "minimum",  "maximum",    "exclusiveMinimum", "exclusiveMaximum",
+      "anyOf",         "oneOf",       "allOf",    "$ref",       "nullable",         "minProperties",
+      "maxProperties", "uniqueItems", "contains", "multipleOf"};
 
   const json& root_;
   Grammar g_;
@@ -603,11 +548,7 @@ class SchemaCompiler {
 
 }  // namespace
 
-Grammar json_schema_grammar(const nlohmann::ordered_json& schema) {
-  return SchemaCompiler(schema).build();
-}
-Grammar json_object_grammar() {
-  return SchemaCompiler(nlohmann::ordered_json::object()).build_any_object();
-}
+Grammar json_schema_grammar(const nlohmann::ordered_json& schema) { return SchemaCompiler(schema).build(); }
+Grammar json_object_grammar() { return SchemaCompiler(nlohmann::ordered_json::object()).build_any_object(); }
 
 }  // namespace parallm::constrain

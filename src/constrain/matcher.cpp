@@ -132,8 +132,7 @@ void Matcher::compact() {
   Set next;
   for (int32_t id : cur_) {
     chain.clear();
-    for (int32_t f = id; f >= 0 && moved[static_cast<size_t>(f)] < 0;
-         f = old[static_cast<size_t>(f)].parent)
+    for (int32_t f = id; f >= 0 && moved[static_cast<size_t>(f)] < 0; f = old[static_cast<size_t>(f)].parent)
       chain.push_back(f);
     for (size_t i = chain.size(); i-- > 0;) {
       const Frame& f = old[static_cast<size_t>(chain[i])];

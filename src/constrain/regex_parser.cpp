@@ -47,8 +47,7 @@ class RegexParser {
     while (i_ < p_.size() && !at('|') && !at(')')) {
       if (at('$')) {  // only at the very end (or before ')' / '|' of the end)
         ++i_;
-        if (i_ != p_.size())
-          fail("has '$' before its end (anchors inside the pattern are not supported)");
+        if (i_ != p_.size()) fail("has '$' before its end (anchors inside the pattern are not supported)");
         break;
       }
       if (at('^')) fail("has '^' after its start (anchors inside the pattern are not supported)");
@@ -62,8 +61,7 @@ class RegexParser {
     const size_t start = i_;
     while (i_ < p_.size() && p_[i_] >= '0' && p_[i_] <= '9') {
       n = n * 10 + (p_[i_++] - '0');
-      if (n > kMaxRegexRepeat)
-        fail("repeats more than " + std::to_string(kMaxRegexRepeat) + " times");
+      if (n > kMaxRegexRepeat) fail("repeats more than " + std::to_string(kMaxRegexRepeat) + " times");
     }
     return i_ == start ? -1 : static_cast<int32_t>(n);
   }
@@ -87,8 +85,7 @@ class RegexParser {
           hi = number();
           if (lo < 0) lo = 0;
         }
-        if (!at('}') ||
-            (lo < 0 && hi < 0)) {  // not a quantifier: a literal '{' (as Python reads it)
+        if (!at('}') || (lo < 0 && hi < 0)) {  // not a quantifier: a literal '{' (as Python reads it)
           i_ = save;
           return e;
         }
@@ -106,11 +103,9 @@ class RegexParser {
   uint32_t hex(size_t n) {
     uint32_t v = 0;
     for (size_t k = 0; k < n; ++k) {
-      if (i_ >= p_.size() || !isxdigit(static_cast<unsigned char>(p_[i_])))
-        fail("has a bad hex escape");
+      if (i_ >= p_.size() || !isxdigit(static_cast<unsigned char>(p_[i_]))) fail("has a bad hex escape");
       const char c = p_[i_++];
-      v = v * 16 + static_cast<uint32_t>(
-                       isdigit(static_cast<unsigned char>(c)) ? c - '0' : (tolower(c) - 'a' + 10));
+      v = v * 16 + static_cast<uint32_t>(isdigit(static_cast<unsigned char>(c)) ? c - '0' : (tolower(c) - 'a' + 10));
     }
     return v;
   }
@@ -182,16 +177,14 @@ class RegexParser {
           ++i_;
           uint32_t v = 0;
           int n = 0;
-          while (i_ < p_.size() && isxdigit(static_cast<unsigned char>(p_[i_])) && n < 6)
-            v = v * 16 + hex(1), ++n;
+          while (i_ < p_.size() && isxdigit(static_cast<unsigned char>(p_[i_])) && n < 6) v = v * 16 + hex(1), ++n;
           if (!at('}') || n == 0) fail("has a bad \\u{...} escape");
           ++i_;
           *cp = v;
         } else {
           *cp = hex(4);
         }
-        if (*cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF))
-          fail("escapes a value that is not a code point");
+        if (*cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) fail("escapes a value that is not a code point");
         return false;
       case 'b':
         if (in_class) {
@@ -201,8 +194,7 @@ class RegexParser {
         fail("uses \\b (word boundaries are not supported)");
       default:
         if ((c >= '1' && c <= '9') || c == 'k') fail("uses a backreference (not supported)");
-        if (isalnum(static_cast<unsigned char>(c)))
-          fail(std::string("uses the unsupported escape \\") + c);
+        if (isalnum(static_cast<unsigned char>(c))) fail(std::string("uses the unsupported escape \\") + c);
         --i_;
         *cp = code_point();
         return false;
@@ -294,8 +286,7 @@ class RegexParser {
       ++i_;
       return utf8_ranges(complement({{'\n', '\n'}}));
     }
-    if (c == '*' || c == '+' || c == '?')
-      fail(std::string("has a quantifier '") + c + "' with nothing to repeat");
+    if (c == '*' || c == '+' || c == '?') fail(std::string("has a quantifier '") + c + "' with nothing to repeat");
     if (c == '\\') {
       ++i_;
       Ranges cls;

@@ -23,9 +23,7 @@ VocabIndex::VocabIndex(const std::vector<std::string>& pieces)
     int32_t l = 0;
     if (prev) {
       const size_t n = std::min(prev->size(), p.size());
-      while (static_cast<size_t>(l) < n &&
-             (*prev)[static_cast<size_t>(l)] == p[static_cast<size_t>(l)])
-        ++l;
+      while (static_cast<size_t>(l) < n && (*prev)[static_cast<size_t>(l)] == p[static_cast<size_t>(l)]) ++l;
     }
     sorted_.push_back({id, l});
     max_len_ = std::max(max_len_, p.size());
@@ -96,9 +94,8 @@ PositionMask CompiledConstraint::walk(Matcher* m, const Matcher::Set& set, const
   return out;
 }
 
-TokenConstraint::TokenConstraint(std::shared_ptr<const CompiledConstraint> c,
-                                 const VocabIndex* vocab, std::vector<int32_t> end_ids,
-                                 int64_t max_tokens)
+TokenConstraint::TokenConstraint(std::shared_ptr<const CompiledConstraint> c, const VocabIndex* vocab,
+                                 std::vector<int32_t> end_ids, int64_t max_tokens)
     : c_(std::move(c)),
       vocab_(vocab),
       end_ids_(std::move(end_ids)),
@@ -121,8 +118,7 @@ bool TokenConstraint::apply(float* logits, int32_t n_vocab) {
         // The cached mask less the tokens that lengthen the completion past the budget.
         narrowed.bits = cached->bits;
         for (const auto& [id, after] : cached->lengthening) {
-          if (after > left)
-            narrowed.bits[static_cast<size_t>(id) / 64] &= ~(uint64_t{1} << (id % 64));
+          if (after > left) narrowed.bits[static_cast<size_t>(id) / 64] &= ~(uint64_t{1} << (id % 64));
         }
         for (uint64_t w : narrowed.bits) any = any || w != 0;
       }
@@ -150,8 +146,7 @@ bool TokenConstraint::apply(float* logits, int32_t n_vocab) {
   std::vector<float> end_logits;
   for (int32_t id : end_ids_) end_logits.push_back(id >= 0 && id < n_vocab ? logits[id] : 0.0f);
   for (int32_t id = 0; id < n_vocab; ++id) {
-    const bool ok =
-        mask && id < vocab_->n_vocab() && ((*mask)[static_cast<size_t>(id) / 64] >> (id % 64) & 1);
+    const bool ok = mask && id < vocab_->n_vocab() && ((*mask)[static_cast<size_t>(id) / 64] >> (id % 64) & 1);
     if (!ok) {
       logits[id] = -INFINITY;
     } else if (!any_finite && !accepting) {
@@ -182,8 +177,7 @@ void TokenConstraint::force_end(float* logits, int32_t n_vocab) const {
   for (int32_t id = 0; id < n_vocab; ++id) logits[id] = -INFINITY;
   for (size_t i = 0; i < end_ids_.size(); ++i) {
     const int32_t id = end_ids_[i];
-    if (id >= 0 && id < n_vocab)
-      logits[id] = keep[i] == -INFINITY || std::isnan(keep[i]) ? 0.0f : keep[i];
+    if (id >= 0 && id < n_vocab) logits[id] = keep[i] == -INFINITY || std::isnan(keep[i]) ? 0.0f : keep[i];
   }
 }
 

@@ -76,12 +76,10 @@ class CompiledConstraint {
   const std::string& description() const { return description_; }
 
   // The mask for `set` of `m` (cached; computed on a miss under no lock).
-  std::shared_ptr<const PositionMask> mask(Matcher* m, const Matcher::Set& set,
-                                           const VocabIndex& vocab) const;
+  std::shared_ptr<const PositionMask> mask(Matcher* m, const Matcher::Set& set, const VocabIndex& vocab) const;
   // Uncached: only tokens after which the shortest completion has at most
   // max_dist_after bytes (the end of a max_tokens budget).
-  static PositionMask walk(Matcher* m, const Matcher::Set& set, const VocabIndex& vocab,
-                           int32_t max_dist_after);
+  static PositionMask walk(Matcher* m, const Matcher::Set& set, const VocabIndex& vocab, int32_t max_dist_after);
   MaskStats stats() const;
 
  private:
@@ -91,16 +89,15 @@ class CompiledConstraint {
     size_t operator()(const std::vector<uint32_t>& k) const;
   };
   mutable std::mutex mu_;
-  mutable std::unordered_map<std::vector<uint32_t>, std::shared_ptr<const PositionMask>, KeyHash>
-      cache_;
+  mutable std::unordered_map<std::vector<uint32_t>, std::shared_ptr<const PositionMask>, KeyHash> cache_;
   mutable const VocabIndex* cache_vocab_ = nullptr;
   mutable MaskStats stats_;
 };
 
 class TokenConstraint {
  public:
-  TokenConstraint(std::shared_ptr<const CompiledConstraint> c, const VocabIndex* vocab,
-                  std::vector<int32_t> end_ids, int64_t max_tokens);
+  TokenConstraint(std::shared_ptr<const CompiledConstraint> c, const VocabIndex* vocab, std::vector<int32_t> end_ids,
+                  int64_t max_tokens);
   // Sets every logit the constraint forbids to -inf. Returns false (and
   // leaves the logits alone) when nothing at all would be left.
   bool apply(float* logits, int32_t n_vocab);
@@ -109,9 +106,7 @@ class TokenConstraint {
   // The sampled token: advances the matcher (end tokens and unknown ids are ignored).
   void accept(int32_t id);
   bool matched() const { return matcher_.accepting(); }
-  bool complete() const {
-    return matcher_.accepting() && !matcher_.can_continue(matcher_.current());
-  }
+  bool complete() const { return matcher_.accepting() && !matcher_.can_continue(matcher_.current()); }
 
  private:
   std::shared_ptr<const CompiledConstraint> c_;

@@ -3,8 +3,8 @@
 
 #include <unistd.h>
 
-#include <cctype>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -31,9 +31,7 @@ std::string lower(std::string_view s) {
 
 }  // namespace
 
-std::string DeviceId::to_string() const {
-  return strfmt("%s:%d", kind == Kind::kCpu ? "cpu" : "cuda", index);
-}
+std::string DeviceId::to_string() const { return strfmt("%s:%d", kind == Kind::kCpu ? "cpu" : "cuda", index); }
 
 DeviceId parse_device_id(std::string_view text) {
   std::string_view s = trim(text);
@@ -75,8 +73,7 @@ std::vector<DeviceId> parse_device_list(std::string_view text) {
     DeviceId id = parse_device_id(item);
     for (const DeviceId& seen : ids) {
       if (seen == id) {
-        throw InputError("bad device list '" + std::string(text) + "': " + id.to_string() +
-                         " appears twice");
+        throw InputError("bad device list '" + std::string(text) + "': " + id.to_string() + " appears twice");
       }
     }
     ids.push_back(id);
@@ -89,8 +86,7 @@ std::vector<DeviceId> parse_device_list(std::string_view text) {
 uint64_t parse_size(std::string_view text) {
   std::string_view s = trim(text);
   auto bad = [&](const char* why) {
-    return InputError("bad size '" + std::string(text) + "': " + why +
-                      " (examples: 512MiB, 1.5G, 800M, 4096)");
+    return InputError("bad size '" + std::string(text) + "': " + why + " (examples: 512MiB, 1.5G, 800M, 4096)");
   };
   size_t i = 0;
   while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
@@ -125,10 +121,14 @@ uint64_t total_system_memory_bytes() {
 
 const char* memory_category_name(MemoryCategory category) {
   switch (category) {
-    case MemoryCategory::kWeights: return "weights";
-    case MemoryCategory::kKvCache: return "kv_cache";
-    case MemoryCategory::kActivations: return "activations";
-    case MemoryCategory::kCommBuffers: return "comm_buffers";
+    case MemoryCategory::kWeights:
+      return "weights";
+    case MemoryCategory::kKvCache:
+      return "kv_cache";
+    case MemoryCategory::kActivations:
+      return "activations";
+    case MemoryCategory::kCommBuffers:
+      return "comm_buffers";
   }
   return "?";
 }
@@ -143,11 +143,10 @@ void MemoryLedger::charge(MemoryCategory category, uint64_t bytes, std::string_v
     std::string item = memory_category_name(category);
     if (!what.empty()) item += " (" + std::string(what) + ")";
     double needed = static_cast<double>(used_bytes_) + static_cast<double>(bytes);
-    throw CapacityError(strfmt(
-        "%s needs %s, has %s: %s more of %s does not fit on top of %s", device_name_.c_str(),
-        format_bytes(needed).c_str(), format_bytes(static_cast<double>(budget_bytes_)).c_str(),
-        format_bytes(static_cast<double>(bytes)).c_str(), item.c_str(),
-        breakdown_locked().c_str()));
+    throw CapacityError(strfmt("%s needs %s, has %s: %s more of %s does not fit on top of %s", device_name_.c_str(),
+                               format_bytes(needed).c_str(), format_bytes(static_cast<double>(budget_bytes_)).c_str(),
+                               format_bytes(static_cast<double>(bytes)).c_str(), item.c_str(),
+                               breakdown_locked().c_str()));
   }
   used_by_category_[static_cast<int>(category)] += bytes;
   used_bytes_ += bytes;
@@ -157,8 +156,8 @@ void MemoryLedger::charge(MemoryCategory category, uint64_t bytes, std::string_v
 void MemoryLedger::release(MemoryCategory category, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   uint64_t& used = used_by_category_[static_cast<int>(category)];
-  PARALLM_CHECK_MSG(bytes <= used, device_name_ + ": releasing more " +
-                                       memory_category_name(category) + " than was charged");
+  PARALLM_CHECK_MSG(bytes <= used,
+                    device_name_ + ": releasing more " + memory_category_name(category) + " than was charged");
   used -= bytes;
   used_bytes_ -= bytes;
 }
@@ -203,8 +202,8 @@ std::string MemoryLedger::breakdown_locked() const {
   return out;
 }
 
-MemoryReservation::MemoryReservation(MemoryLedger& ledger, MemoryCategory category,
-                                     uint64_t bytes, std::string_view what)
+MemoryReservation::MemoryReservation(MemoryLedger& ledger, MemoryCategory category, uint64_t bytes,
+                                     std::string_view what)
     : ledger_(&ledger), category_(category), bytes_(bytes) {
   ledger.charge(category, bytes, what);
 }
@@ -240,8 +239,7 @@ Device::Device(DeviceId id, uint64_t memory_budget_bytes, int n_threads)
   PARALLM_CHECK(n_threads >= 1);
 }
 
-std::vector<std::unique_ptr<Device>> make_devices(const std::vector<DeviceId>& ids,
-                                                  const DeviceSetOptions& options) {
+std::vector<std::unique_ptr<Device>> make_devices(const std::vector<DeviceId>& ids, const DeviceSetOptions& options) {
   if (ids.empty()) throw InputError("no devices given (expected e.g. --devices cpu:0,cpu:1)");
   int n_cpu = 0;
   for (const DeviceId& id : ids) n_cpu += id.kind == DeviceId::Kind::kCpu ? 1 : 0;

@@ -89,8 +89,7 @@ class MemoryLedger {
 class MemoryReservation {
  public:
   MemoryReservation() = default;
-  MemoryReservation(MemoryLedger& ledger, MemoryCategory category, uint64_t bytes,
-                    std::string_view what = {});
+  MemoryReservation(MemoryLedger& ledger, MemoryCategory category, uint64_t bytes, std::string_view what = {});
   ~MemoryReservation();
   MemoryReservation(MemoryReservation&& other) noexcept;
   MemoryReservation& operator=(MemoryReservation&& other) noexcept;

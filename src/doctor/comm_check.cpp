@@ -30,8 +30,8 @@ void all_reduce_checked(Communicator& c, std::vector<float>& buf, int world_rank
 
 }  // namespace
 
-CommCheckResult run_comm_check(const std::vector<std::unique_ptr<Communicator>>& comms,
-                               int world_ranks, const CommCheckOptions& o) {
+CommCheckResult run_comm_check(const std::vector<std::unique_ptr<Communicator>>& comms, int world_ranks,
+                               const CommCheckOptions& o) {
   CommCheckResult r;
   r.backend = comms.empty() ? "" : comms[0]->backend_name();
   r.ranks = world_ranks;
@@ -60,8 +60,8 @@ CommCheckResult run_comm_check(const std::vector<std::unique_ptr<Communicator>>&
       for (float x : buf)
         if (x != want) {
           std::lock_guard<std::mutex> lock(mu);
-          wrong = strfmt("all_reduce_sum on %s rank %d returned %g where the sum is %g",
-                         world.backend_name(), world.rank(), static_cast<double>(x), want);
+          wrong = strfmt("all_reduce_sum on %s rank %d returned %g where the sum is %g", world.backend_name(),
+                         world.rank(), static_cast<double>(x), want);
           return;
         }
     };
@@ -98,24 +98,19 @@ CommCheckResult run_comm_check(const std::vector<std::unique_ptr<Communicator>>&
     r.latency_us = median(latency_s) * 1e6;
     const double n = r.group_ranks;
     const double t = median(large_s);
-    if (t > 0)
-      r.bus_bandwidth_gbps =
-          2.0 * (n - 1) / n * static_cast<double>(large_floats * sizeof(float)) / t / 1e9;
+    if (t > 0) r.bus_bandwidth_gbps = 2.0 * (n - 1) / n * static_cast<double>(large_floats * sizeof(float)) / t / 1e9;
   }
   return r;
 }
 
-std::vector<Finding> comm_findings(const CommCheckResult& r, const CommCheckOptions& o,
-                                   double timeout_s) {
+std::vector<Finding> comm_findings(const CommCheckResult& r, const CommCheckOptions& o, double timeout_s) {
   Finding f;
-  const std::string layout =
-      strfmt("%d %s rank(s) (tp=%d, pp=%d)", r.ranks, r.backend.c_str(), o.tp, o.pp);
+  const std::string layout = strfmt("%d %s rank(s) (tp=%d, pp=%d)", r.ranks, r.backend.c_str(), o.tp, o.pp);
   if (!r.ok) {
     f.severity = Severity::kError;
     f.title = "the communicator did not answer: " + layout;
     f.evidence.push_back(r.error);
-    f.evidence.push_back(
-        strfmt("the check gave up after %.2f s (timeout %.1f s)", r.elapsed_s, timeout_s));
+    f.evidence.push_back(strfmt("the check gave up after %.2f s (timeout %.1f s)", r.elapsed_s, timeout_s));
     f.fixes = {
         "find the rank named above: its process exited, hangs, or never started (check its log and "
         "that mpirun started tp × pp processes)",
@@ -124,28 +119,23 @@ std::vector<Finding> comm_findings(const CommCheckResult& r, const CommCheckOpti
         "a rank that is merely slow to start: raise --comm-timeout"};
     return {f};
   }
-  f.evidence.push_back(
-      strfmt("all-reduce of 1 float: median %.1f us over %d runs", r.latency_us, o.iterations));
-  f.evidence.push_back(
-      strfmt("all-reduce of %s in groups of %d: bus bandwidth %.2f GB/s (2(n-1)/n x bytes / time)",
-             format_bytes(static_cast<double>(o.large_bytes)).c_str(), r.group_ranks,
-             r.bus_bandwidth_gbps));
+  f.evidence.push_back(strfmt("all-reduce of 1 float: median %.1f us over %d runs", r.latency_us, o.iterations));
+  f.evidence.push_back(strfmt("all-reduce of %s in groups of %d: bus bandwidth %.2f GB/s (2(n-1)/n x bytes / time)",
+                              format_bytes(static_cast<double>(o.large_bytes)).c_str(), r.group_ranks,
+                              r.bus_bandwidth_gbps));
   if (o.expected_bus_gbps && r.bus_bandwidth_gbps < *o.expected_bus_gbps) {
     f.severity = Severity::kWarning;
-    f.title = strfmt("the all-reduce is slow: %.2f GB/s, expected at least %.2f GB/s for %s",
-                     r.bus_bandwidth_gbps, *o.expected_bus_gbps, o.expected_why.c_str());
-    f.fixes = {
-        "check that the ranks are not oversubscribed (more ranks than free cores or GPUs)",
-        "place each TP group on the fastest links (see --topology), and PP across the slow ones"};
+    f.title = strfmt("the all-reduce is slow: %.2f GB/s, expected at least %.2f GB/s for %s", r.bus_bandwidth_gbps,
+                     *o.expected_bus_gbps, o.expected_why.c_str());
+    f.fixes = {"check that the ranks are not oversubscribed (more ranks than free cores or GPUs)",
+               "place each TP group on the fastest links (see --topology), and PP across the slow ones"};
     return {f};
   }
   f.severity = Severity::kInfo;
-  f.title =
-      strfmt("the communicator answers: %s, all-reduce latency %.1f us, bus bandwidth %.2f GB/s",
-             layout.c_str(), r.latency_us, r.bus_bandwidth_gbps);
+  f.title = strfmt("the communicator answers: %s, all-reduce latency %.1f us, bus bandwidth %.2f GB/s", layout.c_str(),
+                   r.latency_us, r.bus_bandwidth_gbps);
   if (o.expected_bus_gbps)
-    f.evidence.push_back(
-        strfmt("expected at least %.2f GB/s for %s", *o.expected_bus_gbps, o.expected_why.c_str()));
+    f.evidence.push_back(strfmt("expected at least %.2f GB/s for %s", *o.expected_bus_gbps, o.expected_why.c_str()));
   return {f};
 }
 

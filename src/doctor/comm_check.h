@@ -30,8 +30,7 @@ struct CommCheckOptions {
 struct CommCheckResult {
   std::string backend;  // "local", "mpi"
   int ranks = 0;        // tp × pp
-  int group_ranks =
-      0;  // the all-reduce group measured: the TP group (the world when pp is 1 or tp is 1)
+  int group_ranks = 0;  // the all-reduce group measured: the TP group (the world when pp is 1 or tp is 1)
   bool ok = false;
   std::string error;              // the CommError (or wrong-sum) message when !ok
   double elapsed_s = 0;           // the whole check, failures included
@@ -45,12 +44,11 @@ struct CommCheckResult {
 // then the timed ones in each TP group (ranks [g·tp, (g+1)·tp)). Each result
 // is checked against the exact sum. Throws nothing for communicator failures:
 // they come back as !ok.
-CommCheckResult run_comm_check(const std::vector<std::unique_ptr<Communicator>>& comms,
-                               int world_ranks, const CommCheckOptions& options);
+CommCheckResult run_comm_check(const std::vector<std::unique_ptr<Communicator>>& comms, int world_ranks,
+                               const CommCheckOptions& options);
 
 // error "did not answer" with the CommError; warning "slow" under the
 // expectation; info with the numbers otherwise.
-std::vector<Finding> comm_findings(const CommCheckResult& result, const CommCheckOptions& options,
-                                   double timeout_s);
+std::vector<Finding> comm_findings(const CommCheckResult& result, const CommCheckOptions& options, double timeout_s);
 
 }  // namespace parallm::doctor

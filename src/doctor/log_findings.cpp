@@ -16,28 +16,34 @@ std::vector<std::string> oom_fixes(Engine e, const std::string& max_len_hint, bo
   std::vector<std::string> f;
   switch (e) {
     case Engine::kVllm:
-      f.push_back("check the real load precision and weight size: a float32 checkpoint loads at 4 bytes per "
-                  "parameter; load in bf16 (--dtype bfloat16), fp8 (--quantization fp8) or an int4 AWQ/GPTQ checkpoint");
+      f.push_back(
+          "check the real load precision and weight size: a float32 checkpoint loads at 4 bytes per "
+          "parameter; load in bf16 (--dtype bfloat16), fp8 (--quantization fp8) or an int4 AWQ/GPTQ checkpoint");
       f.push_back("lower --max-model-len" + max_len_hint);
-      f.push_back(allocation_failed
-                      ? "lower --gpu-memory-utilization (e.g. 0.85): check `nvidia-smi` for other processes (monitoring "
-                        "agents, other CUDA contexts) holding memory outside vLLM's share"
-                      : "raise --gpu-memory-utilization (e.g. 0.95), after checking `nvidia-smi` for other processes on the GPU");
+      f.push_back(
+          allocation_failed
+              ? "lower --gpu-memory-utilization (e.g. 0.85): check `nvidia-smi` for other processes (monitoring "
+                "agents, other CUDA contexts) holding memory outside vLLM's share"
+              : "raise --gpu-memory-utilization (e.g. 0.95), after checking `nvidia-smi` for other processes on the "
+                "GPU");
       f.push_back("lower concurrency: --max-num-seqs (and --max-num-batched-tokens)");
       f.push_back("only then: more --tensor-parallel-size, or a device with more memory");
       break;
     case Engine::kSglang:
-      f.push_back("check the real load precision and weight size: load in bf16 (--dtype bfloat16), fp8 "
-                  "(--quantization fp8) or an int4 AWQ/GPTQ checkpoint");
+      f.push_back(
+          "check the real load precision and weight size: load in bf16 (--dtype bfloat16), fp8 "
+          "(--quantization fp8) or an int4 AWQ/GPTQ checkpoint");
       f.push_back("lower --context-length" + max_len_hint);
-      f.push_back("adjust --mem-fraction-static (raise it when the KV pool is too small, lower it when CUDA graphs or "
-                  "activations run out), after checking `nvidia-smi` for other processes");
+      f.push_back(
+          "adjust --mem-fraction-static (raise it when the KV pool is too small, lower it when CUDA graphs or "
+          "activations run out), after checking `nvidia-smi` for other processes");
       f.push_back("lower concurrency: --max-running-requests (and --chunked-prefill-size)");
       f.push_back("only then: more --tp, or a device with more memory");
       break;
     case Engine::kParallm:
-      f.push_back("check the real load precision and weight size: load the weights as --dtype q8_0 or q4_0, and the KV "
-                  "cache as --kv-dtype q8_0");
+      f.push_back(
+          "check the real load precision and weight size: load the weights as --dtype q8_0 or q4_0, and the KV "
+          "cache as --kv-dtype q8_0");
       f.push_back("lower --max-model-len" + max_len_hint);
       f.push_back("raise --memory-utilization (or --device-memory when the budget is set by hand)");
       f.push_back("lower concurrency: --max-num-seqs and --max-num-batched-tokens");
@@ -87,7 +93,8 @@ std::vector<Finding> log_findings(const std::string& log) {
   std::smatch m;
   std::string held;  // the clipped line `m` points into
 
-  // vLLM / SGLang / PyTorch: "CUDA out of memory. Tried to allocate X. GPU n has a total capacity of T of which F is free."
+  // vLLM / SGLang / PyTorch: "CUDA out of memory. Tried to allocate X. GPU n has a total capacity of T of which F is
+  // free."
   static const std::regex torch_oom(R"(CUDA out of memory\.?\s*(?:Tried to allocate ([0-9.]+ ?[KMGT]i?B))?)");
   static const std::regex torch_detail(
       R"(GPU (\d+) has a total capacity of ([0-9.]+ ?[KMGT]i?B) of which ([0-9.]+ ?[KMGT]i?B) is free)");
@@ -111,8 +118,9 @@ std::vector<Finding> log_findings(const std::string& log) {
     f.evidence.push_back("log: " + clip(line));
     f.fixes = oom_fixes(engine, "", true);
     if (processes > 1)
-      f.fixes.insert(f.fixes.begin(), "more than one process holds this GPU's memory: stop the others, or "
-                                      "give each server its own GPU (CUDA_VISIBLE_DEVICES)");
+      f.fixes.insert(f.fixes.begin(),
+                     "more than one process holds this GPU's memory: stop the others, or "
+                     "give each server its own GPU (CUDA_VISIBLE_DEVICES)");
     out.push_back(std::move(f));
     break;  // one traceback usually repeats the message; report it once
   }
@@ -200,7 +208,8 @@ std::vector<Finding> log_findings(const std::string& log) {
   }
 
   // parallm device accounting: CapacityError from core/device.cpp.
-  static const std::regex pm_device(R"((\S+) needs (\S+ \S+), has (\S+ \S+): (\S+ \S+) more of (.+?) does not fit on top of (.*))");
+  static const std::regex pm_device(
+      R"((\S+) needs (\S+ \S+), has (\S+ \S+): (\S+ \S+) more of (.+?) does not fit on top of (.*))");
   for (const auto& line : lines) {
     if (!search(line, "does not fit on top of", pm_device, &m, &held)) continue;
     Finding f;

@@ -31,22 +31,23 @@ std::vector<Finding> memory_findings(const planner::ModelSpec& model, const plan
                               format_bytes(d.kv_bytes).c_str()));
   if (d.fits) {
     f.severity = Severity::kInfo;
-    f.title = strfmt("%s fits %s at tp=%d, pp=%d (KV for %lld tokens)", model.name.c_str(), gpu.name.c_str(),
-                     layout.tp, layout.pp, (long long)d.kv_capacity_tokens);
+    f.title = strfmt("%s fits %s at tp=%d, pp=%d (KV for %lld tokens)", model.name.c_str(), gpu.name.c_str(), layout.tp,
+                     layout.pp, (long long)d.kv_capacity_tokens);
     return {f};
   }
   f.severity = Severity::kError;
   f.title = d.weights_fit ? strfmt("KV cache for one %lld-token sequence does not fit on %s", (long long)max_model_len,
                                    gpu.name.c_str())
-                          : strfmt("%s weights do not fit on %s at tp=%d, pp=%d", model.name.c_str(),
-                                   gpu.name.c_str(), layout.tp, layout.pp);
-  f.fixes = {"load the weights in a smaller precision (bf16 → fp8 → int4; parallm: --dtype q8_0 / q4_0)",
-             d.weights_fit && d.kv_capacity_tokens > 0
-                 ? strfmt("lower --max-model-len to at most %lld (what the KV pool holds)", (long long)d.kv_capacity_tokens)
-                 : std::string("lower --max-model-len"),
-             "raise the memory-utilization cap (--memory-utilization / --gpu-memory-utilization)",
-             "lower --max-num-seqs and --max-num-batched-tokens",
-             "only then: more --tp / --pp, or a device with more memory (see `parallm plan`)"};
+                          : strfmt("%s weights do not fit on %s at tp=%d, pp=%d", model.name.c_str(), gpu.name.c_str(),
+                                   layout.tp, layout.pp);
+  f.fixes = {
+      "load the weights in a smaller precision (bf16 → fp8 → int4; parallm: --dtype q8_0 / q4_0)",
+      d.weights_fit && d.kv_capacity_tokens > 0
+          ? strfmt("lower --max-model-len to at most %lld (what the KV pool holds)", (long long)d.kv_capacity_tokens)
+          : std::string("lower --max-model-len"),
+      "raise the memory-utilization cap (--memory-utilization / --gpu-memory-utilization)",
+      "lower --max-num-seqs and --max-num-batched-tokens",
+      "only then: more --tp / --pp, or a device with more memory (see `parallm plan`)"};
   return {f};
 }
 

@@ -9,8 +9,8 @@
 namespace parallm::doctor {
 namespace {
 
-constexpr double kKvFull = 0.9;     // usage fraction that counts as near full
-constexpr double kKvSpread = 0.2;   // max - min usage across devices that counts as uneven
+constexpr double kKvFull = 0.9;    // usage fraction that counts as near full
+constexpr double kKvSpread = 0.2;  // max - min usage across devices that counts as uneven
 
 std::string label_text(const MetricSample& s) {
   std::string out;
@@ -142,8 +142,8 @@ std::vector<Finding> metrics_findings(const std::string& text) {
   for (auto* s : kv)
     if (s->labels.count("device")) per_device.push_back(s);
   if (per_device.size() >= 2) {
-    auto [lo, hi] = std::minmax_element(per_device.begin(), per_device.end(),
-                                        [](auto* a, auto* b) { return a->value < b->value; });
+    auto [lo, hi] =
+        std::minmax_element(per_device.begin(), per_device.end(), [](auto* a, auto* b) { return a->value < b->value; });
     if ((*hi)->value - (*lo)->value >= kKvSpread) {
       Finding f;
       f.severity = Severity::kWarning;

@@ -16,17 +16,14 @@ constexpr double kUnaccountedBytes = 1024.0 * 1024 * 1024;
 constexpr double kContextMarginRatio = 0.02;
 
 std::string describe(const hwmetrics::GpuProcess& p) {
-  std::string kind = p.compute && p.graphics ? "compute+graphics"
-                     : p.graphics            ? "graphics"
-                                             : "compute";
+  std::string kind = p.compute && p.graphics ? "compute+graphics" : p.graphics ? "graphics" : "compute";
   std::string who = strfmt("pid %u", p.pid);
   if (!p.name.empty())
     who += " (" + p.name + ", " + kind + ")";
   else
     who += " (" + kind + ")";
   return who + ": " +
-         (p.used_bytes ? format_bytes(static_cast<double>(*p.used_bytes))
-                       : std::string("amount not reported"));
+         (p.used_bytes ? format_bytes(static_cast<double>(*p.used_bytes)) : std::string("amount not reported"));
 }
 
 }  // namespace
@@ -56,17 +53,14 @@ std::vector<Finding> process_findings(const std::vector<hwmetrics::GpuSample>& g
         held_bytes += static_cast<double>(p.used_bytes.value_or(0));
         if (!p.used_bytes) ++unreported;
       }
-    const std::string name =
-        strfmt("GPU %d", g.index) + (g.uuid.empty() ? "" : " (" + g.uuid + ")");
-    const bool have_memory =
-        g.memory_total_bytes && g.memory_used_bytes && *g.memory_total_bytes > 0;
+    const std::string name = strfmt("GPU %d", g.index) + (g.uuid.empty() ? "" : " (" + g.uuid + ")");
+    const bool have_memory = g.memory_total_bytes && g.memory_used_bytes && *g.memory_total_bytes > 0;
     const double total = have_memory ? static_cast<double>(*g.memory_total_bytes) : 0;
     const double used = have_memory ? static_cast<double>(*g.memory_used_bytes) : 0;
     const std::string memory_line =
-        have_memory
-            ? strfmt("%s: %s used, %s free of %s (NVML)", name.c_str(), format_bytes(used).c_str(),
-                     format_bytes(total - used).c_str(), format_bytes(total).c_str())
-            : name + ": NVML reports no memory reading";
+        have_memory ? strfmt("%s: %s used, %s free of %s (NVML)", name.c_str(), format_bytes(used).c_str(),
+                             format_bytes(total - used).c_str(), format_bytes(total).c_str())
+                    : name + ": NVML reports no memory reading";
     const bool unaccounted = have_memory && used - held_bytes > kUnaccountedBytes;
     if (here.empty() && !unaccounted) {
       quiet.push_back(memory_line);
@@ -82,23 +76,18 @@ std::vector<Finding> process_findings(const std::vector<hwmetrics::GpuSample>& g
                  "container or PID namespace, or leaked contexts)",
                  name.c_str(), format_bytes(used - held_bytes).c_str()));
     const std::string amount = unreported == here.size() ? std::string("an unreported amount of")
-                               : unreported > 0 ? "at least " + format_bytes(held_bytes) + " of"
-                                                : format_bytes(held_bytes) + " of";
-    f.title =
-        here.empty()
-            ? strfmt("%s: %s of device memory is in use by something NVML does not list",
-                     name.c_str(), format_bytes(used).c_str())
-            : strfmt("%s: %zu other process%s hold%s %s device memory", name.c_str(), here.size(),
-                     here.size() == 1 ? "" : "es", here.size() == 1 ? "s" : "", amount.c_str());
+                               : unreported > 0          ? "at least " + format_bytes(held_bytes) + " of"
+                                                         : format_bytes(held_bytes) + " of";
+    f.title = here.empty() ? strfmt("%s: %s of device memory is in use by something NVML does not list", name.c_str(),
+                                    format_bytes(used).c_str())
+                           : strfmt("%s: %zu other process%s hold%s %s device memory", name.c_str(), here.size(),
+                                    here.size() == 1 ? "" : "es", here.size() == 1 ? "s" : "", amount.c_str());
     if (!here.empty()) {
       std::string pids;
       for (const auto* p : here) pids += (pids.empty() ? "" : " ") + std::to_string(p->pid);
-      f.fixes.push_back(
-          "stop them or move them to another GPU (after checking they are not needed): kill " +
-          pids);
+      f.fixes.push_back("stop them or move them to another GPU (after checking they are not needed): kill " + pids);
     } else {
-      f.fixes.push_back(
-          "find the holder with `nvidia-smi` on the host (or in the other containers) and stop it");
+      f.fixes.push_back("find the holder with `nvidia-smi` on the host (or in the other containers) and stop it");
     }
     if (have_memory) {
       // The engine asks for util × total; only the free share is there to take.

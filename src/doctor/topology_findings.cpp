@@ -90,7 +90,8 @@ std::vector<Finding> topology_findings(const topo::TopoMatrix& t, int tp, int pp
     if (slow_pairs.empty() && !cross_numa) continue;
     // Across NUMA nodes on NVLink the all-reduce never touches the host: only a note.
     f.severity = slow_pairs.empty() ? Severity::kInfo : Severity::kWarning;
-    f.title = name + (slow_pairs.empty() ? " spans NUMA nodes (over NVLink)" : " crosses " + topo::link_name({worst, 0}) + " links");
+    f.title = name + (slow_pairs.empty() ? " spans NUMA nodes (over NVLink)"
+                                         : " crosses " + topo::link_name({worst, 0}) + " links");
     f.evidence = slow_pairs;
     if (cross_numa) {
       std::string s = "NUMA affinity:";
@@ -104,9 +105,10 @@ std::vector<Finding> topology_findings(const topo::TopoMatrix& t, int tp, int pp
         break;
       }
     if (biggest > 1 && biggest < static_cast<size_t>(tp))
-      f.fixes.push_back(strfmt("keep TP within the NVLink islands (--tp %zu) and use PP across the slow link "
-                               "(--pp %d)",
-                               biggest, need / static_cast<int>(biggest)));
+      f.fixes.push_back(
+          strfmt("keep TP within the NVLink islands (--tp %zu) and use PP across the slow link "
+                 "(--pp %d)",
+                 biggest, need / static_cast<int>(biggest)));
     if (biggest <= 1)
       f.fixes.push_back("no NVLink here: prefer --pp across PCIe over --tp, or GPUs behind one PCIe switch (PIX)");
     if (cross_numa) f.fixes.push_back("keep the TP group within one NUMA node (same NUMA affinity)");

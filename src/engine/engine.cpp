@@ -1,10 +1,11 @@
 #include "engine/engine.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
-#include <malloc.h>
 #include <mutex>
 
 #include "comm/comm_factory.h"
@@ -23,9 +24,9 @@ struct Engine::Rank {
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<KvPool> kv;
-  std::vector<float> hidden;   // [n_tokens, n_embd]
-  std::vector<float> logits;   // [n_logits, n_vocab] on the last stage
-  ForwardBatch batch;          // non-driver ranks: the driver's batch
+  std::vector<float> hidden;                 // [n_tokens, n_embd]
+  std::vector<float> logits;                 // [n_logits, n_vocab] on the last stage
+  ForwardBatch batch;                        // non-driver ranks: the driver's batch
   std::vector<std::vector<int32_t>> tables;  // storage behind batch.block_tables
   RankStats stats;
   std::exception_ptr error;
@@ -136,12 +137,13 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     throw InputError("model '" + options_.model_path + "' carries no tokenizer: pass --tokenizer PATH");
   }
   if (tokenizer_->n_vocab() > c.n_vocab) {
-    throw InputError(strfmt("tokenizer has %d tokens but the model only %lld", tokenizer_->n_vocab(),
-                            (long long)c.n_vocab));
+    throw InputError(
+        strfmt("tokenizer has %d tokens but the model only %lld", tokenizer_->n_vocab(), (long long)c.n_vocab));
   }
   ctx_size_ = options_.ctx_size > 0 ? options_.ctx_size : c.n_ctx_train;
   if (ctx_size_ > (1 << 22)) throw InputError("--ctx-size is too large");
-  n_kv_blocks_ = options_.kv_blocks > 0 ? options_.kv_blocks : (ctx_size_ + options_.block_size - 1) / options_.block_size;
+  n_kv_blocks_ =
+      options_.kv_blocks > 0 ? options_.kv_blocks : (ctx_size_ + options_.block_size - 1) / options_.block_size;
   build_ranks();
 }
 
@@ -175,8 +177,9 @@ void Engine::build_ranks() {
   const int local_ranks = comms.empty() ? 1 : static_cast<int>(comms.size());
   int threads = options_.threads > 0 ? options_.threads : std::max(1, default_thread_count() / local_ranks);
   // Device memory budget per rank (a CPU device = a group of threads + memory).
-  const int64_t budget = options_.device_memory_bytes > 0 ? options_.device_memory_bytes
-                                                           : static_cast<int64_t>(total_system_memory_bytes() / std::max(1, world));
+  const int64_t budget = options_.device_memory_bytes > 0
+                             ? options_.device_memory_bytes
+                             : static_cast<int64_t>(total_system_memory_bytes() / std::max(1, world));
 
   ranks_.resize(static_cast<size_t>(local_ranks));
   std::mutex mu;
@@ -206,9 +209,9 @@ void Engine::build_ranks() {
     mo.ep_comm = options_.ep > 1 ? r->group.get() : nullptr;
     r->model = std::make_unique<LlamaModel>(*model_file_, mo);
     const LocalShape& ls = r->model->shape();
-    const size_t kv_bytes = KvPool::bytes_per_token(r->model->n_local_layers(), ls.n_kv_head_local, c.head_dim,
-                                                    options_.kv_dtype) *
-                            static_cast<size_t>(n_kv_blocks_ * options_.block_size);
+    const size_t kv_bytes =
+        KvPool::bytes_per_token(r->model->n_local_layers(), ls.n_kv_head_local, c.head_dim, options_.kv_dtype) *
+        static_cast<size_t>(n_kv_blocks_ * options_.block_size);
     const size_t weight_bytes = r->model->weight_bytes();
     const size_t need = weight_bytes + kv_bytes;
     if (static_cast<int64_t>(need) > budget) {
@@ -223,13 +226,13 @@ void Engine::build_ranks() {
       const bool can_quantize = !options_.weight_dtype || (*options_.weight_dtype != DType::kQ4_0);
       if (can_quantize) advice += advice.empty() ? "try --dtype q4_0" : " or --dtype q8_0";
       if (advice.empty()) advice = "use a smaller --ctx-size or more devices";
-      throw CapacityError(strfmt("needs %s per device at tp=%d, pp=%d (weights %s + KV cache %s for %lld tokens), "
-                                 "cpu:%d has %s: %s",
-                                 format_bytes(static_cast<double>(need)).c_str(), options_.tp, options_.pp,
-                                 format_bytes(static_cast<double>(weight_bytes)).c_str(),
-                                 format_bytes(static_cast<double>(kv_bytes)).c_str(),
-                                 (long long)(n_kv_blocks_ * options_.block_size), r->world_rank,
-                                 format_bytes(static_cast<double>(budget)).c_str(), advice.c_str()));
+      throw CapacityError(
+          strfmt("needs %s per device at tp=%d, pp=%d (weights %s + KV cache %s for %lld tokens), "
+                 "cpu:%d has %s: %s",
+                 format_bytes(static_cast<double>(need)).c_str(), options_.tp, options_.pp,
+                 format_bytes(static_cast<double>(weight_bytes)).c_str(),
+                 format_bytes(static_cast<double>(kv_bytes)).c_str(), (long long)(n_kv_blocks_ * options_.block_size),
+                 r->world_rank, format_bytes(static_cast<double>(budget)).c_str(), advice.c_str()));
     }
     make_kv_pool(*r, n_kv_blocks_);
     r->pool = std::make_unique<ThreadPool>(threads);
@@ -486,7 +489,8 @@ size_t Engine::profile_step(int64_t n_tokens, int64_t n_seqs) {
   forward(batch);
   control(kSyncCommand);  // local followers done with the step
   const size_t heap_after = malloc_in_use();
-  const size_t grown = (huge_page_bytes_peak() - huge_before) + (heap_after > heap_before ? heap_after - heap_before : 0);
+  const size_t grown =
+      (huge_page_bytes_peak() - huge_before) + (heap_after > heap_before ? heap_after - heap_before : 0);
   activation_bytes_ = grown / ranks_.size();
   return activation_bytes_;
 }
@@ -583,7 +587,8 @@ std::string Engine::summary() const {
   if (options_.weight_dtype) {
     size_t held = 0;
     for (size_t b : rank_weight_bytes()) held += b;
-    converted = strfmt(", matrices as %s: %s", dtype_name(*options_.weight_dtype), format_bytes(static_cast<double>(held)).c_str());
+    converted = strfmt(", matrices as %s: %s", dtype_name(*options_.weight_dtype),
+                       format_bytes(static_cast<double>(held)).c_str());
   }
   return strfmt("loaded %s (%s, stored weights %s%s) tp=%d pp=%d ep=%d, ctx %lld, kv %s, %d thread(s)/rank; %s",
                 f.path.c_str(), f.format.c_str(), format_bytes(static_cast<double>(f.weight_bytes())).c_str(),

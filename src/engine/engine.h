@@ -31,19 +31,19 @@ namespace parallm {
 
 struct EngineOptions {
   std::string model_path;
-  std::string tokenizer_path;           // empty: from the model file
-  int threads = 0;                      // per rank; 0 = hardware threads / ranks
-  int64_t ctx_size = 0;                 // 0 = the model's trained context
+  std::string tokenizer_path;  // empty: from the model file
+  int threads = 0;             // per rank; 0 = hardware threads / ranks
+  int64_t ctx_size = 0;        // 0 = the model's trained context
   DType kv_dtype = DType::kF16;
-  std::optional<DType> weight_dtype;    // --dtype
+  std::optional<DType> weight_dtype;  // --dtype
   int64_t block_size = 16;
-  int64_t kv_blocks = 0;                // 0 = enough for one sequence of ctx_size
+  int64_t kv_blocks = 0;  // 0 = enough for one sequence of ctx_size
   int tp = 1, pp = 1, ep = 1;
-  std::vector<int64_t> pp_layers;       // --pp-layers (empty: balanced by count)
-  std::string comm = "local";           // local | mpi | nccl
+  std::vector<int64_t> pp_layers;  // --pp-layers (empty: balanced by count)
+  std::string comm = "local";      // local | mpi | nccl
   double comm_timeout_s = 60.0;
-  int64_t device_memory_bytes = 0;      // per device budget (0 = RAM / devices)
-  std::string devices;                  // "cpu:0,cpu:1" (empty: cpu:0..n-1)
+  int64_t device_memory_bytes = 0;  // per device budget (0 = RAM / devices)
+  std::string devices;              // "cpu:0,cpu:1" (empty: cpu:0..n-1)
 };
 
 // Per-rank timing and traffic, for bench-model and the server's metrics.
@@ -131,7 +131,7 @@ class Engine {
   void send_down(Rank& r, int64_t header, const std::vector<int32_t>* packed, int64_t arg, int64_t n_tokens);
   void receive_oldest();
   int64_t step_output_floats(const ForwardBatch& batch) const;  // logits, then pooled rows
-  void count_traffic(Rank& r);  // the rank's byte counters from its communicators'
+  void count_traffic(Rank& r);                                  // the rank's byte counters from its communicators'
   void run_step(Rank& r, const ForwardBatch& batch);
   void rank_thread_main(Rank* r);
 
@@ -144,8 +144,8 @@ class Engine {
   int world_rank_ = 0;
   std::vector<std::unique_ptr<Rank>> ranks_;  // local ranks of this process
   std::vector<std::thread> threads_;
-  std::vector<float> logits_;           // the last collect()'s (pp > 1)
-  std::deque<int64_t> in_pipe_;         // output floats (logits, pooled rows) of the steps handed down, oldest first
+  std::vector<float> logits_;             // the last collect()'s (pp > 1)
+  std::deque<int64_t> in_pipe_;           // output floats (logits, pooled rows) of the steps handed down, oldest first
   std::deque<std::vector<float>> ready_;  // logits received (pp > 1), or a marker (pp = 1), not yet collected
   std::vector<std::vector<float>> spare_logits_;  // buffers of collected steps, for the next receives
   ForwardBatch step_batch_;

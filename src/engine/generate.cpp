@@ -38,8 +38,7 @@ GenerateOutput generate_one(Engine& engine, const std::vector<int32_t>& prompt, 
   for (int64_t p0 = 0; p0 < n_prompt; p0 += params.prefill_chunk) {
     const int64_t n = std::min(params.prefill_chunk, n_prompt - p0);
     batch.clear();
-    batch.add_sequence_tokens(prompt.data() + p0, n, static_cast<int32_t>(p0), 0, table.data(), bs,
-                              p0 + n == n_prompt);
+    batch.add_sequence_tokens(prompt.data() + p0, n, static_cast<int32_t>(p0), 0, table.data(), bs, p0 + n == n_prompt);
     const float* lg = engine.forward(batch);
     if (p0 + n == n_prompt) std::copy(lg, lg + n_vocab, logits.begin());
   }

@@ -25,7 +25,7 @@ struct GenerateOutput {
   std::vector<int32_t> token_ids;  // generated, without the stop token
   std::string finish_reason;       // "stop" or "length"
   double prompt_s = 0, decode_s = 0;
-  int64_t decode_steps = 0;        // forwards after the prompt
+  int64_t decode_steps = 0;  // forwards after the prompt
 };
 
 // on_token(id) is called for each generated token (not the stop token).

@@ -13,21 +13,21 @@
 namespace parallm {
 
 struct ServingOptions {
-  int64_t max_num_seqs = 256;            // --max-num-seqs
-  int64_t max_num_batched_tokens = 2048; // --max-num-batched-tokens (chunked prefill budget per step)
-  int64_t max_model_len = 0;             // --max-model-len (0 = engine context)
-  int64_t max_queue = 1024;              // --max-queue: waiting requests before submit() refuses
-  int64_t long_prompt_threshold = 0;     // --long-prompt-threshold (0 = max_num_batched_tokens)
+  int64_t max_num_seqs = 256;             // --max-num-seqs
+  int64_t max_num_batched_tokens = 2048;  // --max-num-batched-tokens (chunked prefill budget per step)
+  int64_t max_model_len = 0;              // --max-model-len (0 = engine context)
+  int64_t max_queue = 1024;               // --max-queue: waiting requests before submit() refuses
+  int64_t long_prompt_threshold = 0;      // --long-prompt-threshold (0 = max_num_batched_tokens)
   bool enable_prefix_caching = true;
 };
 
 struct ServingRequest {
-  std::vector<int32_t> prompt;   // token ids (BOS included as the tokenizer adds it)
-  int64_t max_tokens = 16;       // new tokens at most
+  std::vector<int32_t> prompt;  // token ids (BOS included as the tokenizer adds it)
+  int64_t max_tokens = 16;      // new tokens at most
   SamplingParams sampling;
   bool ignore_eos = false;
-  int priority = 0;              // lower runs first among waiting requests; FCFS within a priority
-  int32_t logprobs = -1;         // -1: none; k >= 0: each token's logprob and the k most likely
+  int priority = 0;       // lower runs first among waiting requests; FCFS within a priority
+  int32_t logprobs = -1;  // -1: none; k >= 0: each token's logprob and the k most likely
   // -1: none; k >= 0: every prompt token's logprob and rank and the k most
   // likely tokens at its position (echo with logprobs; vLLM's prompt_logprobs).
   int32_t prompt_logprobs = -1;
@@ -40,10 +40,10 @@ struct ServingRequest {
 
 // One event per generated token, and a final one.
 struct TokenEvent {
-  int32_t token = -1;           // the new token (-1 on a final event that adds none)
+  int32_t token = -1;  // the new token (-1 on a final event that adds none)
   bool finished = false;
-  std::string finish_reason;    // "stop" | "length" | "abort" | "error" when finished
-  std::string error;            // message when finish_reason == "error"
+  std::string finish_reason;  // "stop" | "length" | "abort" | "error" when finished
+  std::string error;          // message when finish_reason == "error"
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // so far, including this token
   int64_t step_tokens = 0;        // tokens the step that made this event gave all its sequences
@@ -69,8 +69,8 @@ struct TokenEvent {
 struct ServingMetrics {
   int64_t num_requests_running = 0;
   int64_t num_requests_waiting = 0;
-  double kv_cache_usage = 0;       // fraction of blocks in use [0, 1]
-  double prefix_cache_hit_rate = 0;  // hit tokens / queried tokens
+  double kv_cache_usage = 0;                // fraction of blocks in use [0, 1]
+  double prefix_cache_hit_rate = 0;         // hit tokens / queried tokens
   uint64_t prefix_cache_queries_total = 0;  // prompt tokens looked up in the prefix cache at admission
   uint64_t prefix_cache_hits_total = 0;     // of which found there
   uint64_t num_preemptions_total = 0;

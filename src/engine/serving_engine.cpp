@@ -16,8 +16,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -116,14 +116,14 @@ struct ServingEngine::Impl {
     const int64_t first_block;
     BlockManager kv;
     Scheduler sched;
-    int64_t n_live = 0;     // requests given to this lane and not finished
+    int64_t n_live = 0;  // requests given to this lane and not finished
     bool in_flight = false;
     const StepPlan* plan = nullptr;
     ForwardBatch batch;
     std::vector<std::vector<int32_t>> tables;  // the plan's block tables in pool ids
     std::vector<int32_t> sampled;
-    std::vector<size_t> sample_rows;   // plan.seqs indices that sample this step
-    std::vector<Live*> sample_lives;   // their requests, in the same order
+    std::vector<size_t> sample_rows;         // plan.seqs indices that sample this step
+    std::vector<Live*> sample_lives;         // their requests, in the same order
     std::vector<int64_t> sample_logit_rows;  // their rows of the logits
     std::vector<PromptRow> prompt_rows;      // logits rows at prompt positions (prompt logprobs)
     std::vector<PoolRow> pool_rows;          // the step's pooled rows, in batch.pool_ranges order
@@ -231,7 +231,7 @@ void ServingEngine::Impl::emit_final(uint64_t id, const char* reason, const std:
 // The lane with the fewest live requests among those whose share of the pool
 // can ever hold this one (shares differ by a block at most).
 ServingEngine::Impl::Lane& ServingEngine::Impl::least_loaded_lane(int64_t n_prompt, int64_t max_tokens,
-                                                                   bool prefill_only) {
+                                                                  bool prefill_only) {
   Lane* best = nullptr;
   for (const auto& l : lanes) {
     if (l->sched.check(n_prompt, max_tokens, prefill_only).status == Admission::kNever) continue;
@@ -303,8 +303,17 @@ void ServingEngine::Impl::loop() {
       r.stop_ids = in.request.stop_token_ids;
       r.prefill_only = in.request.embed;
       if (r.prefill_only) r.prompt_logits = false;
-      Live l{std::move(in.on_event), Sampler(in.request.sampling), n_prompt, in.request.logprobs, 0.0f, {}, false, 0, {},
-             {}, false};
+      Live l{std::move(in.on_event),
+             Sampler(in.request.sampling),
+             n_prompt,
+             in.request.logprobs,
+             0.0f,
+             {},
+             false,
+             0,
+             {},
+             {},
+             false};
       l.prompt_logprobs = r.prompt_logits;
       l.prompt_top = std::max<int32_t>(0, in.request.prompt_logprobs);
       l.arrival = in.arrival;

@@ -54,8 +54,7 @@ std::optional<uint64_t> kb_field(std::string_view text, std::string_view key) {
     if (out) return;
     std::vector<std::string_view> t = split_ws(line);
     for (size_t k = 0; k + 1 < t.size(); ++k) {
-      if (t[k].size() == key.size() + 1 && t[k].substr(0, key.size()) == key &&
-          t[k].back() == ':') {
+      if (t[k].size() == key.size() + 1 && t[k].substr(0, key.size()) == key && t[k].back() == ':') {
         std::optional<uint64_t> v = to_u64(t[k + 1]);
         if (!v) return;
         const bool kb = k + 2 < t.size() && t[k + 2] == "kB";
@@ -100,8 +99,7 @@ std::optional<CpuTimes> parse_proc_stat(std::string_view text) {
 }
 
 std::optional<double> cpu_utilization(const CpuTimes& before, const CpuTimes& after) {
-  if (after.total_ticks <= before.total_ticks || after.busy_ticks < before.busy_ticks)
-    return std::nullopt;
+  if (after.total_ticks <= before.total_ticks || after.busy_ticks < before.busy_ticks) return std::nullopt;
   const double r = static_cast<double>(after.busy_ticks - before.busy_ticks) /
                    static_cast<double>(after.total_ticks - before.total_ticks);
   return std::clamp(r, 0.0, 1.0);
@@ -126,9 +124,7 @@ std::optional<NodeMemory> parse_proc_meminfo(std::string_view text) {
   return NodeMemory{0, *total, *total - std::min(*free, *total)};
 }
 
-std::optional<uint64_t> parse_status_rss_bytes(std::string_view text) {
-  return kb_field(text, "VmRSS");
-}
+std::optional<uint64_t> parse_status_rss_bytes(std::string_view text) { return kb_field(text, "VmRSS"); }
 
 std::optional<double> parse_stat_cpu_seconds(std::string_view text, long ticks_per_second) {
   // "pid (comm) state ppid ...": comm may hold spaces and ')', so fields are
@@ -166,8 +162,7 @@ HostSample HostCollector::sample() {
     if (!id) continue;
     std::optional<std::string> text = read_file((it->path() / "meminfo").string());
     if (!text) continue;
-    if (std::optional<NodeMemory> m = parse_node_meminfo(*text, static_cast<int>(*id)))
-      s.memory.push_back(*m);
+    if (std::optional<NodeMemory> m = parse_node_meminfo(*text, static_cast<int>(*id))) s.memory.push_back(*m);
   }
   if (s.memory.empty()) {
     if (std::optional<std::string> text = read_file(proc_root_ + "/meminfo")) {
@@ -182,9 +177,7 @@ HostSample HostCollector::sample() {
     s.process_cpu_seconds = parse_stat_cpu_seconds(*text, ::sysconf(_SC_CLK_TCK));
   int64_t fds = 0;
   ec.clear();
-  for (fs::directory_iterator it(proc_root_ + "/self/fd", ec), end; !ec && it != end;
-       it.increment(ec))
-    ++fds;
+  for (fs::directory_iterator it(proc_root_ + "/self/fd", ec), end; !ec && it != end; it.increment(ec)) ++fds;
   // NOTE: in the live /proc the iterator's own descriptor is in the listing.
   if (!ec) s.process_open_fds = proc_root_ == "/proc" && fds > 0 ? fds - 1 : fds;
   return s;

@@ -57,8 +57,8 @@ constexpr int kEccVolatile = 0;                        // nvmlEccCounterType_t
 constexpr unsigned kFieldNvlinkDataTx = 138,
                    kFieldNvlinkDataRx = 139;  // NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_*, KiB
 constexpr int kValueDouble = 0, kValueUint = 1, kValueUlong = 2, kValueUllong = 3, kValueSllong = 4;
-constexpr unsigned kUuidChars = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
-constexpr NvmlReturn kInsufficientSize = 7;                // NVML_ERROR_INSUFFICIENT_SIZE
+constexpr unsigned kUuidChars = 96;                       // NVML_DEVICE_UUID_V2_BUFFER_SIZE
+constexpr NvmlReturn kInsufficientSize = 7;               // NVML_ERROR_INSUFFICIENT_SIZE
 constexpr unsigned long long kValueNotAvailable = ~0ull;  // NVML_VALUE_NOT_AVAILABLE
 
 // One device's list from a process query. NVML's protocol: a call with a
@@ -112,15 +112,15 @@ struct NvmlReader::Api {
   NvmlReturn (*utilization)(NvmlDevice,
                             NvmlUtilization*) = nullptr;  // nvmlDeviceGetUtilizationRates
   NvmlReturn (*temperature)(NvmlDevice, int,
-                            unsigned int*) = nullptr;        // nvmlDeviceGetTemperature, degrees C
-  NvmlReturn (*power)(NvmlDevice, unsigned int*) = nullptr;  // nvmlDeviceGetPowerUsage, milliwatts
+                            unsigned int*) = nullptr;             // nvmlDeviceGetTemperature, degrees C
+  NvmlReturn (*power)(NvmlDevice, unsigned int*) = nullptr;       // nvmlDeviceGetPowerUsage, milliwatts
   NvmlReturn (*clock)(NvmlDevice, int, unsigned int*) = nullptr;  // nvmlDeviceGetClockInfo, MHz
   NvmlReturn (*pcie)(NvmlDevice, int,
                      unsigned int*) = nullptr;  // nvmlDeviceGetPcieThroughput, KB/s
   NvmlReturn (*ecc)(NvmlDevice, int, int,
                     unsigned long long*) = nullptr;                  // nvmlDeviceGetTotalEccErrors
   NvmlReturn (*fields)(NvmlDevice, int, NvmlFieldValue*) = nullptr;  // nvmlDeviceGetFieldValues
-  NvmlProcessQuery compute_procs = nullptr;   // nvmlDeviceGetComputeRunningProcesses_v3 (or _v2)
+  NvmlProcessQuery compute_procs = nullptr;                          // nvmlDeviceGetComputeRunningProcesses_v3 (or _v2)
   NvmlProcessQuery graphics_procs = nullptr;  // nvmlDeviceGetGraphicsRunningProcesses_v3 (or _v2)
   NvmlReturn (*process_name)(unsigned int, char*, unsigned int) = nullptr;  // nvmlSystemGetProcessName
 
@@ -146,8 +146,8 @@ NvmlReader::NvmlReader(const std::string& library) : api_(std::make_unique<Api>(
     return;
   }
   if (!a.load(&a.init, "nvmlInit_v2") || !a.load(&a.shutdown, "nvmlShutdown") ||
-      !a.load(&a.count, "nvmlDeviceGetCount_v2") ||
-      !a.load(&a.handle, "nvmlDeviceGetHandleByIndex_v2") || a.init() != 0) {
+      !a.load(&a.count, "nvmlDeviceGetCount_v2") || !a.load(&a.handle, "nvmlDeviceGetHandleByIndex_v2") ||
+      a.init() != 0) {
     status_ = "NVML present but could not be initialized";
     dlclose(a.lib);
     a.lib = nullptr;
@@ -203,23 +203,17 @@ std::vector<GpuSample> NvmlReader::sample() {
       g.memory_total_bytes = mem.total;
     }
     NvmlUtilization util{};
-    if (a.utilization != nullptr && a.utilization(d, &util) == 0)
-      g.utilization_ratio = util.gpu / 100.0;
+    if (a.utilization != nullptr && a.utilization(d, &util) == 0) g.utilization_ratio = util.gpu / 100.0;
     unsigned int v = 0;
-    if (a.temperature != nullptr && a.temperature(d, kTemperatureGpu, &v) == 0)
-      g.temperature_celsius = v;
+    if (a.temperature != nullptr && a.temperature(d, kTemperatureGpu, &v) == 0) g.temperature_celsius = v;
     if (a.power != nullptr && a.power(d, &v) == 0) g.power_watts = v / 1000.0;
     if (a.clock != nullptr && a.clock(d, kClockSm, &v) == 0) g.sm_clock_hertz = v * 1e6;
     // NOTE: NVML's "KB" here is 1024 bytes (nvml.h: "in KB").
-    if (a.pcie != nullptr && a.pcie(d, kPcieRxBytes, &v) == 0)
-      g.pcie_rx_bytes_per_second = v * 1024.0;
-    if (a.pcie != nullptr && a.pcie(d, kPcieTxBytes, &v) == 0)
-      g.pcie_tx_bytes_per_second = v * 1024.0;
+    if (a.pcie != nullptr && a.pcie(d, kPcieRxBytes, &v) == 0) g.pcie_rx_bytes_per_second = v * 1024.0;
+    if (a.pcie != nullptr && a.pcie(d, kPcieTxBytes, &v) == 0) g.pcie_tx_bytes_per_second = v * 1024.0;
     unsigned long long errors = 0;
-    if (a.ecc != nullptr && a.ecc(d, kEccCorrected, kEccVolatile, &errors) == 0)
-      g.ecc_corrected_total = errors;
-    if (a.ecc != nullptr && a.ecc(d, kEccUncorrected, kEccVolatile, &errors) == 0)
-      g.ecc_uncorrected_total = errors;
+    if (a.ecc != nullptr && a.ecc(d, kEccCorrected, kEccVolatile, &errors) == 0) g.ecc_corrected_total = errors;
+    if (a.ecc != nullptr && a.ecc(d, kEccUncorrected, kEccVolatile, &errors) == 0) g.ecc_uncorrected_total = errors;
     if (a.fields != nullptr) {
       NvmlFieldValue f[2];
       std::memset(f, 0, sizeof(f));

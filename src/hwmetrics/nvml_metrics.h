@@ -32,8 +32,8 @@ struct GpuProcess {
   int gpu = 0;       // NVML device index
   std::string uuid;  // the device's "GPU-..."
   unsigned int pid = 0;
-  std::string name;                     // nvmlSystemGetProcessName ("" when NVML does not say)
-  std::optional<uint64_t> used_bytes;   // device memory it holds; none when NVML cannot say
+  std::string name;                        // nvmlSystemGetProcessName ("" when NVML does not say)
+  std::optional<uint64_t> used_bytes;      // device memory it holds; none when NVML cannot say
   bool compute = false, graphics = false;  // which lists it is in (a process can be in both)
 };
 

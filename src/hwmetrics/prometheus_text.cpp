@@ -24,23 +24,21 @@ void header(std::string* out, const char* name, const char* type, const char* he
 }
 
 std::string gpu_labels(const GpuSample& g, const std::string& extra = "") {
-  std::string l =
-      "{gpu=\"" + std::to_string(g.index) + "\",uuid=\"" + escape_label_value(g.uuid) + "\"";
+  std::string l = "{gpu=\"" + std::to_string(g.index) + "\",uuid=\"" + escape_label_value(g.uuid) + "\"";
   if (!extra.empty()) l += "," + extra;
   return l + "}";
 }
 
 // One GPU family: written only when some GPU has the value.
 template <typename T>
-void gpu_family(std::string* out, const std::vector<GpuSample>& gpus, const char* name,
-                const char* type, const char* help, std::optional<T> GpuSample::*field) {
+void gpu_family(std::string* out, const std::vector<GpuSample>& gpus, const char* name, const char* type,
+                const char* help, std::optional<T> GpuSample::*field) {
   bool any = false;
   for (const GpuSample& g : gpus) any = any || (g.*field).has_value();
   if (!any) return;
   header(out, name, type, help);
   for (const GpuSample& g : gpus)
-    if ((g.*field).has_value())
-      *out += std::string(name) + gpu_labels(g) + " " + number(*(g.*field)) + "\n";
+    if ((g.*field).has_value()) *out += std::string(name) + gpu_labels(g) + " " + number(*(g.*field)) + "\n";
 }
 
 }  // namespace
@@ -60,31 +58,24 @@ std::string escape_label_value(const std::string& v) {
   return o;
 }
 
-std::string render_prometheus(const HostSample& host, bool gpu_metrics_available,
-                              const std::vector<GpuSample>& gpus) {
+std::string render_prometheus(const HostSample& host, bool gpu_metrics_available, const std::vector<GpuSample>& gpus) {
   std::string out;
-  header(&out, "parallm:gpu_metrics_available", "gauge",
-         "1 when NVML was loaded (GPU series follow), 0 without it.");
+  header(&out, "parallm:gpu_metrics_available", "gauge", "1 when NVML was loaded (GPU series follow), 0 without it.");
   out += std::string("parallm:gpu_metrics_available ") + (gpu_metrics_available ? "1" : "0") + "\n";
-  gpu_family(&out, gpus, "parallm:gpu_memory_used_bytes", "gauge",
-             "GPU memory in use (NVML), by every process.", &GpuSample::memory_used_bytes);
+  gpu_family(&out, gpus, "parallm:gpu_memory_used_bytes", "gauge", "GPU memory in use (NVML), by every process.",
+             &GpuSample::memory_used_bytes);
   gpu_family(&out, gpus, "parallm:gpu_memory_total_bytes", "gauge", "GPU memory installed (NVML).",
              &GpuSample::memory_total_bytes);
   gpu_family(&out, gpus, "parallm:gpu_utilization_ratio", "gauge",
-             "Share of the last sample period in which a kernel ran on the GPU, 0..1.",
-             &GpuSample::utilization_ratio);
+             "Share of the last sample period in which a kernel ran on the GPU, 0..1.", &GpuSample::utilization_ratio);
   gpu_family(&out, gpus, "parallm:gpu_temperature_celsius", "gauge", "GPU core temperature.",
              &GpuSample::temperature_celsius);
-  gpu_family(&out, gpus, "parallm:gpu_power_watts", "gauge", "GPU board power draw.",
-             &GpuSample::power_watts);
-  gpu_family(&out, gpus, "parallm:gpu_sm_clock_hertz", "gauge", "SM clock.",
-             &GpuSample::sm_clock_hertz);
+  gpu_family(&out, gpus, "parallm:gpu_power_watts", "gauge", "GPU board power draw.", &GpuSample::power_watts);
+  gpu_family(&out, gpus, "parallm:gpu_sm_clock_hertz", "gauge", "SM clock.", &GpuSample::sm_clock_hertz);
   gpu_family(&out, gpus, "parallm:gpu_pcie_rx_bytes_per_second", "gauge",
-             "PCIe bytes received by the GPU (NVML, 20 ms sample).",
-             &GpuSample::pcie_rx_bytes_per_second);
+             "PCIe bytes received by the GPU (NVML, 20 ms sample).", &GpuSample::pcie_rx_bytes_per_second);
   gpu_family(&out, gpus, "parallm:gpu_pcie_tx_bytes_per_second", "gauge",
-             "PCIe bytes sent by the GPU (NVML, 20 ms sample).",
-             &GpuSample::pcie_tx_bytes_per_second);
+             "PCIe bytes sent by the GPU (NVML, 20 ms sample).", &GpuSample::pcie_tx_bytes_per_second);
   gpu_family(&out, gpus, "parallm:gpu_nvlink_rx_bytes_per_second", "gauge",
              "NVLink data bytes received, all links, between the last two samples.",
              &GpuSample::nvlink_rx_bytes_per_second);
@@ -92,8 +83,7 @@ std::string render_prometheus(const HostSample& host, bool gpu_metrics_available
              "NVLink data bytes sent, all links, between the last two samples.",
              &GpuSample::nvlink_tx_bytes_per_second);
   bool any_ecc = false;
-  for (const GpuSample& g : gpus)
-    any_ecc = any_ecc || g.ecc_corrected_total || g.ecc_uncorrected_total;
+  for (const GpuSample& g : gpus) any_ecc = any_ecc || g.ecc_corrected_total || g.ecc_uncorrected_total;
   if (any_ecc) {
     header(&out, "parallm:gpu_ecc_errors_total", "counter",
            "GPU memory ECC errors since the driver loaded (volatile count).");
@@ -117,8 +107,7 @@ std::string render_prometheus(const HostSample& host, bool gpu_metrics_available
     for (const NodeMemory& m : host.memory)
       out += "parallm:host_memory_used_bytes{numa_node=\"" + std::to_string(m.numa_node) + "\"} " +
              number(m.used_bytes) + "\n";
-    header(&out, "parallm:host_memory_total_bytes", "gauge",
-           "Host memory installed per NUMA node.");
+    header(&out, "parallm:host_memory_total_bytes", "gauge", "Host memory installed per NUMA node.");
     for (const NodeMemory& m : host.memory)
       out += "parallm:host_memory_total_bytes{numa_node=\"" + std::to_string(m.numa_node) + "\"} " +
              number(m.total_bytes) + "\n";
@@ -128,8 +117,7 @@ std::string render_prometheus(const HostSample& host, bool gpu_metrics_available
     out += "process_resident_memory_bytes " + number(*host.process_resident_bytes) + "\n";
   }
   if (host.process_cpu_seconds) {
-    header(&out, "process_cpu_seconds_total", "counter",
-           "Total user and system CPU time spent in seconds.");
+    header(&out, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
     out += "process_cpu_seconds_total " + number(*host.process_cpu_seconds) + "\n";
   }
   if (host.process_open_fds) {

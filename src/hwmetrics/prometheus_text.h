@@ -11,8 +11,7 @@
 
 namespace parallm::hwmetrics {
 
-std::string render_prometheus(const HostSample& host, bool gpu_metrics_available,
-                              const std::vector<GpuSample>& gpus);
+std::string render_prometheus(const HostSample& host, bool gpu_metrics_available, const std::vector<GpuSample>& gpus);
 
 // A label value with \, " and newline escaped.
 std::string escape_label_value(const std::string& v);

@@ -39,9 +39,9 @@ BlockManager::BlockManager(int64_t n_blocks, int64_t block_size, bool enable_pre
 double BlockManager::usage() const { return static_cast<double>(n_used_blocks()) / static_cast<double>(n_blocks()); }
 
 double BlockManager::hit_rate() const {
-  return counters_.queried_tokens == 0 ? 0.0
-                                       : static_cast<double>(counters_.hit_tokens) /
-                                             static_cast<double>(counters_.queried_tokens);
+  return counters_.queried_tokens == 0
+             ? 0.0
+             : static_cast<double>(counters_.hit_tokens) / static_cast<double>(counters_.queried_tokens);
 }
 
 AdmissionResult BlockManager::can_admit(int64_t n_slots) const {
@@ -66,12 +66,18 @@ void BlockManager::push_free(int32_t b, bool at_head) {
   if (at_head) {
     blk.prev = -1;
     blk.next = head_;
-    if (head_ >= 0) blocks_[static_cast<size_t>(head_)].prev = b; else tail_ = b;
+    if (head_ >= 0)
+      blocks_[static_cast<size_t>(head_)].prev = b;
+    else
+      tail_ = b;
     head_ = b;
   } else {
     blk.next = -1;
     blk.prev = tail_;
-    if (tail_ >= 0) blocks_[static_cast<size_t>(tail_)].next = b; else head_ = b;
+    if (tail_ >= 0)
+      blocks_[static_cast<size_t>(tail_)].next = b;
+    else
+      head_ = b;
     tail_ = b;
   }
   ++n_free_;
@@ -80,8 +86,14 @@ void BlockManager::push_free(int32_t b, bool at_head) {
 void BlockManager::unlink_free(int32_t b) {
   Block& blk = blocks_[static_cast<size_t>(b)];
   PARALLM_CHECK(blk.in_free_list);
-  if (blk.prev >= 0) blocks_[static_cast<size_t>(blk.prev)].next = blk.next; else head_ = blk.next;
-  if (blk.next >= 0) blocks_[static_cast<size_t>(blk.next)].prev = blk.prev; else tail_ = blk.prev;
+  if (blk.prev >= 0)
+    blocks_[static_cast<size_t>(blk.prev)].next = blk.next;
+  else
+    head_ = blk.next;
+  if (blk.next >= 0)
+    blocks_[static_cast<size_t>(blk.next)].prev = blk.prev;
+  else
+    tail_ = blk.prev;
   blk.prev = blk.next = -1;
   blk.in_free_list = false;
   reusable_[static_cast<size_t>(b)] = 0;
@@ -162,7 +174,8 @@ bool BlockManager::allocate(uint64_t seq, const PrefixHit& hit, int64_t n_slots,
     s.table.push_back(b);
   }
   const int32_t start = fresh > 0 ? roomy_start(fresh) : -1;
-  for (int64_t i = 0; i < fresh; ++i) s.table.push_back(start >= 0 ? take(start + static_cast<int32_t>(i)) : pop_free());
+  for (int64_t i = 0; i < fresh; ++i)
+    s.table.push_back(start >= 0 ? take(start + static_cast<int32_t>(i)) : pop_free());
   s.n_keyed = n_hit;
   s.last_key = n_hit > 0 ? hit.keys.back() : kRootKey;
   counters_.queried_tokens += static_cast<uint64_t>(n_query_tokens);
@@ -179,7 +192,8 @@ bool BlockManager::grow(uint64_t seq, int64_t n_slots) {
   if (need > n_free_) return false;
   for (int64_t i = 0; i < need; ++i) {
     const int64_t after = table.empty() ? -1 : table.back() + 1;
-    table.push_back(after >= 0 && after < n_blocks() && reusable(after) ? take(static_cast<int32_t>(after)) : pop_free());
+    table.push_back(after >= 0 && after < n_blocks() && reusable(after) ? take(static_cast<int32_t>(after))
+                                                                        : pop_free());
   }
   return true;
 }

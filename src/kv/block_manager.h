@@ -42,9 +42,12 @@ struct AdmissionResult {
 
 // Cached full blocks that start a token sequence (result of lookup()).
 struct PrefixHit {
-  std::vector<int32_t> blocks;   // [n_hit_blocks] block ids, in sequence order
-  std::vector<uint64_t> keys;    // [n_hit_blocks] chain key of each block
-  void clear() { blocks.clear(); keys.clear(); }
+  std::vector<int32_t> blocks;  // [n_hit_blocks] block ids, in sequence order
+  std::vector<uint64_t> keys;   // [n_hit_blocks] chain key of each block
+  void clear() {
+    blocks.clear();
+    keys.clear();
+  }
 };
 
 struct KvCounters {
@@ -102,20 +105,20 @@ class BlockManager {
  private:
   struct Block {
     int32_t ref_count = 0;
-    bool cached = false;        // in the prefix map under `key`
+    bool cached = false;  // in the prefix map under `key`
     uint64_t key = 0, parent_key = 0;
     int32_t prev = -1, next = -1;  // free-list links (-1: none)
     bool in_free_list = false;
   };
   struct SeqBlocks {
     std::vector<int32_t> table;
-    int64_t n_keyed = 0;        // leading blocks whose chain key is known
+    int64_t n_keyed = 0;  // leading blocks whose chain key is known
     uint64_t last_key = kRootKey;
   };
 
-  int32_t pop_free();                 // head of the free list, evicting its cache entry
-  int32_t take(int32_t b);            // free block b into use (evicting its cache entry)
-  bool reusable(int64_t b) const;     // free and holding no cached prefix
+  int32_t pop_free();              // head of the free list, evicting its cache entry
+  int32_t take(int32_t b);         // free block b into use (evicting its cache entry)
+  bool reusable(int64_t b) const;  // free and holding no cached prefix
   // The first of n side-by-side reusable blocks mid-way into the longest run
   // of them (room to grow after, and for later sequences before); -1: none.
   int32_t roomy_start(int64_t n) const;
@@ -126,9 +129,9 @@ class BlockManager {
   int64_t block_size_;
   bool caching_;
   KeyFn key_fn_;
-  std::vector<Block> blocks_;                 // [n_blocks]
-  std::vector<uint8_t> reusable_;             // [n_blocks] reusable(b), for roomy_start's scan
-  std::vector<int32_t> block_tokens_;         // [n_blocks, block_size] tokens of cached blocks
+  std::vector<Block> blocks_;          // [n_blocks]
+  std::vector<uint8_t> reusable_;      // [n_blocks] reusable(b), for roomy_start's scan
+  std::vector<int32_t> block_tokens_;  // [n_blocks, block_size] tokens of cached blocks
   int32_t head_ = -1, tail_ = -1;
   int64_t n_free_ = 0;
   std::unordered_map<uint64_t, int32_t> prefix_map_;  // chain key -> block

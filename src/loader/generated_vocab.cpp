@@ -16,20 +16,22 @@ const std::string kSpace = "\xe2\x96\x81";
 // Frequent English words: their prefixes become the first merged pieces, so
 // ordinary text tokenizes into a few pieces per word.
 constexpr const char* kWords[] = {
-    "the", "and", "to", "of", "a", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are", "with",
-    "as", "his", "they", "be", "at", "one", "have", "this", "from", "or", "had", "by", "not", "word", "but",
-    "what", "some", "we", "can", "out", "other", "were", "all", "there", "when", "up", "use", "your", "how",
-    "said", "an", "each", "she", "which", "do", "their", "time", "if", "will", "way", "about", "many", "then",
-    "them", "write", "would", "like", "so", "these", "her", "long", "make", "thing", "see", "him", "two",
-    "has", "look", "more", "day", "could", "go", "come", "did", "number", "sound", "no", "most", "people",
-    "my", "over", "know", "water", "than", "call", "first", "who", "may", "down", "side", "been", "now",
-    "find", "any", "new", "work", "part", "take", "get", "place", "made", "live", "where", "after", "back",
-    "little", "only", "round", "man", "year", "came", "show", "every", "good", "me", "give", "our", "under",
-    "name", "very", "through", "just", "form", "great", "think", "say", "help", "low", "line", "before",
-    "turn", "cause", "same", "mean", "move", "right", "boy", "old", "too", "does", "tell", "sentence", "set",
-    "three", "want", "air", "well", "also", "play", "small", "end", "put", "home", "read", "hand", "large",
-    "once", "upon", "story", "happy", "girl", "dog", "cat", "sun", "tree", "friend", "day", "big", "saw",
-    "went", "played", "wanted", "ing", "ed", "er", "ly", "tion", "Hello", "world", "The", "Once", "She", "He",
+    "the",    "and",   "to",   "of",       "a",     "in",    "is",      "it",    "you",    "that",   "he",    "was",
+    "for",    "on",    "are",  "with",     "as",    "his",   "they",    "be",    "at",     "one",    "have",  "this",
+    "from",   "or",    "had",  "by",       "not",   "word",  "but",     "what",  "some",   "we",     "can",   "out",
+    "other",  "were",  "all",  "there",    "when",  "up",    "use",     "your",  "how",    "said",   "an",    "each",
+    "she",    "which", "do",   "their",    "time",  "if",    "will",    "way",   "about",  "many",   "then",  "them",
+    "write",  "would", "like", "so",       "these", "her",   "long",    "make",  "thing",  "see",    "him",   "two",
+    "has",    "look",  "more", "day",      "could", "go",    "come",    "did",   "number", "sound",  "no",    "most",
+    "people", "my",    "over", "know",     "water", "than",  "call",    "first", "who",    "may",    "down",  "side",
+    "been",   "now",   "find", "any",      "new",   "work",  "part",    "take",  "get",    "place",  "made",  "live",
+    "where",  "after", "back", "little",   "only",  "round", "man",     "year",  "came",   "show",   "every", "good",
+    "me",     "give",  "our",  "under",    "name",  "very",  "through", "just",  "form",   "great",  "think", "say",
+    "help",   "low",   "line", "before",   "turn",  "cause", "same",    "mean",  "move",   "right",  "boy",   "old",
+    "too",    "does",  "tell", "sentence", "set",   "three", "want",    "air",   "well",   "also",   "play",  "small",
+    "end",    "put",   "home", "read",     "hand",  "large", "once",    "upon",  "story",  "happy",  "girl",  "dog",
+    "cat",    "sun",   "tree", "friend",   "day",   "big",   "saw",     "went",  "played", "wanted", "ing",   "ed",
+    "er",     "ly",    "tion", "Hello",    "world", "The",   "Once",    "She",   "He",
 };
 
 }  // namespace
@@ -61,8 +63,7 @@ SpmVocab generate_spm_vocab(int64_t n_vocab) {
     score -= 1.0f;
   };
   // Single characters first (every longer piece is built from them).
-  const std::string chars =
-      "etaoinshrdlcumwfgypbvkjxqzETAOINSHRDLCUMWFGYPBVKJXQZ0123456789.,!?'\"-:;()";
+  const std::string chars = "etaoinshrdlcumwfgypbvkjxqzETAOINSHRDLCUMWFGYPBVKJXQZ0123456789.,!?'\"-:;()";
   piece(kSpace);
   for (char c : chars) piece(std::string(1, c));
   // Word prefixes, with and without the boundary marker: "▁t", "▁th", "▁the".

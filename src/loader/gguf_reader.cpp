@@ -19,16 +19,15 @@ constexpr uint64_t kMaxDims = 8;
 // A bounds-checked little-endian cursor over the mapped bytes.
 class Cursor {
  public:
-  Cursor(const uint8_t* data, size_t size, const std::string& name)
-      : data_(data), size_(size), name_(name) {}
+  Cursor(const uint8_t* data, size_t size, const std::string& name) : data_(data), size_(size), name_(name) {}
 
   size_t pos() const { return pos_; }
   void seek(size_t pos) { pos_ = pos; }
 
   void need(uint64_t n, const char* what) const {
     if (n > size_ || pos_ > size_ - n) {
-      throw InputError("GGUF file '" + name_ + "' is truncated or corrupt (reading " + what +
-                       " at byte " + std::to_string(pos_) + " of " + std::to_string(size_) + ")");
+      throw InputError("GGUF file '" + name_ + "' is truncated or corrupt (reading " + what + " at byte " +
+                       std::to_string(pos_) + " of " + std::to_string(size_) + ")");
     }
   }
   template <typename T>
@@ -61,11 +60,23 @@ class Cursor {
 
 size_t scalar_size(GgufType t) {
   switch (t) {
-    case GgufType::kU8: case GgufType::kI8: case GgufType::kBool: return 1;
-    case GgufType::kU16: case GgufType::kI16: return 2;
-    case GgufType::kU32: case GgufType::kI32: case GgufType::kF32: return 4;
-    case GgufType::kU64: case GgufType::kI64: case GgufType::kF64: return 8;
-    default: return 0;
+    case GgufType::kU8:
+    case GgufType::kI8:
+    case GgufType::kBool:
+      return 1;
+    case GgufType::kU16:
+    case GgufType::kI16:
+      return 2;
+    case GgufType::kU32:
+    case GgufType::kI32:
+    case GgufType::kF32:
+      return 4;
+    case GgufType::kU64:
+    case GgufType::kI64:
+    case GgufType::kF64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -76,26 +87,49 @@ bool is_integer(GgufType t) {
 
 void read_scalar(Cursor& c, GgufType t, GgufValue* v) {
   switch (t) {
-    case GgufType::kU8: v->i = c.read<uint8_t>("u8"); break;
-    case GgufType::kI8: v->i = c.read<int8_t>("i8"); break;
-    case GgufType::kU16: v->i = c.read<uint16_t>("u16"); break;
-    case GgufType::kI16: v->i = c.read<int16_t>("i16"); break;
-    case GgufType::kU32: v->i = c.read<uint32_t>("u32"); break;
-    case GgufType::kI32: v->i = c.read<int32_t>("i32"); break;
-    case GgufType::kU64: v->u = c.read<uint64_t>("u64"); v->i = static_cast<int64_t>(v->u); break;
-    case GgufType::kI64: v->i = c.read<int64_t>("i64"); break;
-    case GgufType::kF32: v->f = c.read<float>("f32"); break;
-    case GgufType::kF64: v->f = c.read<double>("f64"); break;
-    case GgufType::kBool: v->i = c.read<uint8_t>("bool") != 0; break;
-    default: break;
+    case GgufType::kU8:
+      v->i = c.read<uint8_t>("u8");
+      break;
+    case GgufType::kI8:
+      v->i = c.read<int8_t>("i8");
+      break;
+    case GgufType::kU16:
+      v->i = c.read<uint16_t>("u16");
+      break;
+    case GgufType::kI16:
+      v->i = c.read<int16_t>("i16");
+      break;
+    case GgufType::kU32:
+      v->i = c.read<uint32_t>("u32");
+      break;
+    case GgufType::kI32:
+      v->i = c.read<int32_t>("i32");
+      break;
+    case GgufType::kU64:
+      v->u = c.read<uint64_t>("u64");
+      v->i = static_cast<int64_t>(v->u);
+      break;
+    case GgufType::kI64:
+      v->i = c.read<int64_t>("i64");
+      break;
+    case GgufType::kF32:
+      v->f = c.read<float>("f32");
+      break;
+    case GgufType::kF64:
+      v->f = c.read<double>("f64");
+      break;
+    case GgufType::kBool:
+      v->i = c.read<uint8_t>("bool") != 0;
+      break;
+    default:
+      break;
   }
   if (t != GgufType::kU64) v->u = static_cast<uint64_t>(v->i);
 }
 
 }  // namespace
 
-GgufFile::GgufFile(const std::string& path)
-    : file_(std::make_unique<MappedFile>(path)), name_(path) {
+GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>(path)), name_(path) {
   data_ = file_->data();
   size_ = file_->size();
   parse();
@@ -156,8 +190,7 @@ void GgufFile::parse() {
 
   if (auto a = get_int_opt("general.alignment")) {
     if (*a <= 0 || *a > (1 << 20) || (*a & (*a - 1)) != 0) {
-      throw InputError("GGUF file '" + name_ + "': general.alignment " + std::to_string(*a) +
-                       " is not a power of two");
+      throw InputError("GGUF file '" + name_ + "': general.alignment " + std::to_string(*a) + " is not a power of two");
     }
     alignment_ = static_cast<size_t>(*a);
   }
@@ -285,7 +318,8 @@ std::vector<float> GgufFile::get_float_array(const std::string& key) const {
   Cursor c(data_, size_, name_);
   c.seek(v.array_offset);
   std::vector<float> out(static_cast<size_t>(v.array_len));
-  for (auto& x : out) x = v.array_type == GgufType::kF32 ? c.read<float>("f32") : static_cast<float>(c.read<double>("f64"));
+  for (auto& x : out)
+    x = v.array_type == GgufType::kF32 ? c.read<float>("f32") : static_cast<float>(c.read<double>("f64"));
   return out;
 }
 

@@ -36,21 +36,44 @@ std::string typed(GgufType t) {
 
 void put_int_as(std::string* s, GgufType t, int64_t v, const std::string& key) {
   auto fits = [&](int64_t lo, int64_t hi) {
-    if (v < lo || v > hi) throw InputError("GGUF key '" + key + "': value " + std::to_string(v) + " does not fit its type");
+    if (v < lo || v > hi)
+      throw InputError("GGUF key '" + key + "': value " + std::to_string(v) + " does not fit its type");
   };
   switch (t) {
-    case GgufType::kU8: fits(0, 255); put<uint8_t>(s, static_cast<uint8_t>(v)); break;
-    case GgufType::kI8: fits(-128, 127); put<int8_t>(s, static_cast<int8_t>(v)); break;
-    case GgufType::kBool: fits(0, 1); put<uint8_t>(s, static_cast<uint8_t>(v)); break;
-    case GgufType::kU16: fits(0, 65535); put<uint16_t>(s, static_cast<uint16_t>(v)); break;
-    case GgufType::kI16: fits(-32768, 32767); put<int16_t>(s, static_cast<int16_t>(v)); break;
-    case GgufType::kU32: fits(0, 4294967295ll); put<uint32_t>(s, static_cast<uint32_t>(v)); break;
+    case GgufType::kU8:
+      fits(0, 255);
+      put<uint8_t>(s, static_cast<uint8_t>(v));
+      break;
+    case GgufType::kI8:
+      fits(-128, 127);
+      put<int8_t>(s, static_cast<int8_t>(v));
+      break;
+    case GgufType::kBool:
+      fits(0, 1);
+      put<uint8_t>(s, static_cast<uint8_t>(v));
+      break;
+    case GgufType::kU16:
+      fits(0, 65535);
+      put<uint16_t>(s, static_cast<uint16_t>(v));
+      break;
+    case GgufType::kI16:
+      fits(-32768, 32767);
+      put<int16_t>(s, static_cast<int16_t>(v));
+      break;
+    case GgufType::kU32:
+      fits(0, 4294967295ll);
+      put<uint32_t>(s, static_cast<uint32_t>(v));
+      break;
     case GgufType::kI32:
       fits(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
       put<int32_t>(s, static_cast<int32_t>(v));
       break;
-    case GgufType::kU64: put<uint64_t>(s, static_cast<uint64_t>(v)); break;
-    case GgufType::kI64: put<int64_t>(s, v); break;
+    case GgufType::kU64:
+      put<uint64_t>(s, static_cast<uint64_t>(v));
+      break;
+    case GgufType::kI64:
+      put<int64_t>(s, v);
+      break;
     default:
       throw InputError("GGUF key '" + key + "': element type " + std::to_string(static_cast<uint32_t>(t)) +
                        " is not an integer type");
@@ -82,16 +105,56 @@ bool GgufWriter::has(const std::string& key) const {
   return false;
 }
 
-void GgufWriter::set_u8(const std::string& k, uint8_t v) { auto s = typed(GgufType::kU8); put(&s, v); set_raw(k, s); }
-void GgufWriter::set_i8(const std::string& k, int8_t v) { auto s = typed(GgufType::kI8); put(&s, v); set_raw(k, s); }
-void GgufWriter::set_u16(const std::string& k, uint16_t v) { auto s = typed(GgufType::kU16); put(&s, v); set_raw(k, s); }
-void GgufWriter::set_i16(const std::string& k, int16_t v) { auto s = typed(GgufType::kI16); put(&s, v); set_raw(k, s); }
-void GgufWriter::set_u32(const std::string& k, uint32_t v) { auto s = typed(GgufType::kU32); put(&s, v); set_raw(k, s); }
-void GgufWriter::set_i32(const std::string& k, int32_t v) { auto s = typed(GgufType::kI32); put(&s, v); set_raw(k, s); }
-void GgufWriter::set_u64(const std::string& k, uint64_t v) { auto s = typed(GgufType::kU64); put(&s, v); set_raw(k, s); }
-void GgufWriter::set_i64(const std::string& k, int64_t v) { auto s = typed(GgufType::kI64); put(&s, v); set_raw(k, s); }
-void GgufWriter::set_f32(const std::string& k, float v) { auto s = typed(GgufType::kF32); put(&s, v); set_raw(k, s); }
-void GgufWriter::set_f64(const std::string& k, double v) { auto s = typed(GgufType::kF64); put(&s, v); set_raw(k, s); }
+void GgufWriter::set_u8(const std::string& k, uint8_t v) {
+  auto s = typed(GgufType::kU8);
+  put(&s, v);
+  set_raw(k, s);
+}
+void GgufWriter::set_i8(const std::string& k, int8_t v) {
+  auto s = typed(GgufType::kI8);
+  put(&s, v);
+  set_raw(k, s);
+}
+void GgufWriter::set_u16(const std::string& k, uint16_t v) {
+  auto s = typed(GgufType::kU16);
+  put(&s, v);
+  set_raw(k, s);
+}
+void GgufWriter::set_i16(const std::string& k, int16_t v) {
+  auto s = typed(GgufType::kI16);
+  put(&s, v);
+  set_raw(k, s);
+}
+void GgufWriter::set_u32(const std::string& k, uint32_t v) {
+  auto s = typed(GgufType::kU32);
+  put(&s, v);
+  set_raw(k, s);
+}
+void GgufWriter::set_i32(const std::string& k, int32_t v) {
+  auto s = typed(GgufType::kI32);
+  put(&s, v);
+  set_raw(k, s);
+}
+void GgufWriter::set_u64(const std::string& k, uint64_t v) {
+  auto s = typed(GgufType::kU64);
+  put(&s, v);
+  set_raw(k, s);
+}
+void GgufWriter::set_i64(const std::string& k, int64_t v) {
+  auto s = typed(GgufType::kI64);
+  put(&s, v);
+  set_raw(k, s);
+}
+void GgufWriter::set_f32(const std::string& k, float v) {
+  auto s = typed(GgufType::kF32);
+  put(&s, v);
+  set_raw(k, s);
+}
+void GgufWriter::set_f64(const std::string& k, double v) {
+  auto s = typed(GgufType::kF64);
+  put(&s, v);
+  set_raw(k, s);
+}
 void GgufWriter::set_bool(const std::string& k, bool v) {
   auto s = typed(GgufType::kBool);
   put<uint8_t>(&s, v ? 1 : 0);
@@ -139,14 +202,26 @@ void GgufWriter::copy_key(const GgufFile& src, const std::string& key) {
   const GgufValue* v = src.find(key);
   if (v == nullptr) throw InputError("GGUF file '" + src.path() + "' lacks the metadata key '" + key + "'");
   switch (v->type) {
-    case GgufType::kString: set_string(key, v->str); return;
-    case GgufType::kF32: set_f32(key, static_cast<float>(v->f)); return;
-    case GgufType::kF64: set_f64(key, v->f); return;
-    case GgufType::kU64: set_u64(key, v->u); return;
+    case GgufType::kString:
+      set_string(key, v->str);
+      return;
+    case GgufType::kF32:
+      set_f32(key, static_cast<float>(v->f));
+      return;
+    case GgufType::kF64:
+      set_f64(key, v->f);
+      return;
+    case GgufType::kU64:
+      set_u64(key, v->u);
+      return;
     case GgufType::kArray:
       switch (v->array_type) {
-        case GgufType::kString: set_string_array(key, src.get_string_array(key)); return;
-        case GgufType::kF32: set_f32_array(key, src.get_float_array(key)); return;
+        case GgufType::kString:
+          set_string_array(key, src.get_string_array(key));
+          return;
+        case GgufType::kF32:
+          set_f32_array(key, src.get_float_array(key));
+          return;
         case GgufType::kF64: {
           std::vector<float> f = src.get_float_array(key);
           set_f64_array(key, std::vector<double>(f.begin(), f.end()));
@@ -156,7 +231,9 @@ void GgufWriter::copy_key(const GgufFile& src, const std::string& key) {
           throw InputError("GGUF key '" + key + "' is a nested array, which parallm cannot copy");
         case GgufType::kBool:
           throw InputError("GGUF key '" + key + "' is an array of bools, which parallm cannot copy");
-        default: set_int_array(key, v->array_type, src.get_int_array(key)); return;
+        default:
+          set_int_array(key, v->array_type, src.get_int_array(key));
+          return;
       }
     default: {
       auto s = typed(v->type);

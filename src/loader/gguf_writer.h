@@ -52,11 +52,10 @@ class GgufWriter {
   // `shape` is row-major, outermost first (model_file.h's order); it is written
   // as GGUF's ne[] (innermost first). nbytes follows from the dtype.
   void add_tensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape, Fill fill);
-  void add_tensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
-                  std::vector<uint8_t> bytes);
+  void add_tensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape, std::vector<uint8_t> bytes);
   // Any ggml type id with an explicit byte size (tests of unsupported types).
-  void add_tensor_raw(const std::string& name, uint32_t ggml_type, const std::vector<int64_t>& shape,
-                      size_t nbytes, Fill fill);
+  void add_tensor_raw(const std::string& name, uint32_t ggml_type, const std::vector<int64_t>& shape, size_t nbytes,
+                      Fill fill);
 
   size_t tensor_count() const { return tensors_.size(); }
   size_t data_bytes() const;  // size of the padded data section

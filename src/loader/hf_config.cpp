@@ -70,8 +70,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   std::string type;
   if (auto t = r.get_string("model_type")) {
     type = *t;
-  } else if (const json* a = r.find(j, "architectures"); a != nullptr && a->is_array() && !a->empty() &&
-                                                        (*a)[0].is_string()) {
+  } else if (const json* a = r.find(j, "architectures");
+             a != nullptr && a->is_array() && !a->empty() && (*a)[0].is_string()) {
     type = (*a)[0].get<std::string>();
   } else {
     r.fail("has neither model_type nor architectures");

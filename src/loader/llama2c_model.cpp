@@ -48,7 +48,8 @@ std::unique_ptr<ModelFile> load_llama2c_model(const std::string& path) {
   auto take = [&](int64_t count) {
     size_t bytes = static_cast<size_t>(count) * 4;
     if (count < 0 || offset > size || bytes > size - offset) {
-      throw InputError("llama2.c checkpoint '" + path + "' is truncated (header promises more weights than the file holds)");
+      throw InputError("llama2.c checkpoint '" + path +
+                       "' is truncated (header promises more weights than the file holds)");
     }
     const uint8_t* p = base + offset;
     offset += bytes;

@@ -94,8 +94,8 @@ std::vector<float> llama3_rope_factors(const ModelPreset& p) {
     if (wavelen > low_wavelen) {
       divisor = p.rope_factor;
     } else if (wavelen >= high_wavelen) {
-      const double smooth = (p.rope_original_ctx / wavelen - p.rope_low_freq_factor) /
-                            (p.rope_high_freq_factor - p.rope_low_freq_factor);
+      const double smooth =
+          (p.rope_original_ctx / wavelen - p.rope_low_freq_factor) / (p.rope_high_freq_factor - p.rope_low_freq_factor);
       divisor = 1.0 / ((1.0 - smooth) / p.rope_factor + smooth);
     }
     f[static_cast<size_t>(i)] = static_cast<float>(divisor);
@@ -119,8 +119,7 @@ void write_vocab(GgufWriter* w, const MakeModelOptions& opts, int64_t* n_vocab) 
   w->set_string("tokenizer.ggml.model", "llama");
   w->set_string_array("tokenizer.ggml.tokens", v.tokens);
   w->set_f32_array("tokenizer.ggml.scores", v.scores);
-  w->set_int_array("tokenizer.ggml.token_type", GgufType::kI32,
-                   std::vector<int64_t>(v.types.begin(), v.types.end()));
+  w->set_int_array("tokenizer.ggml.token_type", GgufType::kI32, std::vector<int64_t>(v.types.begin(), v.types.end()));
   w->set_u32("tokenizer.ggml.bos_token_id", 1);
   w->set_u32("tokenizer.ggml.eos_token_id", 2);
   w->set_u32("tokenizer.ggml.unknown_token_id", 0);
@@ -132,13 +131,20 @@ void write_vocab(GgufWriter* w, const MakeModelOptions& opts, int64_t* n_vocab) 
 
 uint32_t gguf_file_type(DType t) {
   switch (t) {
-    case DType::kF32: return 0;    // LLAMA_FTYPE_ALL_F32
-    case DType::kF16: return 1;    // LLAMA_FTYPE_MOSTLY_F16
-    case DType::kQ4_0: return 2;   // LLAMA_FTYPE_MOSTLY_Q4_0
-    case DType::kQ8_0: return 7;   // LLAMA_FTYPE_MOSTLY_Q8_0
-    case DType::kQ4_K: return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
-    case DType::kQ6_K: return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
-    case DType::kBF16: return 32;  // LLAMA_FTYPE_MOSTLY_BF16
+    case DType::kF32:
+      return 0;  // LLAMA_FTYPE_ALL_F32
+    case DType::kF16:
+      return 1;  // LLAMA_FTYPE_MOSTLY_F16
+    case DType::kQ4_0:
+      return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
+    case DType::kQ8_0:
+      return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
+    case DType::kQ4_K:
+      return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    case DType::kQ6_K:
+      return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
+    case DType::kBF16:
+      return 32;  // LLAMA_FTYPE_MOSTLY_BF16
   }
   return 0;
 }

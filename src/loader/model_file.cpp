@@ -139,7 +139,8 @@ std::unique_ptr<ModelFile> open_model(const std::string& path) {
   MappedFile probe(path);
   if (probe.size() >= 4 && std::memcmp(probe.data(), "GGUF", 4) == 0) return load_gguf_model(path);
   if (ends_with(path, ".bin") || probe.size() >= 28) return load_llama2c_model(path);
-  throw InputError("'" + path + "' is not a model this build can read (GGUF file, Hugging Face folder with "
+  throw InputError("'" + path +
+                   "' is not a model this build can read (GGUF file, Hugging Face folder with "
                    "config.json + *.safetensors, or llama2.c .bin checkpoint)");
 }
 

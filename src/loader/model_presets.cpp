@@ -26,8 +26,8 @@ ModelPreset base(const std::string& name, const std::string& description, int64_
 std::vector<ModelPreset> build_presets() {
   std::vector<ModelPreset> v;
   v.push_back(base("tiny", "Llama, GQA, for tests", 512, 64, 2, 4, 2, 128, 512));
-  v.push_back(base("llama-110m", "Llama 2 shape of stories110M, untied output (the benchmark model)",
-                   32000, 768, 12, 12, 12, 2048, 1024));
+  v.push_back(base("llama-110m", "Llama 2 shape of stories110M, untied output (the benchmark model)", 32000, 768, 12,
+                   12, 12, 2048, 1024));
   v.push_back(base("llama-gqa-250m", "Llama with grouped-query attention", 32000, 1024, 16, 16, 4, 2816, 2048));
 
   ModelPreset moe = base("mixtral-tiny", "Mixtral-style MoE: 8 experts, top-2", 512, 64, 2, 4, 2, 128, 512);
@@ -36,8 +36,8 @@ std::vector<ModelPreset> build_presets() {
   moe.rope_theta = 1000000.0f;
   v.push_back(moe);
 
-  ModelPreset qwen = base("tiny-qwen2", "Qwen2: QKV bias, tied embeddings, rotate-half RoPE", 512, 64, 2, 4, 2,
-                          128, 512);
+  ModelPreset qwen =
+      base("tiny-qwen2", "Qwen2: QKV bias, tied embeddings, rotate-half RoPE", 512, 64, 2, 4, 2, 128, 512);
   qwen.arch = "qwen2";
   qwen.qkv_bias = true;
   qwen.tied_embeddings = true;
@@ -51,8 +51,8 @@ std::vector<ModelPreset> build_presets() {
 
   // A small original context makes the llama3 band (16..64 positions of
   // wavelength at head_dim 16) cover several frequencies.
-  ModelPreset l3 = base("tiny-llama3", "Llama 3.1 rope scaling (llama3: factor 8, low 1, high 4, original ctx 64)",
-                        512, 64, 2, 4, 2, 128, 512);
+  ModelPreset l3 = base("tiny-llama3", "Llama 3.1 rope scaling (llama3: factor 8, low 1, high 4, original ctx 64)", 512,
+                        64, 2, 4, 2, 128, 512);
   l3.rope_theta = 500000.0f;
   l3.rope_scaling = RopeScaling::kLlama3;
   l3.rope_factor = 8.0f;
@@ -63,8 +63,8 @@ std::vector<ModelPreset> build_presets() {
 
   // Heads of 64 values: the AVX-512 attention's register paths and the q8_0
   // KV cache (whole 32-value blocks per head) are exercised at test size.
-  v.push_back(base("tiny-mha64", "Llama with 64-wide heads, no GQA (q8_0 KV cache tests)", 512, 128, 2, 2, 2, 256,
-                   512));
+  v.push_back(
+      base("tiny-mha64", "Llama with 64-wide heads, no GQA (q8_0 KV cache tests)", 512, 128, 2, 2, 2, 256, 512));
   return v;
 }
 
@@ -96,9 +96,9 @@ const ModelPreset& find_model_preset(const std::string& name) {
 std::string describe_model_presets() {
   std::string s = "Presets (vocab / dim / layers / heads / KV heads / FFN / context):\n";
   for (const auto& p : model_presets()) {
-    s += strfmt("  %-15s %s %lld/%lld/%lld/%lld/%lld/%lld/%lld", p.name.c_str(), p.arch.c_str(),
-                (long long)p.n_vocab, (long long)p.n_embd, (long long)p.n_layer, (long long)p.n_head,
-                (long long)p.n_kv_head, (long long)p.n_ff, (long long)p.n_ctx);
+    s += strfmt("  %-15s %s %lld/%lld/%lld/%lld/%lld/%lld/%lld", p.name.c_str(), p.arch.c_str(), (long long)p.n_vocab,
+                (long long)p.n_embd, (long long)p.n_layer, (long long)p.n_head, (long long)p.n_kv_head,
+                (long long)p.n_ff, (long long)p.n_ctx);
     if (p.n_expert > 0) s += strfmt(", %lld experts top-%lld", (long long)p.n_expert, (long long)p.n_expert_used);
     s += strfmt(", %.1fM params: %s\n", p.parameter_count() / 1e6, p.description.c_str());
   }

@@ -4,8 +4,8 @@
 // model_file.h (q/k are not permuted: the config selects rotate-half RoPE).
 #include <sys/stat.h>
 
-#include <nlohmann/json.hpp>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 

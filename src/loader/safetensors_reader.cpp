@@ -22,9 +22,8 @@ struct DtypeInfo {
 // Every dtype the format defines, so that a valid file with an unsupported
 // dtype gets "dtype I64 is not supported" rather than "unknown dtype".
 constexpr DtypeInfo kDtypes[] = {
-    {"F64", 8}, {"F32", 4},  {"F16", 2}, {"BF16", 2},    {"I64", 8},    {"I32", 4},
-    {"I16", 2}, {"I8", 1},   {"U64", 8}, {"U32", 4},     {"U16", 2},    {"U8", 1},
-    {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
+    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},  {"I32", 4},     {"I16", 2},     {"I8", 1},
+    {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1},   {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
 };
 
 }  // namespace
@@ -36,8 +35,7 @@ size_t safetensors_dtype_bytes(const std::string& dtype) {
   return 0;
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path)
-    : file_(std::make_unique<MappedFile>(path)), name_(path) {
+SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_unique<MappedFile>(path)), name_(path) {
   data_ = file_->data();
   size_ = file_->size();
   parse();
@@ -63,8 +61,8 @@ void SafetensorsFile::parse() {
                      " (not a safetensors file, or corrupt)");
   }
   if (header_bytes > size_ - 8) {
-    throw InputError(where + " is truncated: its header needs " + std::to_string(header_bytes) +
-                     " bytes but only " + std::to_string(size_ - 8) + " follow");
+    throw InputError(where + " is truncated: its header needs " + std::to_string(header_bytes) + " bytes but only " +
+                     std::to_string(size_ - 8) + " follow");
   }
   const char* header = reinterpret_cast<const char*>(data_ + 8);
   JsonError error;
@@ -99,8 +97,7 @@ void SafetensorsFile::parse() {
     auto dt = v.find("dtype");
     auto sh = v.find("shape");
     auto off = v.find("data_offsets");
-    if (dt == v.end() || !dt->is_string() || sh == v.end() || !sh->is_array() || off == v.end() ||
-        !off->is_array()) {
+    if (dt == v.end() || !dt->is_string() || sh == v.end() || !sh->is_array() || off == v.end() || !off->is_array()) {
       throw InputError(tensor_where + " lacks dtype, shape or data_offsets");
     }
     const std::string dtype = dt->get<std::string>();
@@ -120,7 +117,8 @@ void SafetensorsFile::parse() {
     if (sh->size() > kMaxDims) throw InputError(tensor_where + " has too many dimensions");
     uint64_t n_elems = 1;
     for (const auto& d : *sh) {
-      if (!d.is_number_unsigned()) throw InputError(tensor_where + " has a shape entry that is not a non-negative integer");
+      if (!d.is_number_unsigned())
+        throw InputError(tensor_where + " has a shape entry that is not a non-negative integer");
       uint64_t n = d.get<uint64_t>();
       if (n > kMaxElems || (n != 0 && n_elems > kMaxElems / n)) throw InputError(tensor_where + " has an absurd shape");
       n_elems *= n;
@@ -146,9 +144,8 @@ void SafetensorsFile::parse() {
     tensors_.push_back(std::move(t));
   }
 
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   uint64_t covered_end = 0;  // end of the non-empty spans seen so far
   size_t covered_by = 0;
   for (const Span& cur : spans) {

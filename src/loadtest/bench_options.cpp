@@ -1,11 +1,10 @@
 // Parsers and cross-field validation for BenchOptions (see bench_options.h).
 #include "loadtest/bench_options.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 #include "util/check.h"
 
@@ -43,8 +42,8 @@ IntRange parse_int_range(const std::string& text, const std::string& flag) {
   r.max = parts.size() == 2 ? parse_int(parts[1], flag, text) : r.min;
   if (r.min < 1) throw InputError(flag + " '" + text + "': lengths must be at least 1");
   if (r.min > r.max) {
-    throw InputError(flag + " '" + text + "': MIN must not exceed MAX (did you mean " +
-                     std::to_string(r.max) + ":" + std::to_string(r.min) + "?)");
+    throw InputError(flag + " '" + text + "': MIN must not exceed MAX (did you mean " + std::to_string(r.max) + ":" +
+                     std::to_string(r.min) + "?)");
   }
   if (r.max > 10'000'000) throw InputError(flag + " '" + text + "': length is implausibly large");
   return r;
@@ -81,9 +80,7 @@ Endpoint parse_endpoint(const std::string& text) {
   throw InputError("--endpoint '" + text + "': unknown endpoint; use chat or completions");
 }
 
-const char* endpoint_name(Endpoint endpoint) {
-  return endpoint == Endpoint::kChat ? "chat" : "completions";
-}
+const char* endpoint_name(Endpoint endpoint) { return endpoint == Endpoint::kChat ? "chat" : "completions"; }
 
 void validate_options(BenchOptions& o) {
   if (o.num_requests < 0) throw InputError("--num-requests must be positive");

@@ -1,9 +1,8 @@
 // Orchestration of a bench run; see bench_runner.h.
 #include "loadtest/bench_runner.h"
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "loadtest/stream_client.h"
@@ -23,8 +22,8 @@ std::string discover_model(const ServerAddress& server, const BenchOptions& o) {
     const auto parsed = try_parse_json<nlohmann::json>(r.body, JsonLimits{kRequestJsonDepth});
     if (!parsed) return "";
     const nlohmann::json& j = *parsed;
-    if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
-        j["data"][0].is_object() && j["data"][0].contains("id") && j["data"][0]["id"].is_string()) {
+    if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() && j["data"][0].is_object() &&
+        j["data"][0].contains("id") && j["data"][0]["id"].is_string()) {
       return j["data"][0]["id"].get<std::string>();
     }
   } catch (const InputError&) {
@@ -43,8 +42,8 @@ void wait_until_ready(const ServerAddress& server, const BenchOptions& o, std::o
     if (r.status != 503) return;
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited >= o.ready_timeout_s) {
-      throw InputError(strfmt("the server still answers 503 (not ready) after %.0f s; raise --ready-timeout",
-                              o.ready_timeout_s));
+      throw InputError(
+          strfmt("the server still answers 503 (not ready) after %.0f s; raise --ready-timeout", o.ready_timeout_s));
     }
     if (!said && progress != nullptr) {
       *progress << "bench: the server is not ready yet (503), waiting up to " << o.ready_timeout_s << " s\n";
@@ -57,8 +56,9 @@ void wait_until_ready(const ServerAddress& server, const BenchOptions& o, std::o
 
 void print_progress(std::ostream* progress, const LevelResult& r) {
   if (progress == nullptr) return;
-  *progress << "bench: " << (r.rate > 0 ? strfmt("rate %.3g req/s", r.rate) : strfmt("concurrency %lld",
-                                                                                    static_cast<long long>(r.concurrency)))
+  *progress << "bench: "
+            << (r.rate > 0 ? strfmt("rate %.3g req/s", r.rate)
+                           : strfmt("concurrency %lld", static_cast<long long>(r.concurrency)))
             << strfmt(": %lld requests, %lld failed, %.1f s, %.1f output tok/s, TTFT p95 %.1f ms, goodput %.1f%%\n",
                       static_cast<long long>(r.requests), static_cast<long long>(r.failed()), r.duration_s,
                       r.output_tokens_per_s, r.ttft_ms.p95, r.goodput * 100);

@@ -16,9 +16,9 @@ namespace parallm::loadtest {
 
 struct BenchReport {
   BenchOptions options;
-  std::string model;          // sent in requests ("" if the server named none)
-  std::string request_path;   // e.g. /v1/chat/completions
-  std::vector<LevelResult> results;       // one per level run, in order
+  std::string model;                       // sent in requests ("" if the server named none)
+  std::string request_path;                // e.g. /v1/chat/completions
+  std::vector<LevelResult> results;        // one per level run, in order
   std::optional<CapacityResult> capacity;  // --find-capacity
 };
 

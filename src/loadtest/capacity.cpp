@@ -8,12 +8,9 @@
 
 namespace parallm::loadtest {
 
-bool level_passes(const LevelResult& r, double goodput_target) {
-  return r.requests > 0 && r.goodput >= goodput_target;
-}
+bool level_passes(const LevelResult& r, double goodput_target) { return r.requests > 0 && r.goodput >= goodput_target; }
 
-CapacityResult find_capacity(const CapacitySearchSpec& spec,
-                             const std::function<LevelResult(double load)>& evaluate) {
+CapacityResult find_capacity(const CapacitySearchSpec& spec, const std::function<LevelResult(double load)>& evaluate) {
   PARALLM_CHECK(spec.start > 0 && spec.max >= spec.start);
   CapacityResult out;
   out.open_loop = spec.open_loop;

@@ -20,20 +20,20 @@
 namespace parallm::loadtest {
 
 struct CapacitySearchSpec {
-  bool open_loop = false;      // search over rate (req/s) instead of concurrency
-  double start = 1;            // first load tried
-  double max = 1024;           // never try more
+  bool open_loop = false;  // search over rate (req/s) instead of concurrency
+  double start = 1;        // first load tried
+  double max = 1024;       // never try more
   double rate_resolution = 0.1;
   double goodput_target = 0.95;
 };
 
 struct CapacityResult {
   bool open_loop = false;
-  double capacity = 0;           // largest passing load; 0: none passed
-  bool reached_max = false;      // the maximum passed: the capacity is at least `capacity`
+  double capacity = 0;              // largest passing load; 0: none passed
+  bool reached_max = false;         // the maximum passed: the capacity is at least `capacity`
   std::vector<LevelResult> levels;  // every level tried, in order
   std::vector<bool> passed;
-  int best_level = -1;           // index into levels of the capacity level
+  int best_level = -1;  // index into levels of the capacity level
   // Planning (0 / -1 when not asked or not possible).
   double peak_concurrency = 0, peak_qps = 0, headroom = 1.3;
   double per_server_concurrency = 0;  // capacity expressed as streams in flight
@@ -44,8 +44,7 @@ struct CapacityResult {
 
 bool level_passes(const LevelResult& r, double goodput_target);
 
-CapacityResult find_capacity(const CapacitySearchSpec& spec,
-                             const std::function<LevelResult(double load)>& evaluate);
+CapacityResult find_capacity(const CapacitySearchSpec& spec, const std::function<LevelResult(double load)>& evaluate);
 
 // Fills the planning fields of `result`.
 void plan_capacity(CapacityResult& result, double peak_concurrency, double peak_qps, double headroom);

@@ -7,7 +7,7 @@
 namespace parallm::loadtest {
 
 struct HttpUrl {
-  std::string host;       // as given (name or IPv4/IPv6 literal, no brackets)
+  std::string host;  // as given (name or IPv4/IPv6 literal, no brackets)
   int port = 80;
   std::string base_path;  // path as given, without a trailing '/'; may be empty
 

@@ -93,11 +93,12 @@ std::string html_report(const BenchReport& rep) {
     if (c.best_level < 0) {
       h += "No load tried met the SLOs.";
     } else {
-      h += strfmt("Largest load meeting the SLOs (goodput &ge; %.0f%%): <b>%s%s</b> per server "
-                  "(%.2f req/s, %.1f streams in flight).",
-                  o.goodput_target * 100, c.reached_max ? "at least " : "",
-                  c.open_loop ? strfmt("%.4g req/s", c.capacity).c_str() : strfmt("concurrency %.0f", c.capacity).c_str(),
-                  c.per_server_qps, c.per_server_concurrency);
+      h += strfmt(
+          "Largest load meeting the SLOs (goodput &ge; %.0f%%): <b>%s%s</b> per server "
+          "(%.2f req/s, %.1f streams in flight).",
+          o.goodput_target * 100, c.reached_max ? "at least " : "",
+          c.open_loop ? strfmt("%.4g req/s", c.capacity).c_str() : strfmt("concurrency %.0f", c.capacity).c_str(),
+          c.per_server_qps, c.per_server_concurrency);
       if (c.servers_for_peak_concurrency > 0) {
         h += strfmt("<br>Peak concurrency %.6g &times; headroom %.2f needs <b>%lld server(s)</b>.", c.peak_concurrency,
                     c.headroom, static_cast<long long>(c.servers_for_peak_concurrency));
@@ -113,18 +114,19 @@ std::string html_report(const BenchReport& rep) {
        "<th>output tok/s</th><th>decode tok/s</th><th>TTFT p50 / p95 / p99 (ms)</th><th>TPOT p50 / p95 / p99 (ms)</th>"
        "<th>ITL p95 (ms)</th><th>E2E p50 / p95 (ms)</th><th>goodput</th></tr>\n";
   for (const LevelResult& r : rep.results) {
-    h += strfmt("<tr><td>%s</td><td>%lld</td><td>%lld</td><td>%.2f</td><td>%.1f</td><td>%.1f</td><td>%.1f / %.1f / %.1f</td>"
-                "<td>%.2f / %.2f / %.2f</td><td>%.2f</td><td>%.0f / %.0f</td><td>%.1f%%</td></tr>\n",
-                level_name(r).c_str(), static_cast<long long>(r.requests), static_cast<long long>(r.failed()),
-                r.requests_per_s, r.output_tokens_per_s, r.decode_tokens_per_s, r.ttft_ms.p50, r.ttft_ms.p95, r.ttft_ms.p99,
-                r.tpot_ms.p50,
-                r.tpot_ms.p95, r.tpot_ms.p99, r.itl_ms.p95, r.e2e_ms.p50, r.e2e_ms.p95, r.goodput * 100);
+    h += strfmt(
+        "<tr><td>%s</td><td>%lld</td><td>%lld</td><td>%.2f</td><td>%.1f</td><td>%.1f</td><td>%.1f / %.1f / %.1f</td>"
+        "<td>%.2f / %.2f / %.2f</td><td>%.2f</td><td>%.0f / %.0f</td><td>%.1f%%</td></tr>\n",
+        level_name(r).c_str(), static_cast<long long>(r.requests), static_cast<long long>(r.failed()), r.requests_per_s,
+        r.output_tokens_per_s, r.decode_tokens_per_s, r.ttft_ms.p50, r.ttft_ms.p95, r.ttft_ms.p99, r.tpot_ms.p50,
+        r.tpot_ms.p95, r.tpot_ms.p99, r.itl_ms.p95, r.e2e_ms.p50, r.e2e_ms.p95, r.goodput * 100);
   }
   h += "</table>\n";
   bool any_errors = false;
   for (const LevelResult& r : rep.results) any_errors = any_errors || r.failed() > 0;
   if (any_errors) {
-    h += "<h2>Errors</h2>\n<table id=\"errors\"><tr><th>load</th><th>kind</th><th>count</th><th>first message</th></tr>\n";
+    h += "<h2>Errors</h2>\n<table id=\"errors\"><tr><th>load</th><th>kind</th><th>count</th><th>first "
+         "message</th></tr>\n";
     for (const LevelResult& r : rep.results) {
       for (int k = 1; k < kNumErrorKinds; ++k) {
         if (r.errors[k] == 0) continue;
@@ -144,9 +146,9 @@ std::string html_report(const BenchReport& rep) {
                      {{"TPOT p95", [](const LevelResult& r) { return r.tpot_ms.p95; }},
                       {"ITL p95", [](const LevelResult& r) { return r.itl_ms.p95; }}},
                      o.tpot_slo_ms, "TPOT SLO");
-  h += vs_load_chart(rep, "Goodput", "share meeting SLOs",
-                     {{"goodput", [](const LevelResult& r) { return r.goodput; }}},
-                     rep.capacity ? o.goodput_target : 0, "target");
+  h +=
+      vs_load_chart(rep, "Goodput", "share meeting SLOs", {{"goodput", [](const LevelResult& r) { return r.goodput; }}},
+                    rep.capacity ? o.goodput_target : 0, "target");
   h += "</div>\n<h2>Latency distributions (CDF)</h2>\n<div class=\"charts\">\n";
   h += cdf_chart(rep, "Time to first token", "TTFT (ms)", &LevelResult::ttft_samples, o.ttft_slo_ms);
   h += cdf_chart(rep, "Time per output token", "TPOT (ms)", &LevelResult::tpot_samples, o.tpot_slo_ms);
@@ -160,11 +162,13 @@ std::string html_report(const BenchReport& rep) {
                 static_cast<long long>(r.connections_opened));
   }
   h += "</table>\n<h2>Definitions</h2>\n<dl>"
-       "<dt>TTFT</dt><dd>request sent (connection opened when a new one was needed) to the first chunk carrying text.</dd>"
+       "<dt>TTFT</dt><dd>request sent (connection opened when a new one was needed) to the first chunk carrying "
+       "text.</dd>"
        "<dt>TPOT</dt><dd>per request, (end-to-end &minus; TTFT) / (output tokens &minus; 1).</dd>"
        "<dt>ITL</dt><dd>gaps between successive text-bearing chunks, pooled over all requests.</dd>"
        "<dt>Goodput</dt><dd>share of issued requests that succeeded and met every SLO given.</dd>"
-       "<dt>Percentiles</dt><dd>linear interpolation between order statistics; latencies of successful requests only.</dd>"
+       "<dt>Percentiles</dt><dd>linear interpolation between order statistics; latencies of successful requests "
+       "only.</dd>"
        "</dl>\n</body></html>\n";
   return h;
 }

@@ -88,7 +88,8 @@ std::string json_report(const BenchReport& report) {
     for (size_t i = 0; i < c.levels.size(); ++i) {
       const LevelResult& r = c.levels[i];
       levels.push_back({{"load", c.open_loop ? r.rate : static_cast<double>(r.concurrency)},
-                        {"goodput", r.goodput}, {"passed", static_cast<bool>(c.passed[i])}});
+                        {"goodput", r.goodput},
+                        {"passed", static_cast<bool>(c.passed[i])}});
     }
     auto opt = [](double v) { return v > 0 ? json(v) : json(nullptr); };
     auto opt_servers = [](int64_t v) { return v > 0 ? json(v) : json(nullptr); };

@@ -60,9 +60,7 @@ int connect_blocking(const ServerAddress& server, double timeout_s) {
 
 }  // namespace
 
-void probe_connect(const ServerAddress& server, double timeout_s) {
-  close(connect_blocking(server, timeout_s));
-}
+void probe_connect(const ServerAddress& server, double timeout_s) { close(connect_blocking(server, timeout_s)); }
 
 HttpGetResult http_get(const ServerAddress& server, const HttpUrl& url, const std::string& path,
                        const std::string& api_key, double timeout_s) {
@@ -76,8 +74,7 @@ HttpGetResult http_get(const ServerAddress& server, const HttpUrl& url, const st
   const double deadline = monotonic_s() + timeout_s;
   size_t sent = 0;
   char buf[16 * 1024];
-  while (parser.state() != HttpResponseParser::State::kDone &&
-         parser.state() != HttpResponseParser::State::kError) {
+  while (parser.state() != HttpResponseParser::State::kDone && parser.state() != HttpResponseParser::State::kError) {
     const double left = deadline - monotonic_s();
     if (left <= 0) break;
     pollfd p{fd, static_cast<short>(sent < req.size() ? POLLOUT : POLLIN), 0};

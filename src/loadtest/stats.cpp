@@ -10,14 +10,22 @@ namespace parallm::loadtest {
 
 std::string_view error_kind_name(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::kNone: return "none";
-    case ErrorKind::kTimeout: return "timeout";
-    case ErrorKind::kHttp4xx: return "http_4xx";
-    case ErrorKind::kHttp5xx: return "http_5xx";
-    case ErrorKind::kConnection: return "connection";
-    case ErrorKind::kDroppedStream: return "dropped_stream";
-    case ErrorKind::kStreamError: return "stream_error";
-    case ErrorKind::kBadResponse: return "bad_response";
+    case ErrorKind::kNone:
+      return "none";
+    case ErrorKind::kTimeout:
+      return "timeout";
+    case ErrorKind::kHttp4xx:
+      return "http_4xx";
+    case ErrorKind::kHttp5xx:
+      return "http_5xx";
+    case ErrorKind::kConnection:
+      return "connection";
+    case ErrorKind::kDroppedStream:
+      return "dropped_stream";
+    case ErrorKind::kStreamError:
+      return "stream_error";
+    case ErrorKind::kBadResponse:
+      return "bad_response";
   }
   return "unknown";
 }

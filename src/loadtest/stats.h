@@ -29,24 +29,24 @@ struct Slo {
 };
 
 struct LevelResult {
-  int64_t concurrency = 0;  // closed loop: streams in flight; open loop: cap (0: none)
-  double rate = 0;          // requests/s; 0: closed loop ("inf")
-  int64_t requests = 0;     // issued
-  int64_t completed = 0;    // succeeded
-  std::array<int64_t, kNumErrorKinds> errors{};        // by ErrorKind; [0] unused
+  int64_t concurrency = 0;                               // closed loop: streams in flight; open loop: cap (0: none)
+  double rate = 0;                                       // requests/s; 0: closed loop ("inf")
+  int64_t requests = 0;                                  // issued
+  int64_t completed = 0;                                 // succeeded
+  std::array<int64_t, kNumErrorKinds> errors{};          // by ErrorKind; [0] unused
   std::array<std::string, kNumErrorKinds> error_sample;  // first message of each kind
-  int64_t input_tokens = 0;           // successful requests; usage when sent, else our estimate
-  int64_t output_tokens = 0;          // successful requests; usage when sent, else counted
-  int64_t output_tokens_counted = 0;  // successful requests; text-bearing chunks seen
-  int64_t usage_reported = 0;         // successful requests whose stream carried `usage`
-  double duration_s = 0;              // first request issued to last finished
+  int64_t input_tokens = 0;                              // successful requests; usage when sent, else our estimate
+  int64_t output_tokens = 0;                             // successful requests; usage when sent, else counted
+  int64_t output_tokens_counted = 0;                     // successful requests; text-bearing chunks seen
+  int64_t usage_reported = 0;                            // successful requests whose stream carried `usage`
+  double duration_s = 0;                                 // first request issued to last finished
   double requests_per_s = 0, input_tokens_per_s = 0, output_tokens_per_s = 0;
   // Aggregate decode rate: the streams in flight (time average of successful
   // requests) x their decode rate (tokens after the first per second after
   // the first). Unlike output_tokens_per_s it leaves out the time streams
   // spend queued or in prefill: what the server's decode steps deliver.
   double decode_tokens_per_s = 0;
-  double goodput = 0;                 // share in [0, 1]
+  double goodput = 0;  // share in [0, 1]
   double goodput_requests_per_s = 0;
   Summary ttft_ms, tpot_ms, itl_ms, e2e_ms;
   // The client's own cost: CPU time of the event-loop thread.

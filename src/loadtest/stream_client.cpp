@@ -18,10 +18,9 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 #include "loadtest/http_response_parser.h"
 #include "loadtest/sse_parser.h"
@@ -56,8 +55,7 @@ int start_connect(const ServerAddress& server, int* err) {
   }
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&server.addr), server.addr_len) != 0 &&
-      errno != EINPROGRESS) {
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&server.addr), server.addr_len) != 0 && errno != EINPROGRESS) {
     *err = errno;
     close(fd);
     return -1;
@@ -77,17 +75,17 @@ const JsonLimits kResponseJsonLimits{kRequestJsonDepth};
 struct Stream {
   int fd = -1;
   bool connecting = false;
-  bool reused = false;       // the connection served an earlier request
-  bool retried = false;      // already retried once on a fresh connection
-  bool finished = false;     // the record is final; only draining the connection
-  bool done_event = false;   // saw "data: [DONE]"
+  bool reused = false;      // the connection served an earlier request
+  bool retried = false;     // already retried once on a fresh connection
+  bool finished = false;    // the record is final; only draining the connection
+  bool done_event = false;  // saw "data: [DONE]"
   bool finish_reason = false;
   PreparedRequest request;
   size_t written = 0;
   size_t response_bytes = 0;
   HttpResponseParser http;
   SseParser sse;
-  std::string error_body;    // non-200 body, for the message
+  std::string error_body;  // non-200 body, for the message
   RequestRecord rec;
   double deadline_s = 0;
 };
@@ -130,8 +128,7 @@ class LevelRunner {
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, std::unique_ptr<Stream>> streams_;
   std::unordered_map<uint64_t, int> idle_;  // id -> fd of an idle keep-alive connection
-  std::priority_queue<std::pair<double, uint64_t>, std::vector<std::pair<double, uint64_t>>,
-                      std::greater<>> deadlines_;
+  std::priority_queue<std::pair<double, uint64_t>, std::vector<std::pair<double, uint64_t>>, std::greater<>> deadlines_;
   int64_t admitted_ = 0;  // requests the bound has let in (open loop: arrivals)
   int64_t issued_ = 0;    // requests actually sent
   int64_t in_flight_ = 0;
@@ -277,8 +274,8 @@ void LevelRunner::handle_event(Stream& s, const std::string& data, double now) {
   const nlohmann::json& j = *parsed;
   if (j.contains("error") && !j["error"].is_null()) {
     const auto& e = j["error"];
-    std::string msg = e.is_object() && e.contains("message") && e["message"].is_string()
-                          ? e["message"].get<std::string>() : e.dump();
+    std::string msg =
+        e.is_object() && e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : e.dump();
     finish(s, ErrorKind::kStreamError, msg, now);
     return;
   }
@@ -338,19 +335,20 @@ void LevelRunner::after_http_done(Stream& s, uint64_t id) {
     const auto j = try_parse_json<nlohmann::json>(s.error_body, kResponseJsonLimits);
     if (j && j->is_object() && j->contains("error")) {
       const auto& e = (*j)["error"];
-      msg += ": " + (e.is_object() && e.contains("message") && e["message"].is_string()
-                         ? e["message"].get<std::string>() : e.dump());
+      msg +=
+          ": " + (e.is_object() && e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>()
+                                                                                     : e.dump());
     } else if (!s.error_body.empty()) {
       msg += ": " + s.error_body.substr(0, 150);
     }
-    const ErrorKind kind = status >= 500 && status < 600 ? ErrorKind::kHttp5xx
+    const ErrorKind kind = status >= 500 && status < 600   ? ErrorKind::kHttp5xx
                            : status >= 400 && status < 500 ? ErrorKind::kHttp4xx
                                                            : ErrorKind::kBadResponse;
     finish(s, kind, msg, now);
   } else if (!s.finished) {
     if (s.http.content_type().find("text/event-stream") == std::string::npos) {
-      finish(s, ErrorKind::kBadResponse,
-             "HTTP 200 without a stream (Content-Type: " + s.http.content_type() + ")", now);
+      finish(s, ErrorKind::kBadResponse, "HTTP 200 without a stream (Content-Type: " + s.http.content_type() + ")",
+             now);
     } else if (s.finish_reason) {  // a clean end without [DONE]: accept it
       finish(s, ErrorKind::kNone, "", now);
     } else {
@@ -454,8 +452,7 @@ void LevelRunner::check_timeouts(double now) {
     if (it == streams_.end()) continue;
     Stream& s = *it->second;
     if (!s.finished) {
-      finish(s, ErrorKind::kTimeout,
-             "no end of stream within " + std::to_string(spec_.timeout_s) + " s", now);
+      finish(s, ErrorKind::kTimeout, "no end of stream within " + std::to_string(spec_.timeout_s) + " s", now);
     }
     release(id, false);
   }

@@ -39,11 +39,20 @@ std::string xml_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -94,10 +103,10 @@ std::string render_line_chart(const ChartSpec& spec) {
   svg += strfmt("<text x=\"%.1f\" y=\"20\" font-size=\"14\" font-weight=\"bold\" text-anchor=\"middle\">%s</text>\n",
                 w / 2, xml_escape(spec.title).c_str());
   for (double t : y_ticks) {
-    svg += strfmt("<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>\n", left,
-                  left + plot_w, py(t), py(t));
-    svg += strfmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#444\">%s</text>\n", left - 6,
-                  py(t) + 4, tick_label(t).c_str());
+    svg += strfmt("<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>\n", left, left + plot_w,
+                  py(t), py(t));
+    svg += strfmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#444\">%s</text>\n", left - 6, py(t) + 4,
+                  tick_label(t).c_str());
   }
   for (double t : x_ticks) {
     svg += strfmt("<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>\n", px(t), px(t), top,
@@ -105,15 +114,17 @@ std::string render_line_chart(const ChartSpec& spec) {
     svg += strfmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#444\">%s</text>\n", px(t),
                   top + plot_h + 16, tick_label(t).c_str());
   }
-  svg += strfmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n",
-                left, top, plot_w, plot_h);
-  svg += strfmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", left + plot_w / 2,
-                top + plot_h + 36, xml_escape(spec.x_label).c_str());
+  svg += strfmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n", left,
+                top, plot_w, plot_h);
+  svg += strfmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", left + plot_w / 2, top + plot_h + 36,
+                xml_escape(spec.x_label).c_str());
   svg += strfmt("<text transform=\"translate(16 %.1f) rotate(-90)\" text-anchor=\"middle\">%s</text>\n",
                 top + plot_h / 2, xml_escape(spec.y_label).c_str());
   for (const auto& [label, y] : spec.h_lines) {
-    svg += strfmt("<line class=\"slo\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
-                  "stroke-dasharray=\"6 4\"/>\n", left, left + plot_w, py(y), py(y));
+    svg += strfmt(
+        "<line class=\"slo\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
+        "stroke-dasharray=\"6 4\"/>\n",
+        left, left + plot_w, py(y), py(y));
     svg += strfmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n", left + plot_w - 4,
                   py(y) - 4, xml_escape(label).c_str());
   }
@@ -134,8 +145,7 @@ std::string render_line_chart(const ChartSpec& spec) {
     }
     const double lx = left + static_cast<double>(i % 3) * (plot_w / 3);
     const double ly = spec.height + 8 + 18.0 * static_cast<double>(i / 3);
-    svg += strfmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"%s\"/>\n", lx, ly - 4,
-                  chart_color(i));
+    svg += strfmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"%s\"/>\n", lx, ly - 4, chart_color(i));
     svg += strfmt("<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 20, ly, xml_escape(s.name).c_str());
   }
   svg += "</svg>\n";

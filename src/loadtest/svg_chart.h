@@ -18,7 +18,7 @@ struct ChartSpec {
   std::string title;
   std::string x_label;
   std::string y_label;
-  bool log_x = false;          // log2 x axis (needs x > 0)
+  bool log_x = false;  // log2 x axis (needs x > 0)
   std::vector<ChartSeries> series;
   std::vector<std::pair<std::string, double>> h_lines;  // (label, y): dashed reference lines
   int width = 560;

@@ -14,27 +14,30 @@ namespace {
 // Short, frequent English words: each is a single token (with its leading
 // space) in GPT-2/Llama/Qwen-style BPE vocabularies.
 constexpr const char* kWords[] = {
-    "the", "of", "and", "to", "in", "is", "was", "for", "on", "are", "with", "as", "at", "be",
-    "this", "have", "from", "or", "one", "had", "by", "but", "not", "what", "all", "were", "we",
-    "when", "your", "can", "said", "there", "use", "an", "each", "which", "she", "do", "how",
-    "their", "if", "will", "up", "other", "about", "out", "many", "then", "them", "these", "so",
-    "some", "her", "would", "make", "like", "him", "into", "time", "has", "look", "two", "more",
-    "write", "go", "see", "number", "no", "way", "could", "people", "my", "than", "first", "water",
-    "been", "call", "who", "oil", "its", "now", "find", "long", "down", "day", "did", "get",
-    "come", "made", "may", "part", "over", "new", "sound", "take", "only", "little", "work",
-    "know", "place", "year", "live", "me", "back", "give", "most", "very", "after", "thing", "our",
-    "just", "name", "good", "man", "think", "say", "great", "where", "help", "through", "much",
-    "before", "line", "right", "too", "mean", "old", "any", "same", "tell", "boy", "follow",
-    "came", "want", "show", "also", "around", "form", "three", "small", "set", "put", "end",
-    "does", "another", "well", "large", "must", "big", "even", "such", "because", "turn", "here",
-    "why", "ask", "went", "men", "read", "need", "land", "different", "home", "us", "move", "try",
-    "kind", "hand", "picture", "again", "change", "off", "play", "spell", "air", "away", "animal",
-    "house", "point", "page", "letter", "mother", "answer", "found", "study", "still", "learn",
-    "should", "world", "high", "every", "near", "add", "food", "between", "own", "below",
-    "country", "plant", "last", "school", "father", "keep", "tree", "never", "start", "city",
-    "earth", "eye", "light", "thought", "head", "under", "story", "saw", "left", "few", "while",
-    "along", "might", "close", "something", "seem", "next", "hard", "open", "example", "begin",
-    "life", "always", "those", "both", "paper", "together", "got", "group", "often", "run"};
+    "the",     "of",        "and",    "to",       "in",      "is",    "was",     "for",     "on",      "are",
+    "with",    "as",        "at",     "be",       "this",    "have",  "from",    "or",      "one",     "had",
+    "by",      "but",       "not",    "what",     "all",     "were",  "we",      "when",    "your",    "can",
+    "said",    "there",     "use",    "an",       "each",    "which", "she",     "do",      "how",     "their",
+    "if",      "will",      "up",     "other",    "about",   "out",   "many",    "then",    "them",    "these",
+    "so",      "some",      "her",    "would",    "make",    "like",  "him",     "into",    "time",    "has",
+    "look",    "two",       "more",   "write",    "go",      "see",   "number",  "no",      "way",     "could",
+    "people",  "my",        "than",   "first",    "water",   "been",  "call",    "who",     "oil",     "its",
+    "now",     "find",      "long",   "down",     "day",     "did",   "get",     "come",    "made",    "may",
+    "part",    "over",      "new",    "sound",    "take",    "only",  "little",  "work",    "know",    "place",
+    "year",    "live",      "me",     "back",     "give",    "most",  "very",    "after",   "thing",   "our",
+    "just",    "name",      "good",   "man",      "think",   "say",   "great",   "where",   "help",    "through",
+    "much",    "before",    "line",   "right",    "too",     "mean",  "old",     "any",     "same",    "tell",
+    "boy",     "follow",    "came",   "want",     "show",    "also",  "around",  "form",    "three",   "small",
+    "set",     "put",       "end",    "does",     "another", "well",  "large",   "must",    "big",     "even",
+    "such",    "because",   "turn",   "here",     "why",     "ask",   "went",    "men",     "read",    "need",
+    "land",    "different", "home",   "us",       "move",    "try",   "kind",    "hand",    "picture", "again",
+    "change",  "off",       "play",   "spell",    "air",     "away",  "animal",  "house",   "point",   "page",
+    "letter",  "mother",    "answer", "found",    "study",   "still", "learn",   "should",  "world",   "high",
+    "every",   "near",      "add",    "food",     "between", "own",   "below",   "country", "plant",   "last",
+    "school",  "father",    "keep",   "tree",     "never",   "start", "city",    "earth",   "eye",     "light",
+    "thought", "head",      "under",  "story",    "saw",     "left",  "few",     "while",   "along",   "might",
+    "close",   "something", "seem",   "next",     "hard",    "open",  "example", "begin",   "life",    "always",
+    "those",   "both",      "paper",  "together", "got",     "group", "often",   "run"};
 constexpr size_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
 
 int64_t count_words(const std::string& text) {
@@ -123,7 +126,8 @@ std::vector<DatasetEntry> load_dataset(const std::string& path) {
 }
 
 Workload::Workload(const BenchOptions& options, std::string model)
-    : options_(options), model_(std::move(model)),
+    : options_(options),
+      model_(std::move(model)),
       path_(endpoint_path(options.url, options.endpoint == Endpoint::kChat)) {
   if (!options.dataset_path.empty()) {
     dataset_ = load_dataset(options.dataset_path);
@@ -134,8 +138,7 @@ Workload::Workload(const BenchOptions& options, std::string model)
   }
 }
 
-nlohmann::json Workload::body(int level, int64_t index, int64_t* prompt_tokens_est,
-                              int64_t* max_tokens) const {
+nlohmann::json Workload::body(int level, int64_t index, int64_t* prompt_tokens_est, int64_t* max_tokens) const {
   uint64_t state = options_.seed * 0x100000001B3ull + static_cast<uint64_t>(level) * 0x9E37ull +
                    static_cast<uint64_t>(index) * 0x2545F4914F6CDD1Dull;
   splitmix64(state);

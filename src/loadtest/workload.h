@@ -5,18 +5,17 @@
 // index), so two runs with the same seed send the same bytes.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "loadtest/bench_options.h"
 
 namespace parallm::loadtest {
 
 struct PreparedRequest {
-  std::string http_bytes;          // the whole HTTP/1.1 request, ready to write
-  int64_t prompt_tokens_est = 0;   // words in the prompt, our token estimate
+  std::string http_bytes;         // the whole HTTP/1.1 request, ready to write
+  int64_t prompt_tokens_est = 0;  // words in the prompt, our token estimate
   int64_t max_tokens = 0;
 };
 
@@ -24,9 +23,9 @@ struct PreparedRequest {
 // {"conversations": [{"from": "human", "value": "..."}, ...]}, with an
 // optional "output_len" (or "max_tokens").
 struct DatasetEntry {
-  std::string prompt;              // used when messages is null
-  nlohmann::json messages;         // chat messages, or null
-  int64_t output_len = 0;          // 0: use --output-len
+  std::string prompt;       // used when messages is null
+  nlohmann::json messages;  // chat messages, or null
+  int64_t output_len = 0;   // 0: use --output-len
   int64_t prompt_words = 0;
 };
 

@@ -8,12 +8,12 @@
 namespace parallm {
 
 struct ForwardBatch {
-  std::vector<int32_t> tokens;        // [n_tokens] token ids
-  std::vector<int32_t> positions;     // [n_tokens] position of each token in its sequence
-  std::vector<int32_t> seq_of_token;  // [n_tokens] index into block_tables
-  std::vector<int64_t> slots;         // [n_tokens] KV slot (block * block_size + row) of each token
+  std::vector<int32_t> tokens;               // [n_tokens] token ids
+  std::vector<int32_t> positions;            // [n_tokens] position of each token in its sequence
+  std::vector<int32_t> seq_of_token;         // [n_tokens] index into block_tables
+  std::vector<int64_t> slots;                // [n_tokens] KV slot (block * block_size + row) of each token
   std::vector<const int32_t*> block_tables;  // [n_seqs] each sequence's KV block ids
-  std::vector<int32_t> logit_rows;    // indices into tokens whose logits are wanted (e.g. each sequence's last)
+  std::vector<int32_t> logit_rows;           // indices into tokens whose logits are wanted (e.g. each sequence's last)
   // [2 * n_pooled] token-row ranges [begin, end): the last stage sums each
   // range's final-norm hidden states into one pooled row [n_embd] (embeddings:
   // the serving engine adds a prompt's chunks and takes the mean).
@@ -38,7 +38,12 @@ struct ForwardBatch {
     if (want_last_logits && n > 0) logit_rows.push_back(static_cast<int32_t>(tokens.size() - 1));
   }
   void clear() {
-    tokens.clear(); positions.clear(); seq_of_token.clear(); slots.clear(); block_tables.clear(); logit_rows.clear();
+    tokens.clear();
+    positions.clear();
+    seq_of_token.clear();
+    slots.clear();
+    block_tables.clear();
+    logit_rows.clear();
     pool_ranges.clear();
   }
 };

@@ -20,10 +20,13 @@ size_t row_bytes(DType t, int64_t head_dim) {
 }
 }  // namespace
 
-KvPool::KvPool(int64_t n_layers, int64_t n_blocks, int64_t block_size, int64_t n_kv_head, int64_t head_dim,
-               DType dtype)
-    : n_layers_(n_layers), n_blocks_(n_blocks), block_size_(block_size), n_kv_head_(n_kv_head),
-      head_dim_(head_dim), dtype_(dtype) {
+KvPool::KvPool(int64_t n_layers, int64_t n_blocks, int64_t block_size, int64_t n_kv_head, int64_t head_dim, DType dtype)
+    : n_layers_(n_layers),
+      n_blocks_(n_blocks),
+      block_size_(block_size),
+      n_kv_head_(n_kv_head),
+      head_dim_(head_dim),
+      dtype_(dtype) {
   PARALLM_CHECK(n_layers > 0 && n_blocks > 0 && block_size > 0);
   layer_bytes_ = static_cast<size_t>(n_blocks * block_size * n_kv_head) * row_bytes(dtype, head_dim);
   memory_ = ZeroedMemory(2 * static_cast<size_t>(n_layers) * layer_bytes_);

@@ -104,8 +104,8 @@ void WeightStore::pack(Linear& l, bool owns_source) {
   l.packed = true;
 }
 
-Linear WeightStore::slice(const uint8_t* data, DType dtype, size_t full_row_bytes, int64_t row_begin,
-                          int64_t row_end, int64_t col_begin, int64_t col_end, const std::string& what) {
+Linear WeightStore::slice(const uint8_t* data, DType dtype, size_t full_row_bytes, int64_t row_begin, int64_t row_end,
+                          int64_t col_begin, int64_t col_end, const std::string& what) {
   const int64_t block = dtype_block_elems(dtype);
   if (col_begin % block != 0 || (col_end - col_begin) % block != 0) {
     throw InputError(strfmt("cannot split '%s' at column %lld: %s blocks hold %lld values; choose another --tp",

@@ -26,9 +26,9 @@ namespace parallm {
 struct Linear {
   const uint8_t* data = nullptr;  // row o at data + o * row_stride_bytes
   DType dtype = DType::kF32;
-  size_t row_stride_bytes = 0;    // packed: bytes of one 16-row group
-  int64_t n_out = 0;  // rows on this rank
-  int64_t n_in = 0;   // columns on this rank
+  size_t row_stride_bytes = 0;  // packed: bytes of one 16-row group
+  int64_t n_out = 0;            // rows on this rank
+  int64_t n_in = 0;             // columns on this rank
   const float* bias = nullptr;  // [n_out] or null
   bool packed = false;          // data in the layout of kernels/cpu/packed.h
 

@@ -103,7 +103,8 @@ void LlamaModel::embed(const ForwardBatch& batch, float* x) {
   const int64_t n_embd = config_.n_embd;
   for (int64_t t = 0; t < batch.n_tokens(); ++t) {
     const int32_t id = batch.tokens[t];
-    if (id < 0 || id >= config_.n_vocab) throw InputError("token id " + std::to_string(id) + " is outside the vocabulary");
+    if (id < 0 || id >= config_.n_vocab)
+      throw InputError("token id " + std::to_string(id) + " is outside the vocabulary");
     cpu::dequantize_row(e.dtype, e.data + static_cast<size_t>(id) * e.row_bytes(), x + t * n_embd, n_embd);
   }
 }
@@ -153,7 +154,8 @@ void LlamaModel::ffn_block(int64_t l, int64_t n, float* x, ThreadPool& pool) {
     all_reduce_tp(act_.proj.data(), static_cast<size_t>(n * c.n_embd));
   }
   const int64_t d = c.n_embd;
-  over_tokens(pool, n, [&](int64_t b, int64_t e) { cpu::add(x + b * d, x + b * d, act_.proj.data() + b * d, (e - b) * d); });
+  over_tokens(pool, n,
+              [&](int64_t b, int64_t e) { cpu::add(x + b * d, x + b * d, act_.proj.data() + b * d, (e - b) * d); });
 }
 
 // Sums of final-norm rows, in token order: the same norm as the logits rows,

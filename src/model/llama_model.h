@@ -43,23 +43,23 @@ struct LayerWeights {
 // a prefill's GEMM writes its output 128 token rows at a time, one 4 KiB page
 // each otherwise (util/huge_pages.h).
 struct Activations {
-  HugeVector<float> x;       // [n_tokens, n_embd] residual stream
-  HugeVector<float> h;       // [n_tokens, n_embd] normed input of a sub-block
-  HugeVector<float> q;       // [n_tokens, n_head_local * hd]
-  HugeVector<float> k, v;    // [n_tokens, n_kv_head_local * hd]
-  HugeVector<float> attn;    // [n_tokens, n_head_local * hd]
-  HugeVector<float> proj;    // [n_tokens, n_embd] output of Wo / Wdown before the residual add
+  HugeVector<float> x;         // [n_tokens, n_embd] residual stream
+  HugeVector<float> h;         // [n_tokens, n_embd] normed input of a sub-block
+  HugeVector<float> q;         // [n_tokens, n_head_local * hd]
+  HugeVector<float> k, v;      // [n_tokens, n_kv_head_local * hd]
+  HugeVector<float> attn;      // [n_tokens, n_head_local * hd]
+  HugeVector<float> proj;      // [n_tokens, n_embd] output of Wo / Wdown before the residual add
   HugeVector<float> gate, up;  // [n_tokens, n_ff_local]
-  HugeVector<float> last;    // [n_logits, n_embd] normed rows that produce logits
+  HugeVector<float> last;      // [n_logits, n_embd] normed rows that produce logits
   HugeVector<float> pool_row;  // [n_embd] one normed row being added to a pooled sum
-  HugeVector<float> rope_cs;  // [n_tokens, hd] RoPE cos / sin of the batch's positions, shared by all layers
+  HugeVector<float> rope_cs;   // [n_tokens, hd] RoPE cos / sin of the batch's positions, shared by all layers
 };
 
 struct ModelOptions {
   ShardSpec shard;
   std::optional<DType> weight_dtype;  // --dtype: convert weights at load
-  Communicator* tp_comm = nullptr;     // null when tp == 1
-  Communicator* ep_comm = nullptr;     // null when ep == 1
+  Communicator* tp_comm = nullptr;    // null when tp == 1
+  Communicator* ep_comm = nullptr;    // null when ep == 1
 };
 
 class LlamaModel {
@@ -103,8 +103,8 @@ class LlamaModel {
   const WeightTensor* token_embd_ = nullptr;  // [n_vocab, n_embd], read row by row
   std::vector<LayerWeights> layers_;          // [n_local_layers]
   const float* output_norm_ = nullptr;
-  Linear output_;                             // [n_vocab, n_embd]
-  std::vector<float> inv_freq_;               // [head_dim / 2]
+  Linear output_;                // [n_vocab, n_embd]
+  std::vector<float> inv_freq_;  // [head_dim / 2]
   cpu::RopeStyle rope_style_;
   Activations act_;
   MoeStats moe_stats_;

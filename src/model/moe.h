@@ -20,10 +20,10 @@
 namespace parallm {
 
 struct MoeWeights {
-  Linear router;                    // [n_expert, n_embd], replicated
-  std::vector<Linear> gate, up;     // per owned expert: [n_ff_local, n_embd]
-  std::vector<Linear> down;         // per owned expert: [n_embd, n_ff_local]
-  int64_t expert_begin = 0;         // global id of gate[0]
+  Linear router;                 // [n_expert, n_embd], replicated
+  std::vector<Linear> gate, up;  // per owned expert: [n_ff_local, n_embd]
+  std::vector<Linear> down;      // per owned expert: [n_embd, n_ff_local]
+  int64_t expert_begin = 0;      // global id of gate[0]
 };
 
 // Tokens routed to each expert (global ids), accumulated over forwards.

@@ -10,15 +10,15 @@ LocalShape local_shape(const ModelConfig& c, const ShardSpec& s) {
   const int64_t tp = s.tp_size;
   if (tp < 1 || s.tp_rank < 0 || s.tp_rank >= tp) throw InputError("invalid tensor-parallel rank");
   if (c.n_head % tp != 0) {
-    throw InputError(strfmt("--tp %lld does not divide the model's %lld attention heads", (long long)tp,
-                            (long long)c.n_head));
+    throw InputError(
+        strfmt("--tp %lld does not divide the model's %lld attention heads", (long long)tp, (long long)c.n_head));
   }
   ls.n_head_local = c.n_head / tp;
   ls.head_begin = s.tp_rank * ls.n_head_local;
   if (tp <= c.n_kv_head) {
     if (c.n_kv_head % tp != 0) {
-      throw InputError(strfmt("--tp %lld does not divide the model's %lld KV heads", (long long)tp,
-                              (long long)c.n_kv_head));
+      throw InputError(
+          strfmt("--tp %lld does not divide the model's %lld KV heads", (long long)tp, (long long)c.n_kv_head));
     }
     ls.n_kv_head_local = c.n_kv_head / tp;
     ls.kv_head_begin = s.tp_rank * ls.n_kv_head_local;

@@ -22,11 +22,11 @@ struct ShardSpec {
 
 // Per-rank sizes for one model and shard, validated.
 struct LocalShape {
-  int64_t n_head_local = 0;      // query heads on this rank
-  int64_t n_kv_head_local = 0;   // KV heads on this rank (replicated when tp > n_kv_head)
-  int64_t head_begin = 0;        // first global query head
-  int64_t kv_head_begin = 0;     // first global KV head
-  int64_t n_ff_local = 0;        // dense FFN columns on this rank
+  int64_t n_head_local = 0;     // query heads on this rank
+  int64_t n_kv_head_local = 0;  // KV heads on this rank (replicated when tp > n_kv_head)
+  int64_t head_begin = 0;       // first global query head
+  int64_t kv_head_begin = 0;    // first global KV head
+  int64_t n_ff_local = 0;       // dense FFN columns on this rank
   int64_t ff_begin = 0;
   int64_t layer_begin = 0, layer_end = 0;
   int64_t expert_begin = 0, expert_end = 0;  // experts owned by this rank (ep)

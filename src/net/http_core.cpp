@@ -41,10 +41,12 @@ constexpr size_t kMaxBufferedInput = 256 * 1024;
 constexpr double kLingerS = 2.0;
 constexpr size_t kMaxLingerBytes = 64u << 20;
 
-Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
 
-std::string serialize_head(int status, const HttpHeaders& headers, const std::string* body, bool chunked, int version_minor,
-                           bool close) {
+std::string serialize_head(int status, const HttpHeaders& headers, const std::string* body, bool chunked,
+                           int version_minor, bool close) {
   std::string out = version_minor == 0 ? "HTTP/1.0 " : "HTTP/1.1 ";
   out += std::to_string(status);
   out += ' ';
@@ -119,10 +121,10 @@ struct ConnShared {
   const bool head;        // HEAD: headers only
 
   std::mutex mu;
-  std::string out;        // queued for the loop to send
-  bool closed = false;    // the connection is gone
-  bool started = false;   // the response's head is queued
-  bool done = false;      // the response is queued whole
+  std::string out;       // queued for the loop to send
+  bool closed = false;   // the connection is gone
+  bool started = false;  // the response's head is queued
+  bool done = false;     // the response is queued whole
   bool streaming = false, chunked = false, close_after = false;
   std::function<void()> on_gone;
   std::function<void(bool)> on_finished;
@@ -148,8 +150,9 @@ HttpExchange::~HttpExchange() {
   if (!started) {
     HttpResponse r;
     r.status = 500;
-    r.set_content(R"({"error":{"message":"the server dropped this request","type":"server_error","param":null,"code":null}})",
-                  "application/json");
+    r.set_content(
+        R"({"error":{"message":"the server dropped this request","type":"server_error","param":null,"code":null}})",
+        "application/json");
     respond(std::move(r));
   } else if (streaming) {
     end_stream();
@@ -274,8 +277,8 @@ struct HttpCore::Loop {
     Clock::time_point last_progress;
     uint32_t events = 0;
     bool eof = false;
-    bool half_closed = false;        // EOF behind requests still to answer
-    bool close_when_flushed = false; // after the loop's own error answer
+    bool half_closed = false;         // EOF behind requests still to answer
+    bool close_when_flushed = false;  // after the loop's own error answer
     size_t lingered = 0;
 
     explicit Conn(const HttpLimits& l) : parser(l) {}
@@ -462,7 +465,8 @@ struct HttpCore::Loop {
 
   void dispatch(Conn& c, HttpRequest req) {
     req.remote_addr = c.peer;
-    c.sh = std::make_shared<ConnShared>(waker, c.id, req.version_minor, req.keep_alive() && !stopping, req.method == "HEAD");
+    c.sh = std::make_shared<ConnShared>(waker, c.id, req.version_minor, req.keep_alive() && !stopping,
+                                        req.method == "HEAD");
     c.phase = Phase::kHandling;
     auto ex = std::make_shared<HttpExchange>(std::move(req), c.sh);
     Handler* h = &handler;
@@ -558,7 +562,7 @@ struct HttpCore::Loop {
       return;
     }
     c.eof = true;
-    if (c.phase != Phase::kHandling) return close_conn(c);  // nothing to answer
+    if (c.phase != Phase::kHandling) return close_conn(c);              // nothing to answer
     if (was_handling && c.in_pos == c.in.size()) return close_conn(c);  // gave up waiting: abort
     c.half_closed = true;  // FIN right behind requests: answer them, then close
     update_events(c);
@@ -663,7 +667,8 @@ struct HttpCore::Loop {
         case Phase::kReading:
           if (now >= c.deadline) {
             reply_error(c, 408,
-                        c.parser.in_body() ? "the request body did not arrive in time" : "the request headers did not arrive in time");
+                        c.parser.in_body() ? "the request body did not arrive in time"
+                                           : "the request headers did not arrive in time");
           }
           break;
         case Phase::kHandling:

@@ -29,16 +29,16 @@ namespace parallm::net {
 
 struct HttpCoreOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;                      // 0 = any free port
+  int port = 8000;  // 0 = any free port
   HttpLimits limits;
-  double header_timeout_s = 10;         // first byte of a request -> end of its headers
-  double body_timeout_s = 60;           // end of the headers -> end of the body
-  double keep_alive_timeout_s = 5;      // idle between requests
-  double write_timeout_s = 30;          // queued output without progress
-  int max_connections = 8192;           // open at once (503 past it)
+  double header_timeout_s = 10;           // first byte of a request -> end of its headers
+  double body_timeout_s = 60;             // end of the headers -> end of the body
+  double keep_alive_timeout_s = 5;        // idle between requests
+  double write_timeout_s = 30;            // queued output without progress
+  int max_connections = 8192;             // open at once (503 past it)
   int max_connections_per_client = 2048;  // per client address (429 past it)
   int worker_threads = 4;
-  size_t max_queued_output = 32u << 20;   // bytes queued for a client that does not read
+  size_t max_queued_output = 32u << 20;  // bytes queued for a client that does not read
 };
 
 class HttpExchange;

@@ -19,14 +19,14 @@ std::string_view header_value(const HttpHeaders& headers, std::string_view name)
 bool has_header(const HttpHeaders& headers, std::string_view name);
 
 struct HttpRequest {
-  std::string method;        // "GET", "POST", ... (case-sensitive, as sent)
-  std::string target;        // the request-target as sent
-  std::string path;          // percent-decoded path, without the query
-  std::string query;         // after '?', undecoded ("" when none)
-  int version_minor = 1;     // HTTP/1.0 or HTTP/1.1
-  HttpHeaders headers;       // in order; names as sent, values trimmed
-  std::string body;          // de-chunked
-  std::string remote_addr;   // the client's address, as text
+  std::string method;       // "GET", "POST", ... (case-sensitive, as sent)
+  std::string target;       // the request-target as sent
+  std::string path;         // percent-decoded path, without the query
+  std::string query;        // after '?', undecoded ("" when none)
+  int version_minor = 1;    // HTTP/1.0 or HTTP/1.1
+  HttpHeaders headers;      // in order; names as sent, values trimmed
+  std::string body;         // de-chunked
+  std::string remote_addr;  // the client's address, as text
 
   std::string_view header(std::string_view name) const { return header_value(headers, name); }
   // The connection stays open after the response (HTTP/1.1 unless
@@ -36,9 +36,9 @@ struct HttpRequest {
 
 struct HttpResponse {
   int status = 200;
-  HttpHeaders headers;       // Content-Length and Connection are added on the wire
+  HttpHeaders headers;  // Content-Length and Connection are added on the wire
   std::string body;
-  bool close = false;        // close the connection after this response
+  bool close = false;  // close the connection after this response
 
   void set_header(std::string name, std::string value);
   void set_content(std::string b, std::string content_type);

@@ -69,8 +69,8 @@ HttpRequestParser::Status HttpRequestParser::fail(int status, std::string messag
   return Status::kError;
 }
 
-bool HttpRequestParser::take_line(const char* data, size_t n, size_t* pos, size_t limit, int over_status, const char* what,
-                                  bool* error) {
+bool HttpRequestParser::take_line(const char* data, size_t n, size_t* pos, size_t limit, int over_status,
+                                  const char* what, bool* error) {
   *error = false;
   const char* start = data + *pos;
   const size_t avail = n - *pos;
@@ -119,7 +119,8 @@ HttpRequestParser::Status HttpRequestParser::feed(const char* data, size_t n, si
       }
       case Phase::kHeaders: {
         const size_t room = limits_.max_header_bytes > header_bytes_ ? limits_.max_header_bytes - header_bytes_ : 0;
-        if (!take_line(data, n, &pos, room, 431, "header section", &error)) return done(error ? Status::kError : Status::kNeedMore);
+        if (!take_line(data, n, &pos, room, 431, "header section", &error))
+          return done(error ? Status::kError : Status::kNeedMore);
         header_bytes_ += line_.size() + 1;  // counted per whole line: the same however the bytes came
         Status s = line_.empty() ? on_headers_done() : on_header_line();
         line_.clear();
@@ -156,14 +157,16 @@ HttpRequestParser::Status HttpRequestParser::feed(const char* data, size_t n, si
         break;
       }
       case Phase::kChunkDataEnd: {
-        if (!take_line(data, n, &pos, 2, 400, "end of a chunk", &error)) return done(error ? Status::kError : Status::kNeedMore);
+        if (!take_line(data, n, &pos, 2, 400, "end of a chunk", &error))
+          return done(error ? Status::kError : Status::kNeedMore);
         if (!line_.empty()) return done(fail(400, "chunk data is longer than its size line says"));
         phase_ = Phase::kChunkSize;
         break;
       }
       case Phase::kTrailers: {
         const size_t room = limits_.max_header_bytes > header_bytes_ ? limits_.max_header_bytes - header_bytes_ : 0;
-        if (!take_line(data, n, &pos, room, 431, "trailer section", &error)) return done(error ? Status::kError : Status::kNeedMore);
+        if (!take_line(data, n, &pos, room, 431, "trailer section", &error))
+          return done(error ? Status::kError : Status::kNeedMore);
         header_bytes_ += line_.size() + 1;
         if (line_.empty()) {
           phase_ = Phase::kDone;
@@ -187,7 +190,8 @@ HttpRequestParser::Status HttpRequestParser::on_request_line() {
   const std::string_view line = line_;
   const size_t sp1 = line.find(' ');
   const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-  if (sp1 == std::string_view::npos || sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos) {
+  if (sp1 == std::string_view::npos || sp2 == std::string_view::npos ||
+      line.find(' ', sp2 + 1) != std::string_view::npos) {
     return fail(400, "malformed request line (want: METHOD SP TARGET SP HTTP/1.1)");
   }
   const std::string_view method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1),
@@ -239,7 +243,8 @@ HttpRequestParser::Status HttpRequestParser::on_header_line() {
   if (!is_token(name)) return fail(400, "malformed header name (no whitespace before ':')");
   const std::string_view value = trim_ows(line.substr(colon + 1));
   for (unsigned char c : value) {
-    if ((c < 0x20 && c != '\t') || c == 0x7f) return fail(400, "a control character in header '" + std::string(name) + "'");
+    if ((c < 0x20 && c != '\t') || c == 0x7f)
+      return fail(400, "a control character in header '" + std::string(name) + "'");
   }
   if (++header_count_ > limits_.max_headers) {
     return fail(431, "more than " + std::to_string(limits_.max_headers) + " header fields");
@@ -266,7 +271,9 @@ HttpRequestParser::Status HttpRequestParser::on_headers_done() {
           return fail(400, "Content-Length must be a non-negative decimal number");
         }
         uint64_t v = 0;
-        if (item.size() > 19) return fail(413, "Content-Length is larger than " + std::to_string(limits_.max_body_bytes) + " bytes (--max-body)");
+        if (item.size() > 19)
+          return fail(
+              413, "Content-Length is larger than " + std::to_string(limits_.max_body_bytes) + " bytes (--max-body)");
         for (char c : item) v = v * 10 + static_cast<uint64_t>(c - '0');
         if (have_length && v != length) return fail(400, "differing Content-Length values");
         have_length = true;
@@ -279,7 +286,8 @@ HttpRequestParser::Status HttpRequestParser::on_headers_done() {
       if (!te.empty()) te += ",";
       te += value;
     } else if (header_name_equal(name, "Expect")) {
-      if (!header_name_equal(trim_ows(value), "100-continue")) return fail(417, "only 'Expect: 100-continue' is understood");
+      if (!header_name_equal(trim_ows(value), "100-continue"))
+        return fail(417, "only 'Expect: 100-continue' is understood");
       expects_continue_ = req_.version_minor >= 1;  // HTTP/1.0 clients do not wait for it
     }
   }
@@ -347,7 +355,8 @@ HttpRequestParser::Status HttpRequestParser::on_trailer_line() {
   if (line.front() == ' ' || line.front() == '\t') return fail(400, "obsolete line folding in a trailer");
   const size_t colon = line.find(':');
   if (colon == std::string_view::npos || !is_token(line.substr(0, colon))) return fail(400, "malformed trailer line");
-  if (++header_count_ > limits_.max_headers) return fail(431, "more than " + std::to_string(limits_.max_headers) + " header fields");
+  if (++header_count_ > limits_.max_headers)
+    return fail(431, "more than " + std::to_string(limits_.max_headers) + " header fields");
   return Status::kNeedMore;
 }
 

@@ -9,8 +9,8 @@
 // whitespace before a colon, bare CR, NUL and other controls are errors.
 // Every size is bounded (HttpLimits); an error carries the status to answer
 // with (400, 411, 413, 414, 417, 431: never a 5xx, a client's bytes are never
-// the server's fault) and a message that names what was wrong. After an error the connection must be closed: its framing
-// is unknown.
+// the server's fault) and a message that names what was wrong. After an error the connection must be closed: its
+// framing is unknown.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -21,10 +21,10 @@
 namespace parallm::net {
 
 struct HttpLimits {
-  size_t max_request_line = 8 * 1024;    // 414 past it
-  size_t max_header_bytes = 32 * 1024;   // all header lines together (431)
-  size_t max_headers = 100;              // header fields (431)
-  size_t max_body_bytes = 8u << 20;      // declared or de-chunked body (413)
+  size_t max_request_line = 8 * 1024;   // 414 past it
+  size_t max_header_bytes = 32 * 1024;  // all header lines together (431)
+  size_t max_headers = 100;             // header fields (431)
+  size_t max_body_bytes = 8u << 20;     // declared or de-chunked body (413)
 };
 
 class HttpRequestParser {
@@ -44,8 +44,10 @@ class HttpRequestParser {
 
   // Any byte of the current request seen (for the header deadline).
   bool started() const { return started_; }
-  bool in_body() const { return phase_ == Phase::kBody || phase_ == Phase::kChunkSize || phase_ == Phase::kChunkData ||
-                                phase_ == Phase::kChunkDataEnd || phase_ == Phase::kTrailers; }
+  bool in_body() const {
+    return phase_ == Phase::kBody || phase_ == Phase::kChunkSize || phase_ == Phase::kChunkData ||
+           phase_ == Phase::kChunkDataEnd || phase_ == Phase::kTrailers;
+  }
   // The client sent "Expect: 100-continue" and waits for an interim answer.
   bool expects_continue() const { return expects_continue_; }
   // Valid once the headers are done.
@@ -72,11 +74,11 @@ class HttpRequestParser {
   HttpLimits limits_;
   Phase phase_ = Phase::kRequestLine;
   HttpRequest req_;
-  std::string line_;              // the line being read (without its end)
-  size_t header_bytes_ = 0;       // header (and trailer) bytes so far
+  std::string line_;         // the line being read (without its end)
+  size_t header_bytes_ = 0;  // header (and trailer) bytes so far
   size_t header_count_ = 0;
-  size_t empty_lines_ = 0;        // before the request line (tolerated, bounded)
-  uint64_t body_left_ = 0;        // Content-Length bytes, or the current chunk's
+  size_t empty_lines_ = 0;  // before the request line (tolerated, bounded)
+  uint64_t body_left_ = 0;  // Content-Length bytes, or the current chunk's
   bool chunked_ = false;
   bool expects_continue_ = false;
   bool started_ = false;

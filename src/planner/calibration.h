@@ -20,19 +20,19 @@ namespace parallm::planner {
 
 // The engine's matmul on one weight dtype, relative to the machine's limits.
 struct KernelEfficiency {
-  double bw_eff = 0;          // decode (1 token): weight bytes/s achieved / mem_bw_gbps
-  double flops_eff = 0;       // prefill (128 tokens): FLOP/s achieved / fma_gflops
-  double decode_gbps = 0;     // informational: the achieved figures behind the two ratios
+  double bw_eff = 0;       // decode (1 token): weight bytes/s achieved / mem_bw_gbps
+  double flops_eff = 0;    // prefill (128 tokens): FLOP/s achieved / fma_gflops
+  double decode_gbps = 0;  // informational: the achieved figures behind the two ratios
   double prefill_gflops = 0;
 };
 
 struct Calibration {
-  std::string device = "cpu";     // catalog name or "cpu"
+  std::string device = "cpu";  // catalog name or "cpu"
   int threads = 0;
-  double mem_bw_gbps = 0;         // measured streaming read bandwidth
-  double fma_gflops = 0;          // measured FP32 FMA peak
-  double allreduce_latency_us = 0;   // alpha: small-message all-reduce
-  double allreduce_gbps = 0;         // beta: large-message algorithm bandwidth
+  double mem_bw_gbps = 0;           // measured streaming read bandwidth
+  double fma_gflops = 0;            // measured FP32 FMA peak
+  double allreduce_latency_us = 0;  // alpha: small-message all-reduce
+  double allreduce_gbps = 0;        // beta: large-message algorithm bandwidth
   int allreduce_ranks = 0;
   // Fallback fractions of the measured limits, for dtypes without a `kernels`
   // entry. NOTE: measured with `parallm bench-model` on llama-110m
@@ -48,7 +48,7 @@ struct Calibration {
   double attn_flops_eff = 0;  // prefill: causal attention FLOP/s / fma_gflops
   // Keyed by WeightFormat name: fp32, fp16, bf16, q8_0, q4_0.
   std::map<std::string, KernelEfficiency> kernels;
-  std::string measured_at;        // ISO time
+  std::string measured_at;  // ISO time
 };
 
 std::string calibration_to_json(const Calibration& c);

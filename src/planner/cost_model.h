@@ -19,15 +19,15 @@
 namespace parallm::planner {
 
 struct CostInputs {
-  double gpus = 0;                 // devices of the deployment
-  double gpu_hour_price = 0;       // rent per device-hour (used when gpu_price is 0)
-  double gpu_price = 0;            // purchase price per device (0 = rent)
-  double depreciation_months = 36; // months the purchase is written off over
-  double gpu_watts = 0;            // per device, board power
-  double power_price = 0;          // per kWh (0 = power not counted)
-  double ops_cost_month = 0;       // staff, hosting, ... per month
-  double daily_requests = 0;       // 0 = no real volume given
-  double mean_output_tokens = 0;   // per request
+  double gpus = 0;                   // devices of the deployment
+  double gpu_hour_price = 0;         // rent per device-hour (used when gpu_price is 0)
+  double gpu_price = 0;              // purchase price per device (0 = rent)
+  double depreciation_months = 36;   // months the purchase is written off over
+  double gpu_watts = 0;              // per device, board power
+  double power_price = 0;            // per kWh (0 = power not counted)
+  double ops_cost_month = 0;         // staff, hosting, ... per month
+  double daily_requests = 0;         // 0 = no real volume given
+  double mean_output_tokens = 0;     // per request
   double capacity_tokens_per_s = 0;  // output tokens/s of the deployment at full (SLO) capacity
   std::string currency = "USD";
 };
@@ -36,7 +36,7 @@ struct MonthlyCost {
   static constexpr double kDaysPerMonth = 30;
   static constexpr double kHoursPerMonth = 24 * kDaysPerMonth;
   std::string currency;
-  std::string card_basis;          // "rent" | "depreciation"
+  std::string card_basis;  // "rent" | "depreciation"
   double cards_month = 0;
   double power_month = 0;
   double power_kwh_month = 0;
@@ -47,7 +47,7 @@ struct MonthlyCost {
   double tokens_month_capacity = 0;
   double cost_per_million_volume = 0;    // 0 when tokens_month_volume is 0
   double cost_per_million_capacity = 0;  // 0 when the capacity is 0
-  double utilization = 0;          // volume / capacity tokens (0 when either is unknown)
+  double utilization = 0;                // volume / capacity tokens (0 when either is unknown)
 };
 
 // Throws InputError for negative inputs and a depreciation period below one month.

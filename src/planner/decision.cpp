@@ -13,9 +13,12 @@ namespace parallm::planner {
 
 const char* verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::kFine: return "fine";
-    case Verdict::kDoesntFit: return "doesnt_fit";
-    case Verdict::kCantKeepUp: return "cant_keep_up";
+    case Verdict::kFine:
+      return "fine";
+    case Verdict::kDoesntFit:
+      return "doesnt_fit";
+    case Verdict::kCantKeepUp:
+      return "cant_keep_up";
   }
   return "?";
 }
@@ -41,9 +44,11 @@ void validate(const PlanRequest& r) {
   const int total = r.fabric.gpus_per_node * r.fabric.nodes;
   const int pinned = std::max(1, p.tp) * std::max(1, p.pp) * std::max(1, p.dp);
   if (pinned > total)
-    throw InputError(strfmt("the pinned layout needs %d devices but only %d are given (--gpus x --nodes)", pinned, total));
+    throw InputError(
+        strfmt("the pinned layout needs %d devices but only %d are given (--gpus x --nodes)", pinned, total));
   if (p.tp > 0 && r.model.n_head % p.tp != 0)
-    throw InputError(strfmt("--tp %d does not divide the %lld attention heads", p.tp, static_cast<long long>(r.model.n_head)));
+    throw InputError(
+        strfmt("--tp %d does not divide the %lld attention heads", p.tp, static_cast<long long>(r.model.n_head)));
   if (p.ep > 1 && !r.model.is_moe()) throw InputError("--ep applies to mixture-of-experts models only");
   if (r.expert_imbalance != 0 && !(r.expert_imbalance >= 1.0))
     throw InputError("--expert-imbalance must be at least 1 (the busiest expert-parallel rank over the mean)");
@@ -130,9 +135,7 @@ Plan make_plan(const PlanRequest& request) {
     }
     std::string what;
     if (w.tpot_slo_ms > 0) what += strfmt("--tpot-slo %.3g ms (best reachable ~%.3g ms)", w.tpot_slo_ms, best_tpot);
-    if (w.ttft_slo_ms > 0)
-      what += std::string(what.empty() ? "" : " / ") +
-              strfmt("--ttft-slo %.3g ms", w.ttft_slo_ms);
+    if (w.ttft_slo_ms > 0) what += std::string(what.empty() ? "" : " / ") + strfmt("--ttft-slo %.3g ms", w.ttft_slo_ms);
     throw InputError("impossible SLO: no layout of " + r.fabric.description + " meets " + what +
                      " even with one request in flight; relax the SLO, quantize, or use faster devices");
   }
@@ -163,12 +166,13 @@ Plan make_plan(const PlanRequest& request) {
     // One device holds the model: can one replica carry the load?
     bool one_carries = false;
     if (single != nullptr && single->fits) {
-      const double load1 = w.mode == LoadMode::kConcurrency ? w.concurrency
-                           : w.mode == LoadMode::kQps       ? -1
-                                                            : 0;
-      if (w.mode == LoadMode::kOffline) one_carries = true;  // no load to keep up with
-      else if (load1 > 0) one_carries = load1 <= static_cast<double>(single->max_concurrency_slo);
-      else one_carries = single->max_concurrency_slo > 0 && single->max_qps_slo >= w.qps;
+      const double load1 = w.mode == LoadMode::kConcurrency ? w.concurrency : w.mode == LoadMode::kQps ? -1 : 0;
+      if (w.mode == LoadMode::kOffline)
+        one_carries = true;  // no load to keep up with
+      else if (load1 > 0)
+        one_carries = load1 <= static_cast<double>(single->max_concurrency_slo);
+      else
+        one_carries = single->max_concurrency_slo > 0 && single->max_qps_slo >= w.qps;
     }
     plan.verdict = one_carries ? Verdict::kFine : Verdict::kCantKeepUp;
   }
@@ -204,8 +208,8 @@ Plan make_plan(const PlanRequest& request) {
     // replicas, at most those the devices given hold (the capacity line then
     // says how many more the peak needs); a pinned --dp is the user's.
     if (r.pinned.dp > 0) cap.replicas = std::max<int64_t>(cap.replicas, r.pinned.dp);
-    plan.recommended.dp = r.pinned.dp > 0 ? r.pinned.dp
-                                          : static_cast<int>(std::min<int64_t>(cap.replicas, b.layout.dp));
+    plan.recommended.dp =
+        r.pinned.dp > 0 ? r.pinned.dp : static_cast<int>(std::min<int64_t>(cap.replicas, b.layout.dp));
     if (plan.recommended.dp != b.layout.dp) {
       // The winner was evaluated filling the devices given; re-evaluate it at
       // the recommended replicas so that the table's first row, the reasons,
@@ -224,8 +228,7 @@ Plan make_plan(const PlanRequest& request) {
     cap.cost_per_hour = plan.cost.total_hour;
     cap.cost_per_month = plan.cost.total_month;
     cap.cost_per_million_output_tokens = b.cost_per_million_output_tokens;
-    if (plan.verdict == Verdict::kFine && cap.replicas > 1 && b.layout.tp * b.layout.pp == 1 &&
-        cap.unit != "offline")
+    if (plan.verdict == Verdict::kFine && cap.replicas > 1 && b.layout.tp * b.layout.pp == 1 && cap.unit != "offline")
       plan.verdict = Verdict::kCantKeepUp;  // headroom pushes the peak past one device
     // The lines launch the recommended replicas, not every replica the devices hold.
     Candidate launched = b;

@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "planner/gpu_groups.h"
-
 #include "util/check.h"
 #include "util/log.h"
 
@@ -25,14 +24,11 @@ EngineInfo engine_info(const std::string& engine) {
   // NOTE: the metric is each server's own waiting-queue gauge; only parallm's has a rule in
   // deploy/k8s/prometheus-adapter-config.yaml, the others need one of the same shape
   // (docs/plan.md).
-  if (engine == "parallm")
-    return {"registry.example.com/parallm:0.2.0-cuda", "parallm_num_requests_waiting"};
+  if (engine == "parallm") return {"registry.example.com/parallm:0.2.0-cuda", "parallm_num_requests_waiting"};
   if (engine == "vllm") return {"docker.io/vllm/vllm-openai:latest", "vllm_num_requests_waiting"};
   if (engine == "sglang") return {"docker.io/lmsysorg/sglang:latest", "sglang_num_queue_reqs"};
-  if (engine == "trtllm")
-    return {"nvcr.io/nvidia/tensorrt-llm/release:latest", "trtllm_num_requests_waiting"};
-  if (engine == "llamacpp")
-    return {"ghcr.io/ggml-org/llama.cpp:server-cuda", "llamacpp_requests_deferred"};
+  if (engine == "trtllm") return {"nvcr.io/nvidia/tensorrt-llm/release:latest", "trtllm_num_requests_waiting"};
+  if (engine == "llamacpp") return {"ghcr.io/ggml-org/llama.cpp:server-cuda", "llamacpp_requests_deferred"};
   throw InputError("--engine '" + engine + "': expected parallm, vllm, sglang, trtllm or llamacpp");
 }
 
@@ -44,8 +40,8 @@ int emit_replicas(const Plan& plan) {
   return static_cast<int>(std::max<int64_t>(1, plan.capacity.replicas));
 }
 
-std::vector<std::string> replica_argv(const Plan& plan, const std::string& engine,
-                                      const std::string& host, int port, int drain_s) {
+std::vector<std::string> replica_argv(const Plan& plan, const std::string& engine, const std::string& host, int port,
+                                      int drain_s) {
   Candidate c;
   if (plan.best >= 0)
     c = plan.candidates[plan.best];
@@ -59,9 +55,7 @@ std::vector<std::string> replica_argv(const Plan& plan, const std::string& engin
                             : engine == "trtllm"   ? &cmd.trtllm
                             : engine == "llamacpp" ? &cmd.llamacpp
                                                    : nullptr;
-  if (!line)
-    throw InputError("--engine '" + engine +
-                     "': expected parallm, vllm, sglang, trtllm or llamacpp");
+  if (!line) throw InputError("--engine '" + engine + "': expected parallm, vllm, sglang, trtllm or llamacpp");
   if (line->empty()) {
     // The engine cannot run this plan (launch_commands.cpp says why).
     const EngineLaunch& e = engine == "parallm"  ? cmd.parallm_all

@@ -18,8 +18,8 @@ enum class EmitKind { kK8s, kCompose, kSystemd };
 struct EmitOptions {
   std::string engine = "vllm";   // parallm|vllm|sglang|trtllm|llamacpp
   std::string name = "parallm";  // object / service / unit name prefix
-  int port = 8000;   // the server's port inside a pod or container; host ports count up from it
-  int drain_s = 30;  // parallm serve --shutdown-timeout; grace periods cover it
+  int port = 8000;               // the server's port inside a pod or container; host ports count up from it
+  int drain_s = 30;              // parallm serve --shutdown-timeout; grace periods cover it
 };
 
 struct EmittedFile {
@@ -41,8 +41,8 @@ EngineInfo engine_info(const std::string& engine);
 
 // argv of one replica: the engine's launch line for the layout with dp = 1,
 // split on blanks, plus the host and port (and parallm's drain timeout).
-std::vector<std::string> replica_argv(const Plan& plan, const std::string& engine,
-                                      const std::string& host, int port, int drain_s);
+std::vector<std::string> replica_argv(const Plan& plan, const std::string& engine, const std::string& host, int port,
+                                      int drain_s);
 // GPU indices of each replica on one host: groups of tp x pp from gpu_groups.h
 // (topology-aware with --topology), consecutive when they need more than one host.
 std::vector<std::vector<int>> replica_gpu_groups(const Plan& plan);

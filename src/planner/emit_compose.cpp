@@ -16,8 +16,8 @@ std::vector<EmittedFile> emit_compose(const Plan& plan, const EmitOptions& o) {
       "pp=%d.\n"
       "#   docker compose -f compose.yaml up   (or podman-compose)\n"
       "# Each replica gets its own GPUs (consecutive indices) and host port.\n",
-      o.engine.c_str(), plan.request.model.name.c_str(), plan.request.gpu.name.c_str(),
-      static_cast<int>(groups.size()), l.tp, l.pp);
+      o.engine.c_str(), plan.request.model.name.c_str(), plan.request.gpu.name.c_str(), static_cast<int>(groups.size()),
+      l.tp, l.pp);
   y += one_host_note(plan);
   y += "name: " + yaml_quote(o.name) + "\n\nservices:\n";
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -33,8 +33,7 @@ std::vector<EmittedFile> emit_compose(const Plan& plan, const EmitOptions& o) {
     y += "    deploy:\n      resources:\n        reservations:\n          devices:\n"
          "            - driver: \"nvidia\"\n              capabilities: [\"gpu\"]\n              "
          "device_ids: [";
-    for (size_t g = 0; g < groups[i].size(); ++g)
-      y += strfmt("%s\"%d\"", g ? ", " : "", groups[i][g]);
+    for (size_t g = 0; g < groups[i].size(); ++g) y += strfmt("%s\"%d\"", g ? ", " : "", groups[i][g]);
     y += "]\n";
     y += "    restart: \"on-failure\"\n";
   }

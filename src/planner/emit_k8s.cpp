@@ -29,9 +29,8 @@ std::string probe(const char* kind, int period_s, int timeout_s, int failures) {
 
 std::string header(const Plan& plan, const EmitOptions& o) {
   const Layout& l = plan.recommended;
-  return strfmt(
-      "# Written by `parallm plan --emit k8s --engine %s`: %s on %s, tp=%d pp=%d per replica.\n",
-      o.engine.c_str(), plan.request.model.name.c_str(), plan.request.gpu.name.c_str(), l.tp, l.pp);
+  return strfmt("# Written by `parallm plan --emit k8s --engine %s`: %s on %s, tp=%d pp=%d per replica.\n",
+                o.engine.c_str(), plan.request.model.name.c_str(), plan.request.gpu.name.c_str(), l.tp, l.pp);
 }
 
 }  // namespace
@@ -49,10 +48,9 @@ std::vector<EmittedFile> emit_k8s(const Plan& plan, const EmitOptions& o) {
   std::string d = header(plan, o);
   d += "# The model (or the Hugging Face cache, HF_HOME) is on the PersistentVolumeClaim `" + n +
        "-models`, not defined here.\n";
-  d += "apiVersion: \"apps/v1\"\nkind: \"Deployment\"\nmetadata:\n  name: " + yaml_quote(n) +
-       "\n  labels:\n" + labels("    ", n);
-  d += strfmt("spec:\n  replicas: %d  # plan capacity: replicas for the peak with headroom\n",
-              replicas);
+  d += "apiVersion: \"apps/v1\"\nkind: \"Deployment\"\nmetadata:\n  name: " + yaml_quote(n) + "\n  labels:\n" +
+       labels("    ", n);
+  d += strfmt("spec:\n  replicas: %d  # plan capacity: replicas for the peak with headroom\n", replicas);
   d += "  revisionHistoryLimit: 5\n  selector:\n    matchLabels:\n" + labels("      ", n);
   d += "  strategy:\n    type: \"RollingUpdate\"\n    rollingUpdate:\n      maxSurge: 1\n      "
        "maxUnavailable: 0\n";
@@ -63,8 +61,7 @@ std::vector<EmittedFile> emit_k8s(const Plan& plan, const EmitOptions& o) {
       pre_stop_s, o.drain_s, grace_s);
   d += "      tolerations:\n        - key: \"nvidia.com/gpu\"\n          operator: \"Exists\"\n"
        "          effect: \"NoSchedule\"\n";
-  d += "      containers:\n        - name: " + yaml_quote(o.engine) +
-       "\n          image: " + yaml_quote(info.image) +
+  d += "      containers:\n        - name: " + yaml_quote(o.engine) + "\n          image: " + yaml_quote(info.image) +
        "\n          imagePullPolicy: \"IfNotPresent\"\n";
   d += "          command:\n";
   for (const auto& a : argv) d += "            - " + yaml_quote(a) + "\n";
@@ -98,8 +95,8 @@ std::vector<EmittedFile> emit_k8s(const Plan& plan, const EmitOptions& o) {
   files.push_back({"deployment.yaml", d});
 
   std::string s = header(plan, o);
-  s += "apiVersion: \"v1\"\nkind: \"Service\"\nmetadata:\n  name: " + yaml_quote(n) +
-       "\n  labels:\n" + labels("    ", n);
+  s += "apiVersion: \"v1\"\nkind: \"Service\"\nmetadata:\n  name: " + yaml_quote(n) + "\n  labels:\n" +
+       labels("    ", n);
   s += "spec:\n  type: \"ClusterIP\"\n  selector:\n" + labels("    ", n);
   s += strfmt(
       "  ports:\n    - name: \"http\"\n      port: %d\n      targetPort: \"http\"\n      protocol: "
@@ -111,8 +108,8 @@ std::vector<EmittedFile> emit_k8s(const Plan& plan, const EmitOptions& o) {
   h += std::string("# Scales on the waiting queue (") + info.queue_metric +
        " from prometheus-adapter, deploy/k8s/prometheus-adapter-config.yaml) between 1 pod and the "
        "plan's replicas.\n";
-  h += "apiVersion: \"autoscaling/v2\"\nkind: \"HorizontalPodAutoscaler\"\nmetadata:\n  name: " +
-       yaml_quote(n) + "\n  labels:\n    app.kubernetes.io/name: " + yaml_quote(n) + "\n";
+  h += "apiVersion: \"autoscaling/v2\"\nkind: \"HorizontalPodAutoscaler\"\nmetadata:\n  name: " + yaml_quote(n) +
+       "\n  labels:\n    app.kubernetes.io/name: " + yaml_quote(n) + "\n";
   h += "spec:\n  scaleTargetRef:\n    apiVersion: \"apps/v1\"\n    kind: \"Deployment\"\n    "
        "name: " +
        yaml_quote(n) + "\n";
@@ -131,8 +128,8 @@ std::vector<EmittedFile> emit_k8s(const Plan& plan, const EmitOptions& o) {
   files.push_back({"hpa.yaml", h});
 
   std::string p = header(plan, o);
-  p += "apiVersion: \"policy/v1\"\nkind: \"PodDisruptionBudget\"\nmetadata:\n  name: " +
-       yaml_quote(n) + "\n  labels:\n    app.kubernetes.io/name: " + yaml_quote(n) + "\n";
+  p += "apiVersion: \"policy/v1\"\nkind: \"PodDisruptionBudget\"\nmetadata:\n  name: " + yaml_quote(n) +
+       "\n  labels:\n    app.kubernetes.io/name: " + yaml_quote(n) + "\n";
   p += "spec:\n  maxUnavailable: 1\n  selector:\n    matchLabels:\n" + labels("      ", n);
   files.push_back({"pdb.yaml", p});
   return files;

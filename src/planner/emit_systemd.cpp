@@ -27,21 +27,19 @@ std::vector<EmittedFile> emit_systemd(const Plan& plan, const EmitOptions& o) {
   std::vector<EmittedFile> files;
   for (size_t i = 0; i < groups.size(); ++i) {
     const int port = o.port + static_cast<int>(i);
-    const std::vector<std::string> argv =
-        replica_argv(plan, o.engine, "127.0.0.1", port, o.drain_s);
+    const std::vector<std::string> argv = replica_argv(plan, o.engine, "127.0.0.1", port, o.drain_s);
     std::string devices;
-    for (size_t g = 0; g < groups[i].size(); ++g)
-      devices += (g ? "," : "") + std::to_string(groups[i][g]);
+    for (size_t g = 0; g < groups[i].size(); ++g) devices += (g ? "," : "") + std::to_string(groups[i][g]);
     std::string u = strfmt(
         "# Written by `parallm plan --emit systemd --engine %s`: replica %zu of %zu, %s on %s, "
         "tp=%d pp=%d.\n"
         "#   install -m 0644 %s-*.service /etc/systemd/system/ && systemctl daemon-reload\n"
         "#   systemctl enable --now %s-%zu\n",
-        o.engine.c_str(), i, groups.size(), plan.request.model.name.c_str(),
-        plan.request.gpu.name.c_str(), l.tp, l.pp, o.name.c_str(), o.name.c_str(), i);
+        o.engine.c_str(), i, groups.size(), plan.request.model.name.c_str(), plan.request.gpu.name.c_str(), l.tp, l.pp,
+        o.name.c_str(), o.name.c_str(), i);
     u += one_host_note(plan);
-    u += strfmt("[Unit]\nDescription=%s replica %zu (%s, GPUs %s, port %d)\n", o.name.c_str(), i,
-                o.engine.c_str(), devices.c_str(), port);
+    u += strfmt("[Unit]\nDescription=%s replica %zu (%s, GPUs %s, port %d)\n", o.name.c_str(), i, o.engine.c_str(),
+                devices.c_str(), port);
     u += "After=network-online.target\nWants=network-online.target\n\n[Service]\nType=simple\n";
     u += "Environment=CUDA_VISIBLE_DEVICES=" + devices + "\n";
     u += "Environment=HF_HOME=/var/lib/" + o.name + "/hf\n";
@@ -49,8 +47,7 @@ std::vector<EmittedFile> emit_systemd(const Plan& plan, const EmitOptions& o) {
     u += "ExecStart=/usr/bin/env";
     for (const auto& a : argv) u += " " + unit_escape(a);
     u += "\n";
-    u += strfmt("KillSignal=SIGTERM\nKillMode=mixed\nTimeoutStopSec=%d\nTimeoutStartSec=1200\n",
-                o.drain_s + 15);
+    u += strfmt("KillSignal=SIGTERM\nKillMode=mixed\nTimeoutStopSec=%d\nTimeoutStartSec=1200\n", o.drain_s + 15);
     u += "Restart=on-failure\nRestartSec=5\nRestartPreventExitStatus=2\nLimitNOFILE=65536\n";
     u += "StateDirectory=" + o.name + "\nWorkingDirectory=/var/lib/" + o.name + "\n\n";
     u += "[Install]\nWantedBy=multi-user.target\n";

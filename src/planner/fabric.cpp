@@ -8,10 +8,9 @@
 // --calibrate` measures the local all-reduce instead.
 #include "planner/fabric.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
-
-#include <algorithm>
 #include <functional>
 
 #include "util/check.h"
@@ -22,7 +21,10 @@ namespace parallm::planner {
 void link_speed(const GpuSpec& gpu, const topo::Link& link, double* bw, double* lat) {
   const double pcie = pcie_gbps(gpu.pcie_gen);
   switch (link.kind) {
-    case topo::LinkKind::kSelf: *bw = gpu.mem_bw_gbps; *lat = 0; return;
+    case topo::LinkKind::kSelf:
+      *bw = gpu.mem_bw_gbps;
+      *lat = 0;
+      return;
     case topo::LinkKind::kNvLink: {
       double per_link = gpu.nvlink_links > 0 ? gpu.nvlink_gbps / gpu.nvlink_links : 25.0;
       *bw = per_link * link.nv_links;
@@ -30,10 +32,22 @@ void link_speed(const GpuSpec& gpu, const topo::Link& link, double* bw, double* 
       return;
     }
     case topo::LinkKind::kPix:
-    case topo::LinkKind::kPxb: *bw = pcie; *lat = 20; return;
-    case topo::LinkKind::kPhb: *bw = pcie * 0.8; *lat = 20; return;
-    case topo::LinkKind::kNode: *bw = pcie * 0.7; *lat = 25; return;
-    case topo::LinkKind::kSys: *bw = pcie * 0.5; *lat = 30; return;
+    case topo::LinkKind::kPxb:
+      *bw = pcie;
+      *lat = 20;
+      return;
+    case topo::LinkKind::kPhb:
+      *bw = pcie * 0.8;
+      *lat = 20;
+      return;
+    case topo::LinkKind::kNode:
+      *bw = pcie * 0.7;
+      *lat = 25;
+      return;
+    case topo::LinkKind::kSys:
+      *bw = pcie * 0.5;
+      *lat = 30;
+      return;
   }
 }
 
@@ -57,7 +71,8 @@ Fabric empty_fabric(int n, int nodes) {
 Fabric fabric_from_interconnect(const GpuSpec& gpu, const std::string& ic_in, int n, int nodes) {
   Fabric f = empty_fabric(n, nodes);
   std::string ic = ic_in;
-  if (ic.empty()) ic = gpu.is_cpu ? "memory" : gpu.nvlink_group >= 8 ? "nvswitch" : "pcie" + std::to_string(gpu.pcie_gen);
+  if (ic.empty())
+    ic = gpu.is_cpu ? "memory" : gpu.nvlink_group >= 8 ? "nvswitch" : "pcie" + std::to_string(gpu.pcie_gen);
   int group = n;  // GPUs sharing the fast fabric
   double fast_bw = 0, slow_bw = 0, fast_lat = 15, slow_lat = 20;
   std::string fast_kind, slow_kind;
@@ -114,7 +129,8 @@ Fabric fabric_from_topology(const GpuSpec& gpu, const topo::TopoMatrix& t, int n
   // NUMA affinity ("0", "0-1", "N/A"): the first number, -1 when absent.
   for (int a = 0; a < n; ++a) {
     const std::string cell = a < static_cast<int>(t.numa_affinity.size()) ? t.numa_affinity[a] : "";
-    f.numa_node.push_back(!cell.empty() && std::isdigit(static_cast<unsigned char>(cell[0])) ? std::atoi(cell.c_str()) : -1);
+    f.numa_node.push_back(!cell.empty() && std::isdigit(static_cast<unsigned char>(cell[0])) ? std::atoi(cell.c_str())
+                                                                                             : -1);
   }
   f.description = strfmt("%d x %s from nvidia-smi topo", n, gpu.name.c_str());
   if (nodes > 1) f.description += strfmt(", %d nodes", nodes);

@@ -28,12 +28,12 @@ struct Fabric {
 
 struct GroupLink {
   int size = 1;
-  double bw_gbps = 0;       // slowest link inside the group (nominal)
-  double latency_us = 0;    // its per-step latency
-  bool fast = true;         // every link is NVLink-class
+  double bw_gbps = 0;     // slowest link inside the group (nominal)
+  double latency_us = 0;  // its per-step latency
+  bool fast = true;       // every link is NVLink-class
   bool crosses_nodes = false;
-  std::string kind;         // kind of the slowest link
-  std::vector<int> gpus;    // chosen GPUs of node 0 (empty when crossing nodes)
+  std::string kind;       // kind of the slowest link
+  std::vector<int> gpus;  // chosen GPUs of node 0 (empty when crossing nodes)
 };
 
 // interconnect: nvlink | nvswitch | pcie3 | pcie4 | pcie5 | "" (the GPU's usual

@@ -34,8 +34,10 @@ ModelSpec model_from_gguf(const std::string& path) {
   m.n_ff = f.get_int_opt(key("feed_forward_length")).value_or(0);
   m.max_position = f.get_int_opt(key("context_length")).value_or(0);
   m.n_vocab = f.get_int_opt(key("vocab_size")).value_or(0);
-  if (m.n_vocab == 0 && f.has("tokenizer.ggml.tokens")) m.n_vocab = static_cast<int64_t>(f.array_length("tokenizer.ggml.tokens"));
-  if (const GgufTensorInfo* emb = f.find_tensor("token_embd.weight"); emb != nullptr && emb->ne.size() == 2 && m.n_vocab == 0)
+  if (m.n_vocab == 0 && f.has("tokenizer.ggml.tokens"))
+    m.n_vocab = static_cast<int64_t>(f.array_length("tokenizer.ggml.tokens"));
+  if (const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
+      emb != nullptr && emb->ne.size() == 2 && m.n_vocab == 0)
     m.n_vocab = emb->ne[1];
   m.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   m.attn_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;

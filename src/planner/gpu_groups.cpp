@@ -23,9 +23,7 @@ bool better(const Score& a, const std::vector<int>& ga, const Score& b, const st
   return ga < gb;
 }
 
-int numa_of(const Fabric& f, int gpu) {
-  return gpu < static_cast<int>(f.numa_node.size()) ? f.numa_node[gpu] : -1;
-}
+int numa_of(const Fabric& f, int gpu) { return gpu < static_cast<int>(f.numa_node.size()) ? f.numa_node[gpu] : -1; }
 
 // Groups of one node, picked greedily among the free GPUs (see the header);
 // `allowed` (empty = all) limits the GPUs to choose from.
@@ -104,7 +102,8 @@ std::vector<GpuGroup> gpu_groups(const Fabric& f, int group_size, int replicas, 
     if (tp > 1 && tp < group_size && group_size % tp == 0)
       for (auto& g : node_groups) {
         std::vector<int> ordered;
-        for (const auto& chunk : pick_on_node(f, tp, group_size / tp, g)) ordered.insert(ordered.end(), chunk.begin(), chunk.end());
+        for (const auto& chunk : pick_on_node(f, tp, group_size / tp, g))
+          ordered.insert(ordered.end(), chunk.begin(), chunk.end());
         g = ordered;
       }
   } else {

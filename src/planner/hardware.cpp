@@ -81,7 +81,8 @@ std::string lower(std::string s) {
 std::string alnum_lower(const std::string& s) {
   std::string out;
   for (char ch : s)
-    if (std::isalnum(static_cast<unsigned char>(ch))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (std::isalnum(static_cast<unsigned char>(ch)))
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return out;
 }
 
@@ -105,18 +106,30 @@ bool match_gpu_name(const std::string& device_name, double memory_bytes, GpuSpec
   const std::string d = alnum_lower(device_name);
   auto has = [&](const char* s) { return d.find(s) != std::string::npos; };
   std::string pick;
-  if (has("h200")) pick = "H200";
-  else if (has("b200")) pick = "B200";
-  else if (has("h100")) pick = has("pcie") ? "H100-PCIe" : "H100-SXM";
-  else if (has("a100")) pick = memory_bytes > 50 * kGiB ? "A100-80G" : "A100-40G";
-  else if (has("l40s")) pick = "L40S";
-  else if (has("4090")) pick = "RTX-4090";
-  else if (has("3090")) pick = "RTX-3090";
-  else if (has("rtxpro6000") || has("pro6000")) pick = "RTX-PRO-6000";
-  else if (has("v100")) pick = "V100";
-  else if (has("mi300x")) pick = "MI300X";
-  else if (has("a10") && !has("a100")) pick = "A10";
-  else if (has("l4")) pick = "L4";
+  if (has("h200"))
+    pick = "H200";
+  else if (has("b200"))
+    pick = "B200";
+  else if (has("h100"))
+    pick = has("pcie") ? "H100-PCIe" : "H100-SXM";
+  else if (has("a100"))
+    pick = memory_bytes > 50 * kGiB ? "A100-80G" : "A100-40G";
+  else if (has("l40s"))
+    pick = "L40S";
+  else if (has("4090"))
+    pick = "RTX-4090";
+  else if (has("3090"))
+    pick = "RTX-3090";
+  else if (has("rtxpro6000") || has("pro6000"))
+    pick = "RTX-PRO-6000";
+  else if (has("v100"))
+    pick = "V100";
+  else if (has("mi300x"))
+    pick = "MI300X";
+  else if (has("a10") && !has("a100"))
+    pick = "A10";
+  else if (has("l4"))
+    pick = "L4";
   if (pick.empty()) return false;
   *out = catalog_gpu(pick);
   if (memory_bytes > 0) out->memory_bytes = memory_bytes;  // the device knows best
@@ -125,10 +138,14 @@ bool match_gpu_name(const std::string& device_name, double memory_bytes, GpuSpec
 
 double peak_flops(const GpuSpec& gpu, ComputeType t) {
   switch (t) {
-    case ComputeType::kFp32: return gpu.fp32_tflops * 1e12;
-    case ComputeType::kFp16: return gpu.fp16_tflops * 1e12;
-    case ComputeType::kFp8: return (gpu.fp8_tflops > 0 ? gpu.fp8_tflops : gpu.fp16_tflops) * 1e12;
-    case ComputeType::kInt8: return (gpu.int8_tops > 0 ? gpu.int8_tops : gpu.fp16_tflops) * 1e12;
+    case ComputeType::kFp32:
+      return gpu.fp32_tflops * 1e12;
+    case ComputeType::kFp16:
+      return gpu.fp16_tflops * 1e12;
+    case ComputeType::kFp8:
+      return (gpu.fp8_tflops > 0 ? gpu.fp8_tflops : gpu.fp16_tflops) * 1e12;
+    case ComputeType::kInt8:
+      return (gpu.int8_tops > 0 ? gpu.int8_tops : gpu.fp16_tflops) * 1e12;
   }
   return gpu.fp16_tflops * 1e12;
 }
@@ -145,26 +162,55 @@ WeightFormat parse_weight_format(const std::string& raw) {
   const std::string n = lower(raw);
   WeightFormat f;
   f.name = n;
-  if (n == "fp32" || n == "f32") { f.bits_per_weight = 32; f.compute = ComputeType::kFp32; f.name = "fp32"; }
-  else if (n == "fp16" || n == "f16") { f.bits_per_weight = 16; f.name = "fp16"; }
-  else if (n == "bf16") { f.bits_per_weight = 16; }
-  else if (n == "fp8") { f.bits_per_weight = 8; f.compute = ComputeType::kFp8; f.vllm_quant = "fp8"; }
+  if (n == "fp32" || n == "f32") {
+    f.bits_per_weight = 32;
+    f.compute = ComputeType::kFp32;
+    f.name = "fp32";
+  } else if (n == "fp16" || n == "f16") {
+    f.bits_per_weight = 16;
+    f.name = "fp16";
+  } else if (n == "bf16") {
+    f.bits_per_weight = 16;
+  } else if (n == "fp8") {
+    f.bits_per_weight = 8;
+    f.compute = ComputeType::kFp8;
+    f.vllm_quant = "fp8";
+  }
   // int8: W8A8 checkpoints, which vLLM loads as compressed-tensors ("int8" is no vLLM method).
-  else if (n == "int8") { f.bits_per_weight = 8; f.compute = ComputeType::kInt8; f.vllm_quant = "compressed-tensors"; }
+  else if (n == "int8") {
+    f.bits_per_weight = 8;
+    f.compute = ComputeType::kInt8;
+    f.vllm_quant = "compressed-tensors";
+  }
   // int4 (AWQ/GPTQ): 4-bit weights plus an fp16 scale and zero per group of 128.
-  else if (n == "int4") { f.bits_per_weight = 4.25; f.vllm_quant = "awq"; }
+  else if (n == "int4") {
+    f.bits_per_weight = 4.25;
+    f.vllm_quant = "awq";
+  }
   // GGUF block types: bits include the per-block scales (ggml block sizes).
-  else if (n == "q8_0") { f.bits_per_weight = 8.5; }
-  else if (n == "q6_k") { f.bits_per_weight = 6.5625; }
-  else if (n == "q5_k" || n == "q5_k_m" || n == "q5_k_s") { f.bits_per_weight = 5.5; f.name = "q5_k"; }
-  else if (n == "q5_0") { f.bits_per_weight = 5.5; }
-  else if (n == "q4_k" || n == "q4_k_m" || n == "q4_k_s") { f.bits_per_weight = 4.5; f.name = "q4_k"; }
-  else if (n == "q4_0") { f.bits_per_weight = 4.5; }
-  else if (n == "q3_k" || n == "q3_k_m" || n == "q3_k_s") { f.bits_per_weight = 3.4375; f.name = "q3_k"; }
-  else if (n == "q2_k") { f.bits_per_weight = 2.625; }
-  else
-    throw InputError("unknown weight format '" + raw +
-                     "' (use fp32, bf16, fp16, fp8, int8, int4 or a GGUF type: q8_0, q6_k, q5_k, q4_k, q4_0, q3_k, q2_k)");
+  else if (n == "q8_0") {
+    f.bits_per_weight = 8.5;
+  } else if (n == "q6_k") {
+    f.bits_per_weight = 6.5625;
+  } else if (n == "q5_k" || n == "q5_k_m" || n == "q5_k_s") {
+    f.bits_per_weight = 5.5;
+    f.name = "q5_k";
+  } else if (n == "q5_0") {
+    f.bits_per_weight = 5.5;
+  } else if (n == "q4_k" || n == "q4_k_m" || n == "q4_k_s") {
+    f.bits_per_weight = 4.5;
+    f.name = "q4_k";
+  } else if (n == "q4_0") {
+    f.bits_per_weight = 4.5;
+  } else if (n == "q3_k" || n == "q3_k_m" || n == "q3_k_s") {
+    f.bits_per_weight = 3.4375;
+    f.name = "q3_k";
+  } else if (n == "q2_k") {
+    f.bits_per_weight = 2.625;
+  } else
+    throw InputError(
+        "unknown weight format '" + raw +
+        "' (use fp32, bf16, fp16, fp8, int8, int4 or a GGUF type: q8_0, q6_k, q5_k, q4_k, q4_0, q3_k, q2_k)");
   return f;
 }
 

@@ -28,12 +28,12 @@ int64_t get_int(const nlohmann::json& j, const char* key, int64_t fallback) {
 
 ModelSpec model_from_hf_config_text(const std::string& text, const std::string& origin) {
   JsonError error;
-  const std::optional<nlohmann::json> parsed =
-      try_parse_json<nlohmann::json>(text, JsonLimits{kFileJsonDepth}, &error);
+  const std::optional<nlohmann::json> parsed = try_parse_json<nlohmann::json>(text, JsonLimits{kFileJsonDepth}, &error);
   if (!parsed) throw InputError(origin + ": not valid JSON (" + error.message + ")");
   const nlohmann::json& root = *parsed;
   if (!root.is_object()) throw InputError(origin + ": config.json must be a JSON object");
-  const nlohmann::json& j = root.contains("text_config") && root["text_config"].is_object() ? root["text_config"] : root;
+  const nlohmann::json& j =
+      root.contains("text_config") && root["text_config"].is_object() ? root["text_config"] : root;
   const std::string type = j.value("model_type", root.value("model_type", std::string()));
   ModelSpec m;
   m.name = origin;

@@ -28,10 +28,12 @@ void per_replica(const LaunchContext& c, EngineLaunch* e, Make make) {
     return;
   }
   for (int rep = 0; rep < c.layout.dp; ++rep)
-    e->lines.push_back({replica_where(c, rep), "CUDA_VISIBLE_DEVICES=" + gpu_list(c.groups[static_cast<size_t>(rep)].gpus) +
-                                                   " " + make(rep) + flag("--port", 8000LL + rep)});
-  e->note += std::string(e->note.empty() ? "" : " ") +
-             "No built-in data parallelism: one server per replica on its own GPUs and port; put a load balancer over them.";
+    e->lines.push_back(
+        {replica_where(c, rep), "CUDA_VISIBLE_DEVICES=" + gpu_list(c.groups[static_cast<size_t>(rep)].gpus) + " " +
+                                    make(rep) + flag("--port", 8000LL + rep)});
+  e->note +=
+      std::string(e->note.empty() ? "" : " ") +
+      "No built-in data parallelism: one server per replica on its own GPUs and port; put a load balancer over them.";
 }
 
 // GGUF quantization tag of a weight format, as GGUF repositories name files.
@@ -63,12 +65,16 @@ EngineLaunch launch_trtllm(const LaunchContext& c) {
   std::string model = c.model;
   auto placeholder = [&](const char* qformat) {
     model = "./" + c.name + "-" + qformat;
-    e.note = std::string("Quantized checkpoint: make ") + model + " with TensorRT-LLM's examples/quantization/quantize.py "
-             "--qformat " + qformat + " (NVIDIA ModelOpt).";
+    e.note = std::string("Quantized checkpoint: make ") + model +
+             " with TensorRT-LLM's examples/quantization/quantize.py "
+             "--qformat " +
+             qformat + " (NVIDIA ModelOpt).";
   };
   if (w == "fp8") {
-    if (!c.local && !c.repos.fp8.empty()) model = c.repos.fp8;
-    else placeholder("fp8");
+    if (!c.local && !c.repos.fp8.empty())
+      model = c.repos.fp8;
+    else
+      placeholder("fp8");
   } else if (w == "int8") {
     placeholder("int8_sq");
   } else if (w == "int4") {
@@ -89,10 +95,12 @@ EngineLaunch launch_trtllm(const LaunchContext& c) {
   }
   const int tp_size = c.attn_dp_ep ? l.tp * l.dp : l.tp;
   std::string base = "trtllm-serve " + model + flag("--backend", std::string("pytorch")) +
-                     flag("--tp_size", static_cast<long long>(tp_size)) + flag("--pp_size", static_cast<long long>(l.pp));
+                     flag("--tp_size", static_cast<long long>(tp_size)) +
+                     flag("--pp_size", static_cast<long long>(l.pp));
   if (l.ep > 1) base += flag("--ep_size", static_cast<long long>(l.ep));
   base += flag("--max_batch_size", c.max_num_seqs) + flag("--max_seq_len", c.max_model_len) +
-          flag("--kv_cache_free_gpu_memory_fraction", strfmt("%.2f", c.plan->request.memory.gpu_memory_utilization)) + cfg;
+          flag("--kv_cache_free_gpu_memory_fraction", strfmt("%.2f", c.plan->request.memory.gpu_memory_utilization)) +
+          cfg;
   if (!pre.empty()) e.lines.push_back({c.nodes_used > 1 ? "every node" : "", pre});
   if (c.replica_spans_nodes) {
     // MPI starts the ranks of one replica on all its nodes; trtllm-llmapi-launch
@@ -127,8 +135,10 @@ EngineLaunch launch_llamacpp(const LaunchContext& c) {
     return e;
   }
   if (c.replica_spans_nodes) {
-    e.note = "llama.cpp splits a model only over the GPUs of one host (its RPC backend is experimental); no line for a "
-             "replica of " + std::to_string(c.group_size) + " GPUs.";
+    e.note =
+        "llama.cpp splits a model only over the GPUs of one host (its RPC backend is experimental); no line for a "
+        "replica of " +
+        std::to_string(c.group_size) + " GPUs.";
     return e;
   }
   const std::string tag = gguf_tag(w);
@@ -145,7 +155,8 @@ EngineLaunch launch_llamacpp(const LaunchContext& c) {
              (tag == "F16" || tag == "BF16" || tag == "F32" ? std::string(".") : " and llama-quantize to " + tag + ".");
   }
   if (w == "fp8" || w == "int8")
-    e.note += std::string(e.note.empty() ? "" : " ") + "llama.cpp has no fp8/int8 weights; Q8_0 (8.5 bits) is the nearest.";
+    e.note +=
+        std::string(e.note.empty() ? "" : " ") + "llama.cpp has no fp8/int8 weights; Q8_0 (8.5 bits) is the nearest.";
   if (w == "int4") e.note += std::string(e.note.empty() ? "" : " ") + "int4 maps to GGUF Q4_K_M (4.5 bits).";
   std::string base = "llama-server" + src + flag("-ngl", 999LL);
   const int devs = c.group_size;
@@ -159,7 +170,8 @@ EngineLaunch launch_llamacpp(const LaunchContext& c) {
   base += flag("-c", c.max_model_len * c.max_num_seqs) + flag("-np", c.max_num_seqs);
   if (c.kv_8bit || c.kv_4bit) {
     const std::string t = c.kv_4bit ? "q4_0" : "q8_0";
-    base += flag("-ctk", t) + flag("-ctv", t) + flag("-fa", std::string("on"));  // a quantized V cache needs flash attention
+    base += flag("-ctk", t) + flag("-ctv", t) +
+            flag("-fa", std::string("on"));  // a quantized V cache needs flash attention
   }
   per_replica(c, &e, [&](int) { return base; });
   return e;
@@ -170,7 +182,8 @@ EngineLaunch launch_parallm(const LaunchContext& c) {
   const Layout& l = c.layout;
   EngineLaunch e;
   if (!c.local) {
-    e.note = "No parallm line: parallm serves local files (GGUF or a safetensors folder), and " + c.model + " is not one.";
+    e.note =
+        "No parallm line: parallm serves local files (GGUF or a safetensors folder), and " + c.model + " is not one.";
     return e;
   }
   bool supported = !r.model_arch.empty();
@@ -181,12 +194,14 @@ EngineLaunch launch_parallm(const LaunchContext& c) {
   }
   if (!supported) {
     e.note = "No parallm line: parallm's engine does not run " +
-             (r.model_arch.empty() ? std::string("this model's (unknown) architecture") : "the architecture '" + r.model_arch + "'") +
+             (r.model_arch.empty() ? std::string("this model's (unknown) architecture")
+                                   : "the architecture '" + r.model_arch + "'") +
              " of " + c.model + ".";
     return e;
   }
   if (!r.gpu.is_cpu) {
-    e.note = "No parallm line: parallm runs on the CPU only (no CUDA backend yet), and this plan is for " + r.gpu.name + ".";
+    e.note =
+        "No parallm line: parallm runs on the CPU only (no CUDA backend yet), and this plan is for " + r.gpu.name + ".";
     return e;
   }
   std::string cmd = "parallm serve" + flag("--model", c.model) + flag("--tp", static_cast<long long>(l.tp)) +

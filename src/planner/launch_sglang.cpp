@@ -22,12 +22,14 @@ std::string sglang_model_and_quant(const LaunchContext& c, std::string* note) {
     return path(c.model) + flag("--quantization", std::string("fp8"));
   }
   if (w == "int8") {
-    if (!c.local && !c.repos.w8a8_int8.empty()) return path(c.repos.w8a8_int8) + flag("--quantization", std::string("w8a8_int8"));
+    if (!c.local && !c.repos.w8a8_int8.empty())
+      return path(c.repos.w8a8_int8) + flag("--quantization", std::string("w8a8_int8"));
     *note = "int8: no W8A8 checkpoint of this model is known; make ./" + c.name + "-w8a8 with llm-compressor.";
     return path("./" + c.name + "-w8a8") + flag("--quantization", std::string("w8a8_int8"));
   }
   if (w == "int4") {
-    if (!c.local && !c.repos.awq_int4.empty()) return path(c.repos.awq_int4) + flag("--quantization", std::string("awq"));
+    if (!c.local && !c.repos.awq_int4.empty())
+      return path(c.repos.awq_int4) + flag("--quantization", std::string("awq"));
     *note = "int4: no AWQ checkpoint of this model is known; the line quantizes in flight with bitsandbytes (NF4).";
     return path(c.model) + flag("--quantization", std::string("bitsandbytes"));
   }
@@ -37,8 +39,10 @@ std::string sglang_model_and_quant(const LaunchContext& c, std::string* note) {
     return path(file) + flag("--load-format", std::string("gguf")) + flag("--quantization", std::string("gguf"));
   }
   std::string s = path(c.model);
-  if (w == "fp16") s += flag("--dtype", std::string("float16"));
-  else if (w == "fp32") s += flag("--dtype", std::string("float32"));
+  if (w == "fp16")
+    s += flag("--dtype", std::string("float16"));
+  else if (w == "fp32")
+    s += flag("--dtype", std::string("float32"));
   return s;
 }
 
@@ -70,13 +74,15 @@ EngineLaunch launch_sglang(const LaunchContext& c) {
   tail += flag("--max-running-requests", c.max_num_seqs);
   if (c.nodes_used <= 1) {
     e.lines.push_back({"", device_prefix(c) + head + par +
-                               (l.dp > 1 && !c.attn_dp_ep ? flag("--dp-size", static_cast<long long>(l.dp)) : "") + tail});
+                               (l.dp > 1 && !c.attn_dp_ep ? flag("--dp-size", static_cast<long long>(l.dp)) : "") +
+                               tail});
     return e;
   }
   if (c.attn_dp_ep) {
     // One replica over all the nodes: the same command on each, its rank.
     for (int k = 0; k < c.nodes_used; ++k)
-      e.lines.push_back({strfmt("node %d", k), head + par + tail + flag("--nnodes", static_cast<long long>(c.nodes_used)) +
+      e.lines.push_back({strfmt("node %d", k), head + par + tail +
+                                                   flag("--nnodes", static_cast<long long>(c.nodes_used)) +
                                                    flag("--node-rank", static_cast<long long>(k)) +
                                                    flag("--dist-init-addr", std::string("$HEAD_IP:50000"))});
     e.note += std::string(e.note.empty() ? "" : " ") + "Set HEAD_IP to node 0's address on every node.";
@@ -91,16 +97,19 @@ EngineLaunch launch_sglang(const LaunchContext& c) {
                            head + par + tail + flag("--nnodes", static_cast<long long>(per_replica)) +
                                flag("--node-rank", static_cast<long long>(k)) + flag("--dist-init-addr", addr)});
       }
-    e.note += std::string(e.note.empty() ? "" : " ") +
-              (l.dp > 1 ? "Set HEAD_IP_<r> to the first node of replica r; put a load balancer over the replicas' node-0 servers."
-                        : "Set HEAD_IP to node 0's address on every node.");
+    e.note +=
+        std::string(e.note.empty() ? "" : " ") +
+        (l.dp > 1
+             ? "Set HEAD_IP_<r> to the first node of replica r; put a load balancer over the replicas' node-0 servers."
+             : "Set HEAD_IP to node 0's address on every node.");
     return e;
   }
   const int local = std::max(1, c.gpus_per_node / c.group_size);
   for (int n = 0; n < c.nodes_used; ++n) {
     const int here = std::min(local, l.dp - n * local);
     if (here <= 0) break;
-    e.lines.push_back({strfmt("node %d", n), head + par + (here > 1 ? flag("--dp-size", static_cast<long long>(here)) : "") + tail});
+    e.lines.push_back(
+        {strfmt("node %d", n), head + par + (here > 1 ? flag("--dp-size", static_cast<long long>(here)) : "") + tail});
   }
   e.note += std::string(e.note.empty() ? "" : " ") + "One server per node; put a load balancer over them.";
   return e;

@@ -18,7 +18,7 @@ namespace {
 std::string vllm_model_and_quant(const LaunchContext& c, std::string* note) {
   const std::string& w = c.plan->request.weights.name;
   if (w == "fp8") {
-    if (!c.local && !c.repos.fp8.empty()) return c.repos.fp8;  // the checkpoint says fp8
+    if (!c.local && !c.repos.fp8.empty()) return c.repos.fp8;                     // the checkpoint says fp8
     return c.model + flag("--quantization", c.plan->request.weights.vllm_quant);  // online dynamic FP8
   }
   if (w == "int8") {
@@ -29,20 +29,25 @@ std::string vllm_model_and_quant(const LaunchContext& c, std::string* note) {
     return "./" + c.name + "-w8a8" + q;
   }
   if (w == "int4") {
-    if (!c.local && !c.repos.awq_int4.empty()) return c.repos.awq_int4 + flag("--quantization", c.plan->request.weights.vllm_quant);
-    *note = "int4: no AWQ checkpoint of this model is known; the line quantizes in flight with bitsandbytes "
-            "(NF4, about 4.5 bits a weight instead of AWQ's 4.25).";
+    if (!c.local && !c.repos.awq_int4.empty())
+      return c.repos.awq_int4 + flag("--quantization", c.plan->request.weights.vllm_quant);
+    *note =
+        "int4: no AWQ checkpoint of this model is known; the line quantizes in flight with bitsandbytes "
+        "(NF4, about 4.5 bits a weight instead of AWQ's 4.25).";
     return c.model + flag("--quantization", std::string("bitsandbytes"));
   }
   if (w.rfind("q", 0) == 0) {  // a GGUF type
     const std::string file = c.gguf_file ? c.model : "./" + c.name + "-" + w + ".gguf";
     if (!c.gguf_file) *note = "GGUF weights: " + file + " stands for the model converted to " + w + ".";
-    const std::string tok = c.plan->request.model.hf_repo.empty() ? "" : flag("--tokenizer", c.plan->request.model.hf_repo);
+    const std::string tok =
+        c.plan->request.model.hf_repo.empty() ? "" : flag("--tokenizer", c.plan->request.model.hf_repo);
     return file + tok + flag("--quantization", std::string("gguf"));
   }
   std::string s = c.model;
-  if (w == "fp16") s += flag("--dtype", std::string("float16"));
-  else if (w == "fp32") s += flag("--dtype", std::string("float32"));
+  if (w == "fp16")
+    s += flag("--dtype", std::string("float16"));
+  else if (w == "fp32")
+    s += flag("--dtype", std::string("float32"));
   return s;
 }
 
@@ -60,9 +65,12 @@ EngineLaunch launch_vllm(const LaunchContext& c) {
   base += flag("--gpu-memory-utilization", strfmt("%.2f", r.memory.gpu_memory_utilization));
   base += flag("--max-model-len", c.max_model_len);
   base += flag("--max-num-seqs", c.max_num_seqs);
-  if (c.kv_4bit) e.note += std::string(e.note.empty() ? "" : " ") + "vLLM's smallest KV cache here is fp8 (1 byte a value), not 4-bit.";
+  if (c.kv_4bit)
+    e.note +=
+        std::string(e.note.empty() ? "" : " ") + "vLLM's smallest KV cache here is fp8 (1 byte a value), not 4-bit.";
   if (c.nodes_used <= 1) {
-    e.lines.push_back({"", device_prefix(c) + base + (l.dp > 1 ? flag("--data-parallel-size", static_cast<long long>(l.dp)) : "")});
+    e.lines.push_back(
+        {"", device_prefix(c) + base + (l.dp > 1 ? flag("--data-parallel-size", static_cast<long long>(l.dp)) : "")});
     return e;
   }
   const std::string head = "$HEAD_IP";
@@ -70,9 +78,12 @@ EngineLaunch launch_vllm(const LaunchContext& c) {
   if (c.replica_spans_nodes && !c.attn_dp_ep) {
     // A replica spans nodes: one Ray cluster over all of them, one vllm serve on the head.
     e.lines.push_back({"node 0", "ray start --head --port 6379"});
-    for (int n = 1; n < c.nodes_used; ++n) e.lines.push_back({strfmt("node %d", n), "ray start --address " + head + ":6379"});
+    for (int n = 1; n < c.nodes_used; ++n)
+      e.lines.push_back({strfmt("node %d", n), "ray start --address " + head + ":6379"});
     std::string cmd = base + flag("--distributed-executor-backend", std::string("ray"));
-    if (l.dp > 1) cmd += flag("--data-parallel-size", static_cast<long long>(l.dp)) + flag("--data-parallel-backend", std::string("ray"));
+    if (l.dp > 1)
+      cmd += flag("--data-parallel-size", static_cast<long long>(l.dp)) +
+             flag("--data-parallel-backend", std::string("ray"));
     e.lines.push_back({"node 0", cmd});
     return e;
   }

@@ -17,10 +17,14 @@ namespace parallm::planner {
 
 const char* objective_name(Objective o) {
   switch (o) {
-    case Objective::kAuto: return "auto";
-    case Objective::kLatency: return "latency";
-    case Objective::kThroughput: return "throughput";
-    case Objective::kCost: return "cost";
+    case Objective::kAuto:
+      return "auto";
+    case Objective::kLatency:
+      return "latency";
+    case Objective::kThroughput:
+      return "throughput";
+    case Objective::kCost:
+      return "cost";
   }
   return "?";
 }
@@ -77,7 +81,8 @@ PerfInputs perf_inputs(const PlanRequest& r, const ParamCounts& p, const Candida
   in.gpu = r.gpu;
   in.layout = c.layout;
   in.tp_link = c.tp_link;
-  in.pp_link = best_group(r.fabric, c.layout.tp * c.layout.pp > r.fabric.gpus_per_node ? r.fabric.gpus_per_node + 1 : 2);
+  in.pp_link =
+      best_group(r.fabric, c.layout.tp * c.layout.pp > r.fabric.gpus_per_node ? r.fabric.gpus_per_node + 1 : 2);
   if (c.layout.pp <= 1) in.pp_link = GroupLink{};
   const int ep = c.layout.ep, per_node = r.fabric.gpus_per_node;
   if (ep > c.layout.tp) {
@@ -113,7 +118,8 @@ void evaluate_candidates(const PlanRequest& r, const ParamCounts& p, int64_t max
     c.cost_per_million_output_tokens = kNaN;
     c.cost_per_million_at_load = kNaN;
     const int64_t per_seq = w.input_len + w.output_len;
-    c.max_concurrency_kv = std::min<int64_t>(r.memory.max_num_seqs, c.memory.kv_capacity_tokens / std::max<int64_t>(1, per_seq));
+    c.max_concurrency_kv =
+        std::min<int64_t>(r.memory.max_num_seqs, c.memory.kv_capacity_tokens / std::max<int64_t>(1, per_seq));
     if (c.fits && c.max_concurrency_kv >= 1) {
       const PerfInputs in = perf_inputs(r, p, c);
       ServingLoad base;
@@ -163,8 +169,8 @@ void evaluate_candidates(const PlanRequest& r, const ParamCounts& p, int64_t max
           c.at_capacity = predict_serving(in, cap);
         }
         // Replicas of this layout the load needs, in whole EP groups.
-        const double per_replica = w.mode == LoadMode::kConcurrency ? static_cast<double>(c.max_concurrency_slo)
-                                                                    : c.max_qps_slo;
+        const double per_replica =
+            w.mode == LoadMode::kConcurrency ? static_cast<double>(c.max_concurrency_slo) : c.max_qps_slo;
         const double total_load = w.mode == LoadMode::kConcurrency ? w.concurrency : w.qps;
         const int unit = replicas_per_unit(l);
         if (per_replica > 0) {
@@ -185,8 +191,8 @@ void evaluate_candidates(const PlanRequest& r, const ParamCounts& p, int64_t max
       // At the workload: the devices its replicas need (x headroom) over the
       // tokens the workload draws from them.
       if (c.at_load.stable && c.output_tokens_per_s > 0 && c.replicas_needed > 0)
-        c.cost_per_million_at_load = price * static_cast<double>(c.replicas_needed * l.gpus_per_replica()) /
-                                     3600.0 / c.output_tokens_per_s * 1e6;
+        c.cost_per_million_at_load = price * static_cast<double>(c.replicas_needed * l.gpus_per_replica()) / 3600.0 /
+                                     c.output_tokens_per_s * 1e6;
     }
     out->push_back(c);
   }

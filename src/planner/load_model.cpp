@@ -37,7 +37,7 @@ State at_rate(const PerfInputs& in, const ServingLoad& load, double lambda) {
     s.t_d = mixed_step_s(in, 0, 0, 0, std::max(D, 1.0), decode_ctx);
     s.t_c = mixed_step_s(in, chunk, std::max(1.0, chunk / I), I / 2.0, D, decode_ctx);
     const double service_s = std::max(1.0, std::ceil(I / chunk)) * s.t_c;  // one prompt's own chunks
-    const double work_s = I * s.t_c / chunk;                                // its share of chunk-step time
+    const double work_s = I * s.t_c / chunk;                               // its share of chunk-step time
     s.rho = lambda * work_s;
     const double busy = std::min(s.rho, 1.0);
     const double steps_per_s = busy / s.t_c + (1.0 - busy) / s.t_d;
@@ -84,8 +84,10 @@ LoadPoint predict_serving(const PerfInputs& in, const ServingLoad& load) {
     for (int i = 0; i < 60; ++i) {
       const double mid = 0.5 * (lo + hi);
       const State m = at_rate(in, load, mid);
-      if (mid * (m.ttft_s + (O - 1) * m.tpot_s) > C) hi = mid;
-      else lo = mid;
+      if (mid * (m.ttft_s + (O - 1) * m.tpot_s) > C)
+        hi = mid;
+      else
+        lo = mid;
       if (hi - lo < 1e-6 * hi) break;
     }
     lambda = lo;
@@ -134,8 +136,10 @@ int64_t max_concurrency_at_slo(const PerfInputs& in, ServingLoad load, int64_t l
   int64_t lo = 1, hi = limit;  // latency grows with concurrency: binary search
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
-    if (ok(mid)) lo = mid;
-    else hi = mid - 1;
+    if (ok(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -159,8 +163,10 @@ double max_qps_at_slo(const PerfInputs& in, ServingLoad load, int64_t max_in_fli
   if (ok(hi)) return hi;
   for (int i = 0; i < 40; ++i) {
     const double mid = 0.5 * (lo + hi);
-    if (ok(mid)) lo = mid;
-    else hi = mid;
+    if (ok(mid))
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }

@@ -24,15 +24,14 @@ double model_weight_bytes(const ModelSpec& m, const ParamCounts& p, const Weight
 }
 
 DeviceMemory device_memory(const ModelSpec& m, const ParamCounts& p, const WeightFormat& w, double kv_elem_bytes,
-                           const GpuSpec& gpu, const Layout& layout, const MemoryOptions& opt,
-                           int64_t max_model_len) {
+                           const GpuSpec& gpu, const Layout& layout, const MemoryOptions& opt, int64_t max_model_len) {
   DeviceMemory d;
   const double bpp = weight_bytes_per_param(m, p, w);
   const int tp = layout.tp, pp = layout.pp;
   d.layers_per_stage = (m.n_layer + pp - 1) / pp;
   const double stage_frac = static_cast<double>(d.layers_per_stage) / static_cast<double>(m.n_layer);
-  const double layer_params = static_cast<double>(p.total - p.embedding - p.lm_head - p.final_norm -
-                                                  p.routed_experts_total);
+  const double layer_params =
+      static_cast<double>(p.total - p.embedding - p.lm_head - p.final_norm - p.routed_experts_total);
   const double ends = pp == 1 ? static_cast<double>(p.embedding + p.lm_head + p.final_norm)
                               : static_cast<double>(std::max(p.embedding, p.lm_head + p.final_norm));
   const double expert_split = std::max(tp, layout.ep);
@@ -58,10 +57,11 @@ DeviceMemory device_memory(const ModelSpec& m, const ParamCounts& p, const Weigh
                                       static_cast<double>(m.n_shared_expert) * ff_shared);
   }
   ff_local /= tp;
-  const double qkv_local = static_cast<double>(attn_qk_width(m) + 2 * m.n_kv_head * std::max<int64_t>(m.head_dim, 1)) / tp;
-  d.activation_bytes = tokens * (4.0 * static_cast<double>(m.n_embd) + 2.0 * ff_local + qkv_local) *
-                           opt.activation_elem_bytes +
-                       static_cast<double>(opt.max_num_seqs) * static_cast<double>(m.n_vocab) / tp * 4.0;
+  const double qkv_local =
+      static_cast<double>(attn_qk_width(m) + 2 * m.n_kv_head * std::max<int64_t>(m.head_dim, 1)) / tp;
+  d.activation_bytes =
+      tokens * (4.0 * static_cast<double>(m.n_embd) + 2.0 * ff_local + qkv_local) * opt.activation_elem_bytes +
+      static_cast<double>(opt.max_num_seqs) * static_cast<double>(m.n_vocab) / tp * 4.0;
 
   if (gpu.is_cpu) {
     d.overhead_bytes = 0.25 * kGiB;
@@ -73,7 +73,8 @@ DeviceMemory device_memory(const ModelSpec& m, const ParamCounts& p, const Weigh
   const double left = d.usable_bytes - d.weights_bytes - d.activation_bytes - d.overhead_bytes;
   d.weights_fit = left > 0;
   d.kv_bytes = std::max(0.0, left);
-  d.kv_capacity_tokens = d.kv_bytes_per_token > 0 ? static_cast<int64_t>(std::floor(d.kv_bytes / d.kv_bytes_per_token)) : 0;
+  d.kv_capacity_tokens =
+      d.kv_bytes_per_token > 0 ? static_cast<int64_t>(std::floor(d.kv_bytes / d.kv_bytes_per_token)) : 0;
   d.fits = d.weights_fit && d.kv_capacity_tokens >= std::max<int64_t>(1, max_model_len);
   d.total_bytes = d.weights_bytes + d.kv_bytes + d.activation_bytes + d.overhead_bytes;
   return d;

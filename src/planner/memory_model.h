@@ -35,18 +35,18 @@ struct MemoryOptions {
 };
 
 struct DeviceMemory {
-  double capacity_bytes = 0;     // device memory
-  double usable_bytes = 0;       // capacity x utilization cap
+  double capacity_bytes = 0;  // device memory
+  double usable_bytes = 0;    // capacity x utilization cap
   double weights_bytes = 0;
-  double kv_bytes = 0;           // KV pool (>= 0)
+  double kv_bytes = 0;  // KV pool (>= 0)
   double activation_bytes = 0;
   double overhead_bytes = 0;
-  double total_bytes = 0;        // weights + kv + activation + overhead
-  double kv_bytes_per_token = 0; // this device's share of one token's KV
+  double total_bytes = 0;          // weights + kv + activation + overhead
+  double kv_bytes_per_token = 0;   // this device's share of one token's KV
   int64_t kv_capacity_tokens = 0;  // tokens of KV one replica holds
   int64_t layers_per_stage = 0;
-  bool weights_fit = false;      // weights + activation + overhead under the cap
-  bool fits = false;             // and KV for at least one max_model_len sequence
+  bool weights_fit = false;  // weights + activation + overhead under the cap
+  bool fits = false;         // and KV for at least one max_model_len sequence
 };
 
 // Bytes of one stored weight, averaged over the model (a GGUF file's exact
@@ -55,7 +55,6 @@ double weight_bytes_per_param(const ModelSpec& m, const ParamCounts& p, const We
 double model_weight_bytes(const ModelSpec& m, const ParamCounts& p, const WeightFormat& w);
 
 DeviceMemory device_memory(const ModelSpec& m, const ParamCounts& p, const WeightFormat& w, double kv_elem_bytes,
-                           const GpuSpec& gpu, const Layout& layout, const MemoryOptions& opt,
-                           int64_t max_model_len);
+                           const GpuSpec& gpu, const Layout& layout, const MemoryOptions& opt, int64_t max_model_len);
 
 }  // namespace parallm::planner

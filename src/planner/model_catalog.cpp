@@ -14,8 +14,8 @@ namespace parallm::planner {
 
 namespace {
 
-ModelSpec dense(const char* name, const char* repo, int64_t layers, int64_t embd, int64_t heads, int64_t kv,
-                int64_t ff, int64_t vocab, int64_t max_pos) {
+ModelSpec dense(const char* name, const char* repo, int64_t layers, int64_t embd, int64_t heads, int64_t kv, int64_t ff,
+                int64_t vocab, int64_t max_pos) {
   ModelSpec m;
   m.name = name;
   m.hf_repo = repo;
@@ -37,8 +37,7 @@ std::vector<ModelSpec> build_catalog() {
   c.push_back(dense("llama-2-70b", "meta-llama/Llama-2-70b-hf", 80, 8192, 64, 8, 28672, 32000, 4096));
   c.push_back(dense("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", 32, 4096, 32, 8, 14336, 128256, 131072));
   c.push_back(dense("llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct", 80, 8192, 64, 8, 28672, 128256, 131072));
-  c.push_back(dense("llama-3.1-405b", "meta-llama/Llama-3.1-405B-Instruct", 126, 16384, 128, 8, 53248, 128256,
-                    131072));
+  c.push_back(dense("llama-3.1-405b", "meta-llama/Llama-3.1-405B-Instruct", 126, 16384, 128, 8, 53248, 128256, 131072));
   for (auto [name, repo, layers, embd, heads, kv, ff] :
        {std::tuple{"qwen2.5-7b", "Qwen/Qwen2.5-7B-Instruct", 28, 3584, 28, 4, 18944},
         std::tuple{"qwen2.5-14b", "Qwen/Qwen2.5-14B-Instruct", 48, 5120, 40, 8, 13824},
@@ -202,7 +201,9 @@ const ModelSpec* find_model(const std::string& name) {
 
 }  // namespace
 
-bool catalog_has_model(const std::string& name) { return find_model(name) != nullptr && name.find('/') == std::string::npos; }
+bool catalog_has_model(const std::string& name) {
+  return find_model(name) != nullptr && name.find('/') == std::string::npos;
+}
 
 bool catalog_has_hf_id(const std::string& hf_id) {
   return hf_id.find('/') != std::string::npos && find_model(hf_id) != nullptr;

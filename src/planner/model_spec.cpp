@@ -41,8 +41,8 @@ ParamCounts count_params(const ModelSpec& m) {
   p.lm_head = m.tied_embeddings ? 0 : m.n_vocab * e;
   if (m.is_mla()) {
     const int64_t qk_hd = m.qk_nope_head_dim + m.qk_rope_head_dim;
-    int64_t q = m.q_lora_rank > 0 ? e * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * m.n_head * qk_hd
-                                  : e * m.n_head * qk_hd;
+    int64_t q =
+        m.q_lora_rank > 0 ? e * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * m.n_head * qk_hd : e * m.n_head * qk_hd;
     int64_t kv = e * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank +
                  m.kv_lora_rank * m.n_head * (m.qk_nope_head_dim + m.v_head_dim);
     int64_t o = m.n_head * m.v_head_dim * e;
@@ -74,16 +74,13 @@ ParamCounts count_params(const ModelSpec& m) {
 }
 
 double kv_bytes_per_token(const ModelSpec& m, double kv_elem_bytes) {
-  if (m.is_mla())
-    return static_cast<double>(m.n_layer * (m.kv_lora_rank + m.qk_rope_head_dim)) * kv_elem_bytes;
+  if (m.is_mla()) return static_cast<double>(m.n_layer * (m.kv_lora_rank + m.qk_rope_head_dim)) * kv_elem_bytes;
   return static_cast<double>(2 * m.n_layer * m.n_kv_head * m.head_dim) * kv_elem_bytes;
 }
 
 int64_t attn_qk_width(const ModelSpec& m) {
   return m.is_mla() ? m.n_head * (m.qk_nope_head_dim + m.qk_rope_head_dim) : m.n_head * m.head_dim;
 }
-int64_t attn_v_width(const ModelSpec& m) {
-  return m.is_mla() ? m.n_head * m.v_head_dim : m.n_head * m.head_dim;
-}
+int64_t attn_v_width(const ModelSpec& m) { return m.is_mla() ? m.n_head * m.v_head_dim : m.n_head * m.head_dim; }
 
 }  // namespace parallm::planner

@@ -19,27 +19,27 @@
 namespace parallm::planner {
 
 struct ModelSpec {
-  std::string name;            // catalog name or the path it came from
-  std::string hf_repo;         // "meta-llama/Llama-2-70b-hf" for launch commands ("" = use path)
+  std::string name;     // catalog name or the path it came from
+  std::string hf_repo;  // "meta-llama/Llama-2-70b-hf" for launch commands ("" = use path)
   int64_t n_layer = 0;
   int64_t n_embd = 0;
   int64_t n_head = 0;
   int64_t n_kv_head = 0;
-  int64_t head_dim = 0;        // n_embd / n_head unless the config says otherwise
-  int64_t n_ff = 0;            // dense MLP intermediate size
+  int64_t head_dim = 0;  // n_embd / n_head unless the config says otherwise
+  int64_t n_ff = 0;      // dense MLP intermediate size
   int64_t n_vocab = 0;
   bool tied_embeddings = false;
-  bool attn_bias = false;      // q/k/v projection biases (Qwen2)
-  bool qk_norm = false;        // per-head q/k RMSNorm (Qwen3)
-  int64_t max_position = 0;    // context the model was trained for (0 = unknown)
+  bool attn_bias = false;    // q/k/v projection biases (Qwen2)
+  bool qk_norm = false;      // per-head q/k RMSNorm (Qwen3)
+  int64_t max_position = 0;  // context the model was trained for (0 = unknown)
   // Mixture of experts (n_expert == 0: dense).
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
   int64_t n_ff_expert = 0;
-  int64_t n_shared_expert = 0;   // shared experts, each of n_ff_shared
+  int64_t n_shared_expert = 0;  // shared experts, each of n_ff_shared
   int64_t n_ff_shared = 0;
-  int64_t n_dense_layers = 0;    // leading layers with a dense MLP (DeepSeek first_k_dense_replace)
-  bool moe_router_bias = false;  // [n_expert] per MoE layer (DeepSeek-V3 e_score_correction_bias)
+  int64_t n_dense_layers = 0;       // leading layers with a dense MLP (DeepSeek first_k_dense_replace)
+  bool moe_router_bias = false;     // [n_expert] per MoE layer (DeepSeek-V3 e_score_correction_bias)
   bool shared_expert_gate = false;  // [1, n_embd] per MoE layer (Qwen2-MoE shared_expert_gate)
   // Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank > 0 enables it.
   int64_t q_lora_rank = 0;
@@ -61,8 +61,8 @@ void validate_model(const ModelSpec& m);
 
 // Parameter groups, exact integers.
 struct ParamCounts {
-  int64_t embedding = 0;        // input embedding
-  int64_t lm_head = 0;          // 0 when tied
+  int64_t embedding = 0;  // input embedding
+  int64_t lm_head = 0;    // 0 when tied
   int64_t attention_per_layer = 0;
   int64_t dense_mlp_per_layer = 0;   // dense layers (all layers of a dense model)
   int64_t expert = 0;                // one routed expert
@@ -70,7 +70,7 @@ struct ParamCounts {
   int64_t norms_per_layer = 0;
   int64_t final_norm = 0;
   int64_t total = 0;
-  int64_t active = 0;           // per token: routed experts counted n_expert_used times
+  int64_t active = 0;                // per token: routed experts counted n_expert_used times
   int64_t routed_experts_total = 0;  // all routed-expert weights (what EP spreads)
 };
 ParamCounts count_params(const ModelSpec& m);

@@ -94,8 +94,8 @@ double stage_comm_s(const PerfInputs& in, double tokens) {
     const double f_net = in.ep_net_link.bw_gbps > 0 ? in.ep_net_fraction : 0.0;
     double t_a2a = bytes * (1.0 - f_net) / (link.bw_gbps * 1e9 * in.k.link_eff) + link.latency_us * 1e-6;
     if (f_net > 0)
-      t_a2a = std::max(t_a2a, bytes * f_net / (in.ep_net_link.bw_gbps * 1e9 * in.k.link_eff) +
-                                  in.ep_net_link.latency_us * 1e-6);
+      t_a2a = std::max(
+          t_a2a, bytes * f_net / (in.ep_net_link.bw_gbps * 1e9 * in.k.link_eff) + in.ep_net_link.latency_us * 1e-6);
     t += moe_layers * 2.0 * t_a2a;
   }
   return t;
@@ -129,9 +129,8 @@ double mixed_step_s(const PerfInputs& in, double prefill_tokens, double prefill_
   // Decode attention reads every sequence's KV once; QK^T and PV are 2 FLOPs
   // per element, for decode and prefill tokens alike.
   const ModelSpec& m = *in.model;
-  const double kv_rereads = in.grouped_kv_reads || m.n_kv_head <= 0
-                                ? 1.0
-                                : static_cast<double>(m.n_head) / static_cast<double>(m.n_kv_head);
+  const double kv_rereads =
+      in.grouped_kv_reads || m.n_kv_head <= 0 ? 1.0 : static_cast<double>(m.n_head) / static_cast<double>(m.n_kv_head);
   const double kv_bytes = d * decode_ctx * in.memory.kv_bytes_per_token * kv_rereads;
   const double attn_flops = 2.0 * (d * decode_ctx + pt * prefill_ctx) * layers * heads_local(in);
   const double t_attn = attention_s(in, kv_bytes, attn_flops);

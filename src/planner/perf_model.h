@@ -31,13 +31,13 @@ namespace parallm::planner {
 // Global efficiency factors: chosen once for all GPUs and models (docs/plan.md
 // explains how and lists the resulting errors); --calibrate replaces them.
 struct PerfConstants {
-  double bw_eff = 0.80;          // achieved / datasheet memory bandwidth
-  double flops_eff = 0.60;       // achieved / datasheet dense tensor throughput
+  double bw_eff = 0.80;     // achieved / datasheet memory bandwidth
+  double flops_eff = 0.60;  // achieved / datasheet dense tensor throughput
   // Weight GEMMs in fp8 where the device has an fp8 peak: achieved / that peak;
   // 0 = flops_eff (docs/plan.md: why fp8 reaches less of its datasheet peak).
   double fp8_flops_eff = 0.45;
-  double link_eff = 0.75;        // achieved / nominal link bandwidth
-  double layer_overhead_us = 10; // launches per layer per forward
+  double link_eff = 0.75;         // achieved / nominal link bandwidth
+  double layer_overhead_us = 10;  // launches per layer per forward
   // Attention's own efficiencies (KV reads in decode, causal FLOPs in prefill);
   // 0 = the weight GEMMs' bw_eff / flops_eff. Only --calibrate sets them: the
   // CPU engine's attention runs far below its matmuls (docs/plan.md).
@@ -54,15 +54,15 @@ struct PerfInputs {
   double act_elem_bytes = 2;
   GpuSpec gpu;
   Layout layout;
-  GroupLink tp_link;       // links inside the tp group
-  GroupLink pp_link;       // links between stages
-  GroupLink ep_link;       // links of the EP group inside a node (size 1: tp_link)
-  GroupLink ep_net_link;   // between nodes, when the EP group spans nodes
+  GroupLink tp_link;           // links inside the tp group
+  GroupLink pp_link;           // links between stages
+  GroupLink ep_link;           // links of the EP group inside a node (size 1: tp_link)
+  GroupLink ep_net_link;       // between nodes, when the EP group spans nodes
   double ep_net_fraction = 0;  // of the token copies that leave a device, those crossing nodes
   // Routed tokens on the busiest EP rank over the mean (>= 1); expert GEMMs
   // wait for it. 1 when ep == 1.
   double expert_imbalance = 1;
-  DeviceMemory memory;     // from device_memory()
+  DeviceMemory memory;  // from device_memory()
   // Decode attention reads each KV head once for its whole query-head group
   // (grouped-query kernels: vLLM, SGLang, TensorRT-LLM's XQA from v0.7). false:
   // once per query head, n_head / n_kv_head times the KV bytes (TensorRT-LLM
@@ -89,15 +89,15 @@ double mixed_step_s(const PerfInputs& in, double prefill_tokens, double prefill_
 double prefill_s(const PerfInputs& in, double n_requests, double input_len);
 
 struct LoadPoint {
-  double concurrency = 0;        // sequences in flight on this replica
-  double ttft_ms = 0;            // mean time to first token
-  double tpot_ms = 0;            // mean time per output token after the first
+  double concurrency = 0;                   // sequences in flight on this replica
+  double ttft_ms = 0;                       // mean time to first token
+  double tpot_ms = 0;                       // mean time per output token after the first
   double ttft_p50_ms = 0, ttft_p95_ms = 0;  // over requests
   double tpot_p50_ms = 0, tpot_p95_ms = 0;  // over requests (each request's mean TPOT)
-  double queue_ms = 0;           // mean wait before a request's prefill starts
-  double output_tokens_per_s = 0;  // this replica
-  double requests_per_s = 0;     // this replica
-  bool stable = true;            // false: the arrival rate exceeds what the replica serves
+  double queue_ms = 0;                      // mean wait before a request's prefill starts
+  double output_tokens_per_s = 0;           // this replica
+  double requests_per_s = 0;                // this replica
+  bool stable = true;                       // false: the arrival rate exceeds what the replica serves
 };
 
 LoadPoint predict_load(const PerfInputs& in, double concurrency, int64_t input_len, int64_t output_len);

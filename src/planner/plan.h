@@ -33,39 +33,39 @@ struct Workload {
   int64_t input_len = 1024;
   int64_t output_len = 256;
   LoadMode mode = LoadMode::kConcurrency;
-  double concurrency = 1;      // sequences in flight, all replicas together
-  double qps = 0;              // requests per second (mode kQps)
-  double ttft_slo_ms = 0;      // 0 = none
+  double concurrency = 1;  // sequences in flight, all replicas together
+  double qps = 0;          // requests per second (mode kQps)
+  double ttft_slo_ms = 0;  // 0 = none
   double tpot_slo_ms = 0;
-  int64_t max_model_len = 0;   // 0 = input_len + output_len
-  bool load_given = false;     // --concurrency or --qps was given (not the default of 1)
+  int64_t max_model_len = 0;  // 0 = input_len + output_len
+  bool load_given = false;    // --concurrency or --qps was given (not the default of 1)
   Objective objective = Objective::kAuto;
 };
 
 struct Economics {
-  double gpu_hour_price = 0;   // rent per device-hour; 0 = catalog price of the device (USD)
-  double gpu_price = 0;        // purchase price per device; > 0 = depreciation instead of rent
+  double gpu_hour_price = 0;  // rent per device-hour; 0 = catalog price of the device (USD)
+  double gpu_price = 0;       // purchase price per device; > 0 = depreciation instead of rent
   double depreciation_months = 36;
-  double gpu_watts = 0;        // per device; 0 = catalog board power
-  double power_price = 0;      // per kWh; 0 = power not counted
-  double ops_cost_month = 0;   // staff and hosting per month
-  double daily_requests = 0;   // real volume; 0 = unknown (cost at full capacity only)
+  double gpu_watts = 0;       // per device; 0 = catalog board power
+  double power_price = 0;     // per kWh; 0 = power not counted
+  double ops_cost_month = 0;  // staff and hosting per month
+  double daily_requests = 0;  // real volume; 0 = unknown (cost at full capacity only)
   std::string currency = "USD";
   double headroom = 1.3;
-  double peak_concurrency = 0; // 0 = the workload's
+  double peak_concurrency = 0;  // 0 = the workload's
   double peak_qps = 0;
 };
 
 struct PlanRequest {
   ModelSpec model;
-  std::string model_ref;       // what launch commands load (catalog repo or path)
-  std::string model_arch;      // GGUF general.architecture / HF model_type of a local file ("" = unknown)
+  std::string model_ref;   // what launch commands load (catalog repo or path)
+  std::string model_arch;  // GGUF general.architecture / HF model_type of a local file ("" = unknown)
   WeightFormat weights;
   std::string kv_dtype = "auto";
   double kv_elem_bytes = 2;
   GpuSpec gpu;
   Fabric fabric;
-  Layout pinned{0, 0, 0, 0};   // 0 = let the search choose
+  Layout pinned{0, 0, 0, 0};  // 0 = let the search choose
   Workload workload;
   Economics economics;
   MemoryOptions memory;
@@ -80,12 +80,12 @@ struct Candidate {
   DeviceMemory memory;
   GroupLink tp_link;
   bool fits = false;
-  int64_t max_concurrency_kv = 0;  // per replica, sequences of input+output tokens
-  int64_t max_concurrency_slo = 0; // per replica, also meeting the SLOs
-  double max_qps_slo = 0;          // per replica, Poisson arrivals meeting the SLOs
-  LoadPoint at_load;               // per replica at its share of the workload
-  LoadPoint at_capacity;           // per replica at max_concurrency_slo
-  double output_tokens_per_s = 0;  // all replicas at the workload
+  int64_t max_concurrency_kv = 0;    // per replica, sequences of input+output tokens
+  int64_t max_concurrency_slo = 0;   // per replica, also meeting the SLOs
+  double max_qps_slo = 0;            // per replica, Poisson arrivals meeting the SLOs
+  LoadPoint at_load;                 // per replica at its share of the workload
+  LoadPoint at_capacity;             // per replica at max_concurrency_slo
+  double output_tokens_per_s = 0;    // all replicas at the workload
   double capacity_tokens_per_s = 0;  // all replicas at max_concurrency_slo
   // At full SLO capacity, all replicas; NaN (and has_cost false) when the
   // layout has no SLO capacity: printers show "-", never 0.
@@ -94,20 +94,20 @@ struct Candidate {
   // At the workload: the layout's devices over the tokens it delivers (NaN
   // when it does not fit or cannot serve the load stably).
   double cost_per_million_at_load = 0;
-  int64_t replicas_needed = 0;     // replicas of this layout the peak needs (x headroom)
-  bool meets_slo = false;          // at the workload
-  bool meets_load = false;         // the workload fits these replicas within the SLOs
-  std::string note;                // why it ranks where it does
+  int64_t replicas_needed = 0;  // replicas of this layout the peak needs (x headroom)
+  bool meets_slo = false;       // at the workload
+  bool meets_load = false;      // the workload fits these replicas within the SLOs
+  std::string note;             // why it ranks where it does
 };
 
 struct Capacity {
-  double peak = 0;                 // peak load in `unit`
-  std::string unit;                // "concurrent requests" | "requests/s" | "offline"
-  double per_replica = 0;          // capacity of one replica in `unit`
+  double peak = 0;         // peak load in `unit`
+  std::string unit;        // "concurrent requests" | "requests/s" | "offline"
+  double per_replica = 0;  // capacity of one replica in `unit`
   int64_t replicas = 0;
   int64_t gpus = 0;
-  double cost_per_hour = 0;        // cost_model.h: cost_per_month / 720 h
-  double cost_per_month = 0;       // cost_model.h: cards + power + ops, 30 days
+  double cost_per_hour = 0;   // cost_model.h: cost_per_month / 720 h
+  double cost_per_month = 0;  // cost_model.h: cards + power + ops, 30 days
   double cost_per_million_output_tokens = 0;
 };
 
@@ -141,7 +141,7 @@ struct Plan {
   std::vector<Candidate> candidates;  // ranked, best first
   int best = -1;                      // index into candidates, -1 = nothing fits
   int runner_up = -1;
-  Layout recommended;                 // also set when it needs more devices than given
+  Layout recommended;  // also set when it needs more devices than given
   Verdict verdict = Verdict::kFine;
   // What the ranking minimised, in words for the report ("cost per output
   // token at full capacity (no workload given)", ...).
@@ -153,7 +153,7 @@ struct Plan {
   bool ranked_at_load = false;
   std::vector<std::string> reasons;
   Capacity capacity;
-  MonthlyCost cost;                   // cost_model.h for capacity.gpus devices
+  MonthlyCost cost;  // cost_model.h for capacity.gpus devices
   LaunchCommands commands;
 };
 

@@ -41,14 +41,14 @@ nlohmann::json candidate_json(const Plan& plan, const Candidate& c) {
   j["layout"] = layout_json(c.layout);
   j["gpus"] = c.layout.gpus();
   j["fits"] = c.fits;
-  j["memory_per_device"] = {{"weights_bytes", m.weights_bytes},   {"kv_bytes", m.kv_bytes},
+  j["memory_per_device"] = {{"weights_bytes", m.weights_bytes},       {"kv_bytes", m.kv_bytes},
                             {"activation_bytes", m.activation_bytes}, {"overhead_bytes", m.overhead_bytes},
-                            {"total_bytes", m.total_bytes},       {"capacity_bytes", m.capacity_bytes},
+                            {"total_bytes", m.total_bytes},           {"capacity_bytes", m.capacity_bytes},
                             {"usable_bytes", m.usable_bytes}};
   j["kv_capacity_tokens"] = m.kv_capacity_tokens;
   j["max_concurrency_kv"] = c.max_concurrency_kv;
-  j["tp_link"] = {{"kind", c.tp_link.kind}, {"bw_gbps", c.tp_link.size > 1 ? c.tp_link.bw_gbps : 0.0},
-                  {"fast", c.tp_link.fast}};
+  j["tp_link"] = {
+      {"kind", c.tp_link.kind}, {"bw_gbps", c.tp_link.size > 1 ? c.tp_link.bw_gbps : 0.0}, {"fast", c.tp_link.fast}};
   // An unstable load (arrivals beyond what the replica serves) has no finite
   // latency: null, as the report's "\u2013".
   j["predicted"] = {{"concurrency_per_replica", c.at_load.concurrency},
@@ -97,7 +97,9 @@ nlohmann::json plan_to_json(const Plan& plan) {
   const Workload& w = r.workload;
   j["workload"] = {{"input_len", w.input_len},
                    {"output_len", w.output_len},
-                   {"mode", w.mode == LoadMode::kOffline ? "offline" : w.mode == LoadMode::kQps ? "qps" : "concurrency"},
+                   {"mode", w.mode == LoadMode::kOffline ? "offline"
+                            : w.mode == LoadMode::kQps   ? "qps"
+                                                         : "concurrency"},
                    {"concurrency", w.concurrency},
                    {"qps", w.qps},
                    {"ttft_slo_ms", w.ttft_slo_ms},

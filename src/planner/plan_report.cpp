@@ -104,9 +104,11 @@ std::string plan_to_text(const Plan& plan) {
                 plan.capacity.cost_per_hour, plan.cost.currency.c_str(), plan.capacity.cost_per_month,
                 plan.cost.currency.c_str());
   const LaunchCommands& cmd = plan.commands;
-  const std::pair<const char*, const EngineLaunch*> engines[] = {
-      {"parallm", &cmd.parallm_all}, {"vLLM", &cmd.vllm_all}, {"SGLang", &cmd.sglang_all},
-      {"TensorRT-LLM", &cmd.trtllm_all}, {"llama.cpp", &cmd.llamacpp_all}};
+  const std::pair<const char*, const EngineLaunch*> engines[] = {{"parallm", &cmd.parallm_all},
+                                                                 {"vLLM", &cmd.vllm_all},
+                                                                 {"SGLang", &cmd.sglang_all},
+                                                                 {"TensorRT-LLM", &cmd.trtllm_all},
+                                                                 {"llama.cpp", &cmd.llamacpp_all}};
   bool any = false;
   for (const auto& [name, e] : engines) any = any || !e->lines.empty() || !e->note.empty();
   if (any) {

@@ -33,8 +33,10 @@ double replica_factor(const Candidate& c) { return small_replica_factor(c.layout
 // Lower is better; NaN (no value) sorts last within a tier.
 double key(const Candidate& c, Objective o, bool at_load) {
   switch (o) {
-    case Objective::kLatency: return c.at_load.tpot_p95_ms + 1e-3 * c.at_load.ttft_p95_ms;
-    case Objective::kThroughput: return c.capacity_tokens_per_s > 0 ? -c.capacity_tokens_per_s : NAN;
+    case Objective::kLatency:
+      return c.at_load.tpot_p95_ms + 1e-3 * c.at_load.ttft_p95_ms;
+    case Objective::kThroughput:
+      return c.capacity_tokens_per_s > 0 ? -c.capacity_tokens_per_s : NAN;
     default:
       return (at_load ? c.cost_per_million_at_load : c.cost_per_million_output_tokens) * replica_factor(c);
   }

@@ -1,11 +1,11 @@
 // Router policies over HTTP backends (see backend_policies.h).
 #include "router/backend_policies.h"
-#include "util/json_parse.h"
 
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "util/check.h"
+#include "util/json_parse.h"
 
 namespace parallm {
 
@@ -13,8 +13,7 @@ BackendPolicy parse_backend_policy(const std::string& name) {
   if (name == "least-tokens") return BackendPolicy::kLeastTokens;
   if (name == "prefix-affinity") return BackendPolicy::kPrefixAffinity;
   if (name == "round-robin") return BackendPolicy::kRoundRobin;
-  throw InputError("unknown --policy '" + name +
-                   "' (known: least-tokens, prefix-affinity, round-robin)");
+  throw InputError("unknown --policy '" + name + "' (known: least-tokens, prefix-affinity, round-robin)");
 }
 
 const char* backend_policy_name(BackendPolicy policy) {
@@ -67,16 +66,14 @@ int choose_least_tokens(const std::vector<ReplicaLoad>& loads, uint64_t& cursor)
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (cursor + k) % n;  // ties rotate so equal backends share a burst
     if (!loads[i].healthy) continue;
-    if (best < 0 ||
-        loads[i].outstanding_tokens < loads[static_cast<size_t>(best)].outstanding_tokens)
+    if (best < 0 || loads[i].outstanding_tokens < loads[static_cast<size_t>(best)].outstanding_tokens)
       best = static_cast<int>(i);
   }
   if (best >= 0) cursor = static_cast<uint64_t>(best) + 1;
   return best;
 }
 
-int choose_prefix_affinity(const std::vector<ReplicaLoad>& loads, uint64_t prefix_hash,
-                           uint64_t& cursor) {
+int choose_prefix_affinity(const std::vector<ReplicaLoad>& loads, uint64_t prefix_hash, uint64_t& cursor) {
   // The owner: the healthy backend whose ring point follows the key's most
   // closely (distance measured clockwise, wrapping).
   const uint64_t key = mix64(prefix_hash);
@@ -87,8 +84,7 @@ int choose_prefix_affinity(const std::vector<ReplicaLoad>& loads, uint64_t prefi
     if (!loads[i].healthy) continue;
     min_load = std::min(min_load, loads[i].outstanding_tokens);
     for (int v = 0; v < kVirtualNodes; ++v) {
-      const uint64_t point =
-          mix64((static_cast<uint64_t>(i) << 32) ^ static_cast<uint64_t>(v) ^ 0x5bd1e995ull);
+      const uint64_t point = mix64((static_cast<uint64_t>(i) << 32) ^ static_cast<uint64_t>(v) ^ 0x5bd1e995ull);
       const uint64_t dist = point - key;  // unsigned wrap = clockwise distance
       if (dist < best_dist) {
         best_dist = dist;
@@ -119,8 +115,7 @@ std::string affinity_text(std::string_view body, size_t n_chars) {
     for (const auto& msg : *m) {
       if (text.size() >= n_chars) break;
       if (!msg.is_object()) continue;
-      if (auto role = msg.find("role"); role != msg.end() && role->is_string())
-        text += role->get<std::string>() + ":";
+      if (auto role = msg.find("role"); role != msg.end() && role->is_string()) text += role->get<std::string>() + ":";
       auto c = msg.find("content");
       if (c == msg.end()) continue;
       if (c->is_string()) {

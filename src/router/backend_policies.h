@@ -34,8 +34,7 @@ uint64_t fnv1a64(std::string_view text);
 
 int choose_round_robin(const std::vector<ReplicaLoad>& loads, uint64_t& cursor);
 int choose_least_tokens(const std::vector<ReplicaLoad>& loads, uint64_t& cursor);
-int choose_prefix_affinity(const std::vector<ReplicaLoad>& loads, uint64_t prefix_hash,
-                           uint64_t& cursor);
+int choose_prefix_affinity(const std::vector<ReplicaLoad>& loads, uint64_t prefix_hash, uint64_t& cursor);
 
 // The text prefix-affinity hashes: the first `n_chars` of the request's
 // "prompt" (a string, or the first string of a list) or of the concatenated

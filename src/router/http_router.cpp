@@ -13,14 +13,12 @@ namespace parallm {
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) and those the router writes itself.
 bool dropped_header(std::string_view name) {
-  static const char* const kDropped[] = {"connection", "keep-alive", "transfer-encoding", "te",
-                                         "upgrade", "trailer", "host", "content-length", "expect",
+  static const char* const kDropped[] = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade", "trailer",
+                                         "host", "content-length", "expect",
                                          // Only Content-Type of the answer comes back, so a
                                          // compressed body would reach the client unlabelled.
                                          "accept-encoding"};
@@ -67,8 +65,7 @@ int64_t estimate_tokens(const std::string& body, int64_t default_max_tokens) {
 }  // namespace
 
 std::string router_error_json(int status, const std::string& message) {
-  nlohmann::json j = {
-      {"error", {{"message", message}, {"type", error_type(status)}, {"code", status}}}};
+  nlohmann::json j = {{"error", {{"message", message}, {"type", error_type(status)}, {"code", status}}}};
   return j.dump();
 }
 
@@ -108,8 +105,7 @@ struct HttpRouter::Forward {
 };
 
 HttpRouter::HttpRouter(const HttpRouterOptions& options) : options_(options) {
-  if (options_.backends.empty())
-    throw InputError("parallm router: give at least one --backend URL");
+  if (options_.backends.empty()) throw InputError("parallm router: give at least one --backend URL");
   std::set<std::string> seen;
   for (const std::string& text : options_.backends) {
     auto b = std::make_unique<Backend>();
@@ -126,8 +122,7 @@ HttpRouter::HttpRouter(const HttpRouterOptions& options) : options_(options) {
         }
       throw InputError("--backend '" + text + "': " + why);
     }
-    if (!seen.insert(b->url.to_string()).second)
-      throw InputError("--backend '" + text + "' is given twice");
+    if (!seen.insert(b->url.to_string()).second) throw InputError("--backend '" + text + "' is given twice");
     std::string error;
     if (!resolve_upstream(b->url.host, b->url.port, b->address, error))
       throw InputError("--backend '" + text + "': " + error);
@@ -217,11 +212,9 @@ void HttpRouter::health_loop() {
   }
 }
 
-std::string HttpRouter::build_request(const Backend& b, const std::string& method,
-                                      const std::string& target, const net::HttpHeaders& headers,
-                                      const std::string& body) const {
-  std::string r =
-      method + " " + b.url.base_path + target + " HTTP/1.1\r\nHost: " + b.url.authority() + "\r\n";
+std::string HttpRouter::build_request(const Backend& b, const std::string& method, const std::string& target,
+                                      const net::HttpHeaders& headers, const std::string& body) const {
+  std::string r = method + " " + b.url.base_path + target + " HTTP/1.1\r\nHost: " + b.url.authority() + "\r\n";
   for (const auto& [name, value] : headers) {
     if (dropped_header(name)) continue;
     // The router's own key is for the router; a backend has its own.
@@ -241,8 +234,7 @@ void HttpRouter::handle(const std::shared_ptr<net::HttpExchange>& ex) {
   const bool get_route = path == "/v1/models" || path == "/health" || path == "/metrics";
   if (!completion && !get_route) return ex->respond(error_response(404, "no route for " + path));
   const char* allow = completion ? "POST" : "GET, HEAD";
-  const bool method_ok =
-      completion ? req.method == "POST" : (req.method == "GET" || req.method == "HEAD");
+  const bool method_ok = completion ? req.method == "POST" : (req.method == "GET" || req.method == "HEAD");
   if (!method_ok) {
     auto r = error_response(405, req.method + " is not allowed on " + path);
     r.set_header("Allow", allow);
@@ -250,15 +242,13 @@ void HttpRouter::handle(const std::shared_ptr<net::HttpExchange>& ex) {
   }
   if (!options_.api_key.empty() && path.rfind("/v1/", 0) == 0 &&
       req.header("authorization") != "Bearer " + options_.api_key)
-    return ex->respond(
-        error_response(401, "missing or wrong API key (send Authorization: Bearer <key>)"));
+    return ex->respond(error_response(401, "missing or wrong API key (send Authorization: Bearer <key>)"));
   if (path == "/health") {
     bool any = false;
     for (auto& b : backends_) any = any || b->up.load();
     net::HttpResponse r;
     r.status = any ? 200 : 503;
-    r.set_content(any ? "{\"status\":\"ok\"}" : router_error_json(503, "no healthy backend"),
-                  "application/json");
+    r.set_content(any ? "{\"status\":\"ok\"}" : router_error_json(503, "no healthy backend"), "application/json");
     return ex->respond(std::move(r));
   }
   if (path == "/metrics") {
@@ -276,8 +266,7 @@ void HttpRouter::forward(const std::shared_ptr<net::HttpExchange>& ex) {
   f->method = ex->request().method;
   f->target = ex->request().target;
   f->tokens = estimate_tokens(ex->request().body, options_.default_max_tokens);
-  if (options_.policy == BackendPolicy::kPrefixAffinity)
-    f->prefix_hash = fnv1a64(affinity_text(ex->request().body));
+  if (options_.policy == BackendPolicy::kPrefixAffinity) f->prefix_hash = fnv1a64(affinity_text(ex->request().body));
   f->tried.assign(backends_.size(), false);
   std::weak_ptr<Forward> weak = f;
   ex->on_gone([this, weak] {
@@ -339,8 +328,7 @@ void HttpRouter::dispatch(const std::shared_ptr<Forward>& f) {
   }
   UpstreamCall call;
   call.address = b.address;
-  call.request =
-      build_request(b, f->method, f->target, f->ex->request().headers, f->ex->request().body);
+  call.request = build_request(b, f->method, f->target, f->ex->request().headers, f->ex->request().body);
   call.on_headers = [f](int status, const std::string& content_type) {
     std::lock_guard<std::mutex> lock(f->mu);
     f->status = status;
@@ -387,8 +375,7 @@ void HttpRouter::dispatch(const std::shared_ptr<Forward>& f) {
       } else {
         net::HttpResponse resp;
         resp.status = f->status;
-        resp.set_content(std::move(f->body),
-                         f->content_type.empty() ? "application/json" : f->content_type);
+        resp.set_content(std::move(f->body), f->content_type.empty() ? "application/json" : f->content_type);
         f->ex->respond(std::move(resp));
       }
       return;
@@ -423,8 +410,7 @@ void HttpRouter::list_models(const std::shared_ptr<net::HttpExchange>& ex) {
     std::set<std::string> ids;
     for (const auto& list : g.lists)
       for (const auto& m : list)
-        if (m.is_object() && m.contains("id") && m["id"].is_string() &&
-            ids.insert(m["id"].get<std::string>()).second)
+        if (m.is_object() && m.contains("id") && m["id"].is_string() && ids.insert(m["id"].get<std::string>()).second)
           data.push_back(m);
     net::HttpResponse r;
     r.set_content(nlohmann::json{{"object", "list"}, {"data", data}}.dump(), "application/json");
@@ -472,8 +458,7 @@ std::string HttpRouter::metrics_text() const {
       "# HELP parallm:router_backend_up 1 while the backend is routed to (its /health answers "
       "200).");
   line("# TYPE parallm:router_backend_up gauge");
-  for (auto& b : backends_)
-    line("parallm:router_backend_up" + lbl(*b) + " " + (b->up.load() ? "1" : "0"));
+  for (auto& b : backends_) line("parallm:router_backend_up" + lbl(*b) + " " + (b->up.load() ? "1" : "0"));
   line("# HELP parallm:router_in_flight Requests forwarded to the backend and not yet answered.");
   line("# TYPE parallm:router_in_flight gauge");
   for (auto& b : backends_) {
@@ -487,16 +472,15 @@ std::string HttpRouter::metrics_text() const {
     for (size_t k = 0; k < std::size(kRouterLatencyBuckets); ++k) {
       char le[32];
       std::snprintf(le, sizeof le, "%g", kRouterLatencyBuckets[k]);
-      line("parallm:router_request_duration_seconds_bucket{backend=\"" + b->label + "\",le=\"" +
-           le + "\"} " + std::to_string(b->bucket_counts[k]));
+      line("parallm:router_request_duration_seconds_bucket{backend=\"" + b->label + "\",le=\"" + le + "\"} " +
+           std::to_string(b->bucket_counts[k]));
     }
-    line("parallm:router_request_duration_seconds_bucket{backend=\"" + b->label +
-         "\",le=\"+Inf\"} " + std::to_string(b->duration_count));
+    line("parallm:router_request_duration_seconds_bucket{backend=\"" + b->label + "\",le=\"+Inf\"} " +
+         std::to_string(b->duration_count));
     char sum[64];
     std::snprintf(sum, sizeof sum, "%.6f", b->duration_sum_s);
     line("parallm:router_request_duration_seconds_sum" + lbl(*b) + " " + sum);
-    line("parallm:router_request_duration_seconds_count" + lbl(*b) + " " +
-         std::to_string(b->duration_count));
+    line("parallm:router_request_duration_seconds_count" + lbl(*b) + " " + std::to_string(b->duration_count));
   }
   return out;
 }

@@ -40,8 +40,7 @@ struct HttpRouterOptions {
 };
 
 // Upper bounds (seconds) of the per-backend latency histogram.
-inline constexpr double kRouterLatencyBuckets[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
-                                                   2.5,  5,     10,   30,  60,   120};
+inline constexpr double kRouterLatencyBuckets[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
 
 class HttpRouter {
  public:

@@ -15,7 +15,8 @@ int LeastOutstandingTokens::choose(const std::vector<ReplicaLoad>& replicas) {
     const size_t i = (next_ + k) % n;
     const ReplicaLoad& r = replicas[i];
     if (any_healthy && !r.healthy) continue;
-    if (best < 0 || r.outstanding_tokens < replicas[static_cast<size_t>(best)].outstanding_tokens) best = static_cast<int>(i);
+    if (best < 0 || r.outstanding_tokens < replicas[static_cast<size_t>(best)].outstanding_tokens)
+      best = static_cast<int>(i);
   }
   next_ = (static_cast<size_t>(best) + 1) % n;
   return best;

@@ -24,8 +24,7 @@ namespace parallm {
 namespace {
 
 std::string describe_exit(int status) {
-  if (WIFSIGNALED(status))
-    return strfmt("killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFSIGNALED(status)) return strfmt("killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
   return strfmt("exited with status %d", WEXITSTATUS(status));
 }
 
@@ -136,8 +135,7 @@ void ReplicaProcesses::poll() {
         log_info(strfmt("replica %zu: pid %d %s", i, old, describe_exit(status).c_str()));
         continue;
       }
-      log_warn(
-          strfmt("replica %zu: pid %d %s; restarting it", i, old, describe_exit(status).c_str()));
+      log_warn(strfmt("replica %zu: pid %d %s; restarting it", i, old, describe_exit(status).c_str()));
       c.waiting_restart = true;
     }
     if (c.waiting_restart && !stopping_ &&
@@ -174,8 +172,7 @@ int ReplicaProcesses::restarts(int i) const {
 
 std::vector<std::string> replica_serve_args(const std::vector<std::string>& serve_args, int port,
                                             const std::string& devices) {
-  static const char* const kValued[] = {"--dp", "--data-parallel-size", "--host", "--port",
-                                        "--devices"};
+  static const char* const kValued[] = {"--dp", "--data-parallel-size", "--host", "--port", "--devices"};
   std::vector<std::string> out;
   for (size_t i = 0; i < serve_args.size(); ++i) {
     const std::string& a = serve_args[i];

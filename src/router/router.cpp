@@ -6,7 +6,9 @@
 namespace parallm {
 
 Router::Router(int n_replicas, std::unique_ptr<RoutingPolicy> policy)
-    : policy_(std::move(policy)), loads_(static_cast<size_t>(n_replicas)), unhealthy_until_s_(static_cast<size_t>(n_replicas), 0) {
+    : policy_(std::move(policy)),
+      loads_(static_cast<size_t>(n_replicas)),
+      unhealthy_until_s_(static_cast<size_t>(n_replicas), 0) {
   PARALLM_CHECK(n_replicas > 0 && policy_);
 }
 

@@ -47,9 +47,7 @@ bool resolve_upstream(const std::string& host, int port, UpstreamAddress& out, s
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Conn {
   uint64_t id = 0;
@@ -117,8 +115,7 @@ struct UpstreamClient::Loop {
     const int one = 1;
     setsockopt(ref.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     const int rc = ::connect(ref.fd, sa, ref.call.address.len);
-    if (rc < 0 && errno != EINPROGRESS)
-      return fail(ref, std::string("connect: ") + std::strerror(errno), true);
+    if (rc < 0 && errno != EINPROGRESS) return fail(ref, std::string("connect: ") + std::strerror(errno), true);
     epoll_event ev{};
     ev.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
     ev.data.u64 = id;
@@ -134,8 +131,8 @@ struct UpstreamClient::Loop {
       c.connected = true;
     }
     while (c.written < c.call.request.size()) {
-      const ssize_t n = ::send(c.fd, c.call.request.data() + c.written,
-                               c.call.request.size() - c.written, MSG_NOSIGNAL);
+      const ssize_t n =
+          ::send(c.fd, c.call.request.data() + c.written, c.call.request.size() - c.written, MSG_NOSIGNAL);
       if (n > 0) {
         c.written += static_cast<size_t>(n);
         continue;
@@ -245,8 +242,7 @@ struct UpstreamClient::Loop {
         last_sweep = t;
         std::vector<uint64_t> late;
         for (auto& [id, c] : conns)
-          if ((!c->connected && t > c->connect_deadline_s) ||
-              (c->deadline_s > 0 && t > c->deadline_s))
+          if ((!c->connected && t > c->connect_deadline_s) || (c->deadline_s > 0 && t > c->deadline_s))
             late.push_back(id);
         for (uint64_t id : late) {
           auto it = conns.find(id);

@@ -46,9 +46,15 @@ bool JsonPrefix::value_start(unsigned char c) {
       string_is_key_ = false;
       mode_ = Mode::kString;
       return true;
-    case 't': lit_ = "true"; break;
-    case 'f': lit_ = "false"; break;
-    case 'n': lit_ = "null"; break;
+    case 't':
+      lit_ = "true";
+      break;
+    case 'f':
+      lit_ = "false";
+      break;
+    case 'n':
+      lit_ = "null";
+      break;
     default:
       if (c == '-' || is_digit(c)) {
         mode_ = Mode::kNumber;

@@ -31,18 +31,18 @@ class JsonPrefix {
 
  private:
   enum class Mode : uint8_t {
-    kStart,        // before the top-level value ('{' only)
-    kValue,        // a value is expected
-    kKeyOrEnd,     // after '{': a key or '}'
-    kKey,          // after ',' in an object: a key
-    kColon,        // after a key
-    kAfterValue,   // after a value: ',' or the closing bracket
-    kValueOrEnd,   // after '[': a value or ']'
-    kString,       // inside a string
-    kEscape,       // after a backslash
-    kUnicode,      // inside \uXXXX (hex digits left in hex_left_)
-    kNumber,       // inside a number (num_ tells where)
-    kLiteral,      // inside true / false / null (lit_ and lit_pos_)
+    kStart,       // before the top-level value ('{' only)
+    kValue,       // a value is expected
+    kKeyOrEnd,    // after '{': a key or '}'
+    kKey,         // after ',' in an object: a key
+    kColon,       // after a key
+    kAfterValue,  // after a value: ',' or the closing bracket
+    kValueOrEnd,  // after '[': a value or ']'
+    kString,      // inside a string
+    kEscape,      // after a backslash
+    kUnicode,     // inside \uXXXX (hex digits left in hex_left_)
+    kNumber,      // inside a number (num_ tells where)
+    kLiteral,     // inside true / false / null (lit_ and lit_pos_)
     kDone,
   };
   enum class Num : uint8_t { kSign, kZero, kInt, kDot, kFrac, kExp, kExpSign, kExpDigits };

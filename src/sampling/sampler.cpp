@@ -164,7 +164,9 @@ int32_t Sampler::sample(float* logits, int32_t n_vocab) {
     sum += pr;
     candidates_.emplace_back(pr, i);
   }
-  auto by_prob = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  auto by_prob = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   size_t keep = candidates_.size();
   if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {
     keep = static_cast<size_t>(p_.top_k);

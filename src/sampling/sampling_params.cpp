@@ -9,9 +9,7 @@
 namespace parallm {
 
 void SamplingParams::validate() const {
-  auto bad = [](const char* field, const char* range) {
-    throw InputError(std::string(field) + " must be " + range);
-  };
+  auto bad = [](const char* field, const char* range) { throw InputError(std::string(field) + " must be " + range); };
   if (!(temperature >= 0.0f) || temperature > 100.0f) bad("temperature", "in [0, 100]");
   if (top_k < 0) bad("top_k", ">= 0 (0 disables it)");
   if (!(top_p > 0.0f && top_p <= 1.0f)) bad("top_p", "in (0, 1]");

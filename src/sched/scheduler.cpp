@@ -11,10 +11,14 @@ namespace parallm {
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
+    case FinishReason::kNone:
+      return "";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
   }
   return "";
 }
@@ -22,8 +26,8 @@ const char* finish_reason_name(FinishReason r) {
 Scheduler::Scheduler(const SchedulerOptions& options, BlockManager& kv, StopPredicate is_stop)
     : options_(options), kv_(kv), is_stop_(std::move(is_stop)) {
   PARALLM_CHECK(options_.max_num_seqs > 0 && options_.max_num_batched_tokens > 0 && options_.max_model_len > 0);
-  long_threshold_ = options_.long_prompt_threshold > 0 ? options_.long_prompt_threshold
-                                                       : options_.max_num_batched_tokens;
+  long_threshold_ =
+      options_.long_prompt_threshold > 0 ? options_.long_prompt_threshold : options_.max_num_batched_tokens;
 }
 
 AdmissionResult Scheduler::check(int64_t n_prompt, int64_t max_tokens, bool prefill_only) const {
@@ -34,9 +38,10 @@ AdmissionResult Scheduler::check(int64_t n_prompt, int64_t max_tokens, bool pref
                                         (long long)options_.max_model_len)};
     }
     if (kv_.blocks_for_slots(n_prompt) > kv_.n_blocks()) {
-      return {Admission::kNever,
-              strfmt("the input needs %lld KV blocks but the pool holds %lld: shorten it or give the KV cache more memory",
-                     (long long)kv_.blocks_for_slots(n_prompt), (long long)kv_.n_blocks())};
+      return {
+          Admission::kNever,
+          strfmt("the input needs %lld KV blocks but the pool holds %lld: shorten it or give the KV cache more memory",
+                 (long long)kv_.blocks_for_slots(n_prompt), (long long)kv_.n_blocks())};
     }
     return {};
   }

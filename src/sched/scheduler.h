@@ -42,10 +42,10 @@ struct SchedulerOptions {
 };
 
 struct SeqRequest {
-  uint64_t id = 0;                 // unique, chosen by the caller
-  std::vector<int32_t> prompt;     // [n_prompt]
-  int64_t max_tokens = 16;         // generated tokens at most (>= 1)
-  int priority = 0;                // lower first; FCFS within a priority
+  uint64_t id = 0;              // unique, chosen by the caller
+  std::vector<int32_t> prompt;  // [n_prompt]
+  int64_t max_tokens = 16;      // generated tokens at most (>= 1)
+  int priority = 0;             // lower first; FCFS within a priority
   bool ignore_eos = false;
   // The executor wants logits at every prompt position (prompt logprobs):
   // the prompt is computed in full (no prefix-cache hits), in chunks of at
@@ -100,7 +100,7 @@ class Scheduler {
     std::vector<int32_t> stop_ids;
     uint64_t arrival = 0;
     bool running = false, is_long = false, aborted = false;
-    int64_t plan_index = -1;      // entry in the current plan, -1 if none
+    int64_t plan_index = -1;  // entry in the current plan, -1 if none
     int64_t remaining() const { return static_cast<int64_t>(tokens.size()) - n_computed; }
   };
   using QueueKey = std::tuple<int, uint64_t, uint64_t>;  // (priority, arrival, id)
@@ -125,17 +125,17 @@ class Scheduler {
   StopPredicate is_stop_;
   int64_t long_threshold_;
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs_;
-  std::vector<Sequence*> running_;     // admission order
-  std::vector<Sequence*> snapshot_;    // scratch: running_ at the start of a step
+  std::vector<Sequence*> running_;   // admission order
+  std::vector<Sequence*> snapshot_;  // scratch: running_ at the start of a step
   std::set<QueueKey> short_queue_, long_queue_;
   std::vector<uint64_t> pending_aborts_;
-  Sequence* long_prefill_ = nullptr;   // the long sequence now prefilling, if any
-  bool long_turn_ = false;             // alternation for the long queue
+  Sequence* long_prefill_ = nullptr;  // the long sequence now prefilling, if any
+  bool long_turn_ = false;            // alternation for the long queue
   int64_t budget_ = 0;
   bool preempted_this_step_ = false;
   uint64_t next_arrival_ = 0, n_preemptions_ = 0;
   StepPlan plan_;
-  PrefixHit hit_;                      // scratch
+  PrefixHit hit_;  // scratch
 };
 
 }  // namespace parallm

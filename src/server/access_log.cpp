@@ -11,7 +11,8 @@ void log_access(const net::HttpRequest& request, const AccessRecord& r) {
   std::string line = strfmt("%s \"%s %s\" %d %.3f s", request.remote_addr.c_str(), request.method.c_str(),
                             request.path.c_str(), r.status, r.seconds);
   if (r.prompt_tokens >= 0) {
-    line += strfmt(" prompt_tokens=%lld completion_tokens=%lld", (long long)r.prompt_tokens, (long long)r.completion_tokens);
+    line += strfmt(" prompt_tokens=%lld completion_tokens=%lld", (long long)r.prompt_tokens,
+                   (long long)r.completion_tokens);
   }
   if (!r.prompt.empty()) {
     constexpr size_t kMaxLogged = 300;

@@ -14,7 +14,7 @@ struct AccessRecord {
   int status = 0;
   double seconds = 0;
   int64_t prompt_tokens = -1, completion_tokens = -1;  // -1: not a completion
-  std::string prompt;  // with --log-prompts only (cut to a few hundred bytes)
+  std::string prompt;                                  // with --log-prompts only (cut to a few hundred bytes)
 };
 
 void log_access(const net::HttpRequest& request, const AccessRecord& record);

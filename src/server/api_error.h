@@ -3,7 +3,6 @@
 // the route wrapper (http_server.cpp) turns it into the response.
 #pragma once
 #include <nlohmann/json.hpp>
-
 #include <stdexcept>
 #include <string>
 
@@ -13,7 +12,10 @@ class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string message, std::string type = "invalid_request_error", std::string param = "",
            std::string code = "")
-      : std::runtime_error(message), status_(status), type_(std::move(type)), param_(std::move(param)),
+      : std::runtime_error(message),
+        status_(status),
+        type_(std::move(type)),
+        param_(std::move(param)),
         code_(std::move(code)) {}
 
   int status() const { return status_; }

@@ -13,7 +13,8 @@ bool constant_time_equal(std::string_view candidate, std::string_view key) {
   // against the key (cycled), so the loop's length is the candidate's.
   unsigned diff = static_cast<unsigned>(candidate.size() ^ key.size());
   for (size_t i = 0; i < candidate.size(); ++i) {
-    diff |= static_cast<unsigned>(static_cast<unsigned char>(candidate[i]) ^ static_cast<unsigned char>(key[i % key.size()]));
+    diff |= static_cast<unsigned>(static_cast<unsigned char>(candidate[i]) ^
+                                  static_cast<unsigned char>(key[i % key.size()]));
   }
   return diff == 0;
 }

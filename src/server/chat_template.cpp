@@ -23,7 +23,7 @@ ChatFormatter::ChatFormatter(const std::optional<std::string>& template_source, 
       bos_(std::move(bos_token)),
       eos_(std::move(eos_token)),
       uses_default_(!template_source || template_source->empty()),
-      tool_call_format_(uses_default_                                              ? ToolCallFormat::kNone
+      tool_call_format_(uses_default_                                                  ? ToolCallFormat::kNone
                         : template_source->find("<tool_call>") != std::string::npos    ? ToolCallFormat::kHermes
                         : template_source->find("<|python_tag|>") != std::string::npos ? ToolCallFormat::kLlamaJson
                         : template_source->find("[TOOL_CALLS]") != std::string::npos   ? ToolCallFormat::kMistral
@@ -52,8 +52,9 @@ namespace {
 // An assistant message's tool_calls, as OpenAI writes them:
 // [{"id": str, "type": "function", "function": {"name": str, "arguments": str | object}}].
 void check_tool_calls(const nlohmann::ordered_json& calls, const std::string& where) {
-  const std::string shape = where + ".tool_calls must be an array of {\"id\": string, \"type\": \"function\", "
-                                    "\"function\": {\"name\": string, \"arguments\": string}}";
+  const std::string shape = where +
+                            ".tool_calls must be an array of {\"id\": string, \"type\": \"function\", "
+                            "\"function\": {\"name\": string, \"arguments\": string}}";
   if (!calls.is_array()) throw bad_request(shape, "messages");
   for (const auto& c : calls) {
     if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) throw bad_request(shape, "messages");
@@ -116,8 +117,8 @@ std::string ChatFormatter::render(const nlohmann::ordered_json& messages, bool a
         if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
         auto& fn = call["function"];
         if (fn.contains("arguments") && fn["arguments"].is_string()) {
-          auto parsed = try_parse_json<nlohmann::ordered_json>(fn["arguments"].get<std::string>(),
-                                                                JsonLimits{kRequestJsonDepth});
+          auto parsed =
+              try_parse_json<nlohmann::ordered_json>(fn["arguments"].get<std::string>(), JsonLimits{kRequestJsonDepth});
           if (parsed && parsed->is_object()) fn["arguments"] = std::move(*parsed);
         }
       }

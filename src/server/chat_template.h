@@ -7,9 +7,8 @@
 // Message content may be a string, null, or an array of {"type": "text"} parts
 // (joined); anything else is a 400.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -37,7 +36,8 @@ class ChatFormatter {
   // kwargs: null or an object of extra template variables
   // (`chat_template_kwargs`, e.g. Qwen3's enable_thinking).
   std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                     const nlohmann::ordered_json& tools = nullptr, const nlohmann::ordered_json& kwargs = nullptr) const;
+                     const nlohmann::ordered_json& tools = nullptr,
+                     const nlohmann::ordered_json& kwargs = nullptr) const;
   bool uses_default() const { return uses_default_; }
   // How the template asks the model to write tool calls (tool_calls.h):
   // Hermes when it mentions <tool_call> (Qwen2.5, Qwen3, Hermes), Llama JSON

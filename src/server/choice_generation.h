@@ -4,11 +4,10 @@
 // request's choices (prompts x n) over one channel. Plain bookkeeping, shared
 // by the JSON and the SSE answer (completion_flow.cpp).
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,8 +28,8 @@ inline double seconds(Clock::duration d) { return std::chrono::duration<double>(
 
 // Text and bookkeeping of one choice, shared by both answer modes.
 struct Generation {
-  Generation(const CompletionContext& c, const CompletionParams& p, size_t index, uint64_t backend_id,
-             std::string echo, Clock::time_point arrival, int64_t n_prompt)
+  Generation(const CompletionContext& c, const CompletionParams& p, size_t index, uint64_t backend_id, std::string echo,
+             Clock::time_point arrival, int64_t n_prompt)
       : backend(&c.backend),
         metrics(&c.metrics),
         index(index),
@@ -53,18 +52,18 @@ struct Generation {
   StreamDecoder decoder;
   StopMatcher stop;
   bool want_logprobs;
-  bool echo_logprobs;         // the prompt's tokens lead the completion's logprobs (echo)
-  bool want_prompt_logprobs;  // vLLM's prompt_logprobs field
+  bool echo_logprobs;                          // the prompt's tokens lead the completion's logprobs (echo)
+  bool want_prompt_logprobs;                   // vLLM's prompt_logprobs field
   std::vector<TokenLogprobs> prompt_logprobs;  // [n_prompt] with want_prompt_logprobs, once the first event is in
-  int64_t text_offset;     // completions logprobs: characters of the text so far
-  std::string echo_text;   // completions with echo: the prompt, sent first
-  std::vector<TokenLogprobs> logprobs;  // tokens whose logprobs are not yet sent
+  int64_t text_offset;                         // completions logprobs: characters of the text so far
+  std::string echo_text;                       // completions with echo: the prompt, sent first
+  std::vector<TokenLogprobs> logprobs;         // tokens whose logprobs are not yet sent
   std::optional<ReasoningSplitter> reasoning_splitter;  // chat with --reasoning-parser
-  std::string reasoning_delta;   // reasoning not yet taken (take_reasoning)
+  std::string reasoning_delta;                          // reasoning not yet taken (take_reasoning)
   bool reasoning_seen = false;
   std::optional<ToolCallSplitter> tool_splitter;  // chat with tools, a template with a call format
   ToolCallFormat tool_format = ToolCallFormat::kNone;
-  nlohmann::json tool_calls;                                // null, or the parsed calls once finished
+  nlohmann::json tool_calls;  // null, or the parsed calls once finished
   // tool_choice "required" or naming a function: the whole (constrained)
   // output becomes tool_calls at the end; nothing streams as content.
   bool tool_forced = false;

@@ -16,8 +16,8 @@ namespace parallm {
 class Tokenizer;
 
 struct DeviceStat {
-  std::string device;          // "cpu:0" (with --dp: each replica's devices)
-  double kv_cache_usage = 0;   // fraction of this device's KV blocks in use
+  std::string device;              // "cpu:0" (with --dp: each replica's devices)
+  double kv_cache_usage = 0;       // fraction of this device's KV blocks in use
   uint64_t memory_used_bytes = 0;  // weights + KV pool
 };
 

@@ -13,10 +13,10 @@
 #include <random>
 
 #include "server/access_log.h"
+#include "server/api_error.h"
 #include "server/choice_generation.h"
 #include "server/completion_prepare.h"
 #include "server/completion_render.h"
-#include "server/api_error.h"
 #include "server/logprobs_json.h"
 #include "server/openai_request.h"
 #include "server/request_channel.h"
@@ -83,7 +83,8 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
   void submit(const CompletionContext& ctx) {
     const CompletionParams& cp = prepared_->params;
     const size_t n = static_cast<size_t>(cp.n);
-    const ToolCallFormat tool_format = chat_ && !cp.tools.is_null() ? ctx.chat.tool_call_format() : ToolCallFormat::kNone;
+    const ToolCallFormat tool_format =
+        chat_ && !cp.tools.is_null() ? ctx.chat.tool_call_format() : ToolCallFormat::kNone;
     std::weak_ptr<CompletionFlow> weak = weak_from_this();
     channel_ = std::make_shared<RequestChannel>(!cp.stream && cp.stop.empty(), ctx.options.stream_interval, [weak] {
       if (auto f = weak.lock()) f->schedule();
@@ -104,7 +105,9 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
         sreq.ignore_eos = cp.ignore_eos;
         sreq.priority = cp.priority;
         sreq.logprobs = cp.logprobs;
-        sreq.prompt_logprobs = cp.prompt_logprobs >= 0 ? cp.prompt_logprobs : cp.echo && cp.logprobs >= 0 ? cp.logprobs : -1;
+        sreq.prompt_logprobs = cp.prompt_logprobs >= 0       ? cp.prompt_logprobs
+                               : cp.echo && cp.logprobs >= 0 ? cp.logprobs
+                                                             : -1;
         sreq.stop_token_ids = cp.stop_token_ids;
         uint64_t backend_id = 0;
         std::shared_ptr<RequestChannel> channel = channel_;
@@ -122,7 +125,8 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
         choices_.gens.push_back(std::make_unique<Generation>(ctx, cp, index, backend_id, pp.echo_text, t0_,
                                                              static_cast<int64_t>(pp.tokens.size())));
         Generation& g = *choices_.gens.back();
-        if (chat_ && ctx.options.reasoning_format != ReasoningFormat::kNone) g.reasoning_splitter.emplace(ctx.options.reasoning_format);
+        if (chat_ && ctx.options.reasoning_format != ReasoningFormat::kNone)
+          g.reasoning_splitter.emplace(ctx.options.reasoning_format);
         if (!cp.forced_tool.empty() || cp.tool_required) {
           g.tool_forced = true;
           g.forced_function = cp.forced_tool;
@@ -152,7 +156,8 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
       metrics->observe_delivered_response(outcome->choices);
     });
     if (stream_) {
-      net::HttpHeaders h = {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+      net::HttpHeaders h = {
+          {"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
       h.insert(h.end(), extra_headers_.begin(), extra_headers_.end());
       exchange_->start_stream(200, h);
     }
@@ -294,21 +299,28 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
       }
       if (chat_) {
         json message = {{"role", "assistant"}, {"content", texts_[i]}};
-        if (g.reasoning_splitter) message["reasoning_content"] = g.reasoning_seen ? json(reasonings_[i]) : json(nullptr);
+        if (g.reasoning_splitter)
+          message["reasoning_content"] = g.reasoning_seen ? json(reasonings_[i]) : json(nullptr);
         if (!g.tool_calls.is_null()) {
           message["tool_calls"] = g.tool_calls;
           if (texts_[i].find_first_not_of(" \n\t\r") == std::string::npos) message["content"] = nullptr;
         }
-        out_choices.push_back({{"index", i}, {"message", std::move(message)}, {"logprobs", lp}, {"finish_reason", g.finish_reason}});
+        out_choices.push_back(
+            {{"index", i}, {"message", std::move(message)}, {"logprobs", lp}, {"finish_reason", g.finish_reason}});
       } else {
-        out_choices.push_back({{"index", i}, {"text", texts_[i]}, {"logprobs", lp}, {"finish_reason", g.finish_reason}});
+        out_choices.push_back(
+            {{"index", i}, {"text", texts_[i]}, {"logprobs", lp}, {"finish_reason", g.finish_reason}});
         // vLLM: a completion choice carries its prompt's prompt_logprobs.
-        if (g.want_prompt_logprobs) out_choices.back()["prompt_logprobs"] = vllm_prompt_logprobs_json(tok_, g.prompt_logprobs);
+        if (g.want_prompt_logprobs)
+          out_choices.back()["prompt_logprobs"] = vllm_prompt_logprobs_json(tok_, g.prompt_logprobs);
       }
     }
-    json out = {{"id", id_},           {"object", chat_ ? "chat.completion" : "text_completion"},
-                {"created", created_}, {"model", model_},
-                {"choices", out_choices}, {"usage", choices_.usage()}};
+    json out = {{"id", id_},
+                {"object", chat_ ? "chat.completion" : "text_completion"},
+                {"created", created_},
+                {"model", model_},
+                {"choices", out_choices},
+                {"usage", choices_.usage()}};
     // vLLM: a chat response carries prompt_logprobs beside its choices (one prompt for all).
     if (chat_ && !choices_.gens.empty() && choices_.gens[0]->want_prompt_logprobs) {
       out["prompt_logprobs"] = vllm_prompt_logprobs_json(tok_, choices_.gens[0]->prompt_logprobs);
@@ -340,7 +352,8 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
     if (!sent_first_) {
       sent_first_ = true;
       for (const auto& g : choices_.gens) {
-        if (chat_ || !g->echo_text.empty()) out += event(stream_choice(chat_, g->index, g->echo_text, nullptr, nullptr, true), nullptr);
+        if (chat_ || !g->echo_text.empty())
+          out += event(stream_choice(chat_, g->index, g->echo_text, nullptr, nullptr, true), nullptr);
       }
     }
     for (const ChoiceEvent& ce : channel_->take()) {
@@ -353,7 +366,8 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
         ch["delta"] = {{"reasoning_content", reasoning}};
         out += event(ch, nullptr);
       }
-      if (!text.empty()) out += event(stream_choice(chat_, g.index, text, take_logprobs(tok_, g, chat_), nullptr, false), nullptr);
+      if (!text.empty())
+        out += event(stream_choice(chat_, g.index, text, take_logprobs(tok_, g, chat_), nullptr, false), nullptr);
       if (g.finished && g.error.empty()) {
         if (!g.tool_calls.is_null()) {
           json delta_calls = g.tool_calls;
@@ -416,7 +430,7 @@ class CompletionFlow : public ActiveRequest, public std::enable_shared_from_this
   std::shared_ptr<RequestChannel> channel_;
   std::mutex mu_;  // one pump (or fail / client_gone) at a time
   Choices choices_;
-  std::vector<std::string> texts_, reasonings_;           // whole responses: so far
+  std::vector<std::string> texts_, reasonings_;  // whole responses: so far
   std::vector<std::vector<TokenLogprobs>> logged_;
   bool sent_first_ = false;
   std::atomic<bool> scheduled_{false}, ended_{false};

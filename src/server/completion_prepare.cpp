@@ -15,11 +15,13 @@ PreparedPrompt prepare_prompt(const CompletionContext& ctx, const CompletionPara
   const Tokenizer& tok = ctx.backend.tokenizer();
   PreparedPrompt p;
   if (chat) {
-    const std::string text = ctx.chat.render(cp.messages, /*add_generation_prompt=*/true, cp.tools, cp.chat_template_kwargs);
+    const std::string text =
+        ctx.chat.render(cp.messages, /*add_generation_prompt=*/true, cp.tools, cp.chat_template_kwargs);
     p.tokens = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
   } else if (in->is_tokens) {
     for (int32_t t : in->tokens) {
-      if (t >= tok.n_vocab()) throw bad_request("token id " + std::to_string(t) + " is outside the vocabulary", "prompt");
+      if (t >= tok.n_vocab())
+        throw bad_request("token id " + std::to_string(t) + " is outside the vocabulary", "prompt");
     }
     p.tokens = in->tokens;
     if (cp.echo) p.echo_text = tok.decode(p.tokens);
@@ -32,8 +34,9 @@ PreparedPrompt prepare_prompt(const CompletionContext& ctx, const CompletionPara
   const int64_t n_prompt = static_cast<int64_t>(p.tokens.size());
   const int64_t max_in = ctx.options.max_input_tokens > 0 ? std::min(ctx.options.max_input_tokens, max_len) : max_len;
   if (n_prompt > max_in || n_prompt >= max_len) {
-    throw ApiError(400, "the prompt has " + std::to_string(n_prompt) + " tokens; this server accepts at most " +
-                            std::to_string(std::min(max_in, max_len - 1)) + " input tokens",
+    throw ApiError(400,
+                   "the prompt has " + std::to_string(n_prompt) + " tokens; this server accepts at most " +
+                       std::to_string(std::min(max_in, max_len - 1)) + " input tokens",
                    "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded");
   }
   const int64_t room = max_len - n_prompt;
@@ -45,9 +48,10 @@ PreparedPrompt prepare_prompt(const CompletionContext& ctx, const CompletionPara
                         "max_tokens");
     }
     if (*cp.max_tokens > room) {
-      throw ApiError(400, "the prompt (" + std::to_string(n_prompt) + " tokens) plus 'max_tokens' (" +
-                              std::to_string(*cp.max_tokens) + ") exceeds the maximum model length of " +
-                              std::to_string(max_len) + " tokens",
+      throw ApiError(400,
+                     "the prompt (" + std::to_string(n_prompt) + " tokens) plus 'max_tokens' (" +
+                         std::to_string(*cp.max_tokens) + ") exceeds the maximum model length of " +
+                         std::to_string(max_len) + " tokens",
                      "invalid_request_error", "max_tokens", "context_length_exceeded");
     }
     p.max_tokens = *cp.max_tokens;
@@ -64,8 +68,9 @@ Prepared prepare(const CompletionContext& ctx, const std::string& body, bool cha
   p.params = parse_completion_request(body, chat, request_json_limits(ctx.options));
   const CompletionParams& cp = p.params;
   if (!cp.model.empty() && !serves_model(ctx.options, cp.model)) {
-    throw ApiError(404, "model '" + cp.model + "' does not exist; this server serves '" + ctx.options.served_model_name + "'",
-                   "invalid_request_error", "model", "model_not_found");
+    throw ApiError(
+        404, "model '" + cp.model + "' does not exist; this server serves '" + ctx.options.served_model_name + "'",
+        "invalid_request_error", "model", "model_not_found");
   }
   const int32_t n_vocab = ctx.backend.tokenizer().n_vocab();
   for (int32_t id : cp.stop_token_ids) {

@@ -8,7 +8,10 @@ namespace parallm {
 using nlohmann::json;
 
 json chunk_base(const std::string& id, int64_t created, const std::string& model, bool chat) {
-  return {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created}, {"model", model}};
+  return {{"id", id},
+          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", model}};
 }
 
 json take_logprobs(const Tokenizer& tok, Generation& g, bool chat) {

@@ -2,9 +2,8 @@
 // and the SSE chunks: chunk headers, stream choices (completions `text` or
 // chat `delta`), a choice's pending logprobs.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "server/choice_generation.h"

@@ -11,8 +11,9 @@ using json = nlohmann::json;
 
 bool present(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
 
-const char* kShape = "'input' must be a non-empty string, a non-empty array of strings, an array of token ids or an "
-                     "array of non-empty arrays of token ids";
+const char* kShape =
+    "'input' must be a non-empty string, a non-empty array of strings, an array of token ids or an "
+    "array of non-empty arrays of token ids";
 
 std::vector<int32_t> token_ids(const json& a) {
   if (a.empty()) throw bad_request(kShape, "input");

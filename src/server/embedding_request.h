@@ -22,12 +22,13 @@ constexpr int64_t kMaxEmbeddingInputs = 512;
 
 struct EmbeddingParams {
   std::string model;
-  std::vector<PromptInput> inputs;     // [n_inputs], none empty
-  bool base64 = false;                 // encoding_format "base64": little-endian float32 bytes
-  std::optional<int64_t> dimensions;   // as asked; the server accepts only the model's size
+  std::vector<PromptInput> inputs;    // [n_inputs], none empty
+  bool base64 = false;                // encoding_format "base64": little-endian float32 bytes
+  std::optional<int64_t> dimensions;  // as asked; the server accepts only the model's size
   std::string user;
 };
 
-EmbeddingParams parse_embedding_request(const std::string& body, const JsonLimits& limits = JsonLimits{kRequestJsonDepth});
+EmbeddingParams parse_embedding_request(const std::string& body,
+                                        const JsonLimits& limits = JsonLimits{kRequestJsonDepth});
 
 }  // namespace parallm

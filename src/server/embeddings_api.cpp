@@ -38,7 +38,8 @@ std::vector<std::vector<int32_t>> tokenize_inputs(const CompletionContext& ctx, 
     std::vector<int32_t> ids;
     if (in.is_tokens) {
       for (int32_t t : in.tokens) {
-        if (t >= tok.n_vocab()) throw bad_request("token id " + std::to_string(t) + " is outside the vocabulary", "input");
+        if (t >= tok.n_vocab())
+          throw bad_request("token id " + std::to_string(t) + " is outside the vocabulary", "input");
       }
       ids = in.tokens;
     } else {
@@ -46,8 +47,9 @@ std::vector<std::vector<int32_t>> tokenize_inputs(const CompletionContext& ctx, 
     }
     if (ids.empty()) throw bad_request("input " + std::to_string(i) + " has no tokens", "input");
     if (static_cast<int64_t>(ids.size()) > max_in) {
-      throw ApiError(400, "input " + std::to_string(i) + " has " + std::to_string(ids.size()) +
-                              " tokens; this server embeds at most " + std::to_string(max_in) + " tokens per input",
+      throw ApiError(400,
+                     "input " + std::to_string(i) + " has " + std::to_string(ids.size()) +
+                         " tokens; this server embeds at most " + std::to_string(max_in) + " tokens per input",
                      "invalid_request_error", "input", "context_length_exceeded");
     }
     out.push_back(std::move(ids));
@@ -195,8 +197,8 @@ class EmbeddingFlow : public ActiveRequest, public std::enable_shared_from_this<
       const TokenEvent& e = results_[i].event;
       if (e.finish_reason != "stop" || e.embedding.empty()) {
         const std::string why = e.finish_reason == "error" ? e.error : "it ended with '" + e.finish_reason + "'";
-        respond_error(ApiError(e.finish_reason == "abort" ? 503 : 500, "embedding input " + std::to_string(i) + " failed: " + why,
-                               "server_error"));
+        respond_error(ApiError(e.finish_reason == "abort" ? 503 : 500,
+                               "embedding input " + std::to_string(i) + " failed: " + why, "server_error"));
         return;
       }
       prompt_tokens += e.prompt_tokens;
@@ -290,7 +292,8 @@ class EmbeddingFlow : public ActiveRequest, public std::enable_shared_from_this<
 void handle_embeddings(const CompletionContext& ctx, const std::shared_ptr<net::HttpExchange>& exchange) {
   EmbeddingParams p = parse_embedding_request(exchange->request().body, request_json_limits(ctx.options));
   if (!p.model.empty() && !serves_model(ctx.options, p.model)) {
-    throw ApiError(404, "model '" + p.model + "' does not exist; this server serves '" + ctx.options.served_model_name + "'",
+    throw ApiError(404,
+                   "model '" + p.model + "' does not exist; this server serves '" + ctx.options.served_model_name + "'",
                    "invalid_request_error", "model", "model_not_found");
   }
   const int64_t n_embd = ctx.backend.embedding_size();

@@ -15,7 +15,8 @@ EngineBackend::~EngineBackend() {
   engine_.reset();
 }
 
-SubmitStatus EngineBackend::submit(ServingRequest request, std::function<void(const TokenEvent&)> on_event, uint64_t* id) {
+SubmitStatus EngineBackend::submit(ServingRequest request, std::function<void(const TokenEvent&)> on_event,
+                                   uint64_t* id) {
   return serving_->submit(std::move(request), std::move(on_event), id);
 }
 
@@ -34,8 +35,8 @@ std::vector<DeviceStat> EngineBackend::device_stats() const {
     DeviceStat d;
     d.device = device_names_[i];
     d.kv_cache_usage = m.kv_cache_usage;
-    d.memory_used_bytes = (i < weights.size() ? weights[i] : 0) + (i < kv.size() ? kv[i] : kv[0]) +
-                          engine_->activation_bytes_per_rank();
+    d.memory_used_bytes =
+        (i < weights.size() ? weights[i] : 0) + (i < kv.size() ? kv[i] : kv[0]) + engine_->activation_bytes_per_rank();
     out.push_back(d);
   }
   return out;

@@ -7,8 +7,8 @@
 #include <malloc.h>
 
 #include <chrono>
-#include <functional>
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -76,7 +76,19 @@ std::vector<std::string> all_keys(const ServerOptions& o) {
   return keys;
 }
 
-enum class RouteKind { kCompletions, kChat, kEmbeddings, kModels, kModel, kTokenize, kDetokenize, kHealth, kMetrics, kVersion, kPing };
+enum class RouteKind {
+  kCompletions,
+  kChat,
+  kEmbeddings,
+  kModels,
+  kModel,
+  kTokenize,
+  kDetokenize,
+  kHealth,
+  kMetrics,
+  kVersion,
+  kPing
+};
 
 struct Route {
   RouteKind kind;
@@ -86,10 +98,10 @@ struct Route {
 // The route of a path, or nullptr; *id gets /v1/models/{id}.
 const Route* find_route(const std::string& path, std::string* id) {
   static const Route completions{RouteKind::kCompletions, "POST"}, chat{RouteKind::kChat, "POST"},
-      embeddings{RouteKind::kEmbeddings, "POST"},
-      models{RouteKind::kModels, "GET"}, model{RouteKind::kModel, "GET"}, tokenize{RouteKind::kTokenize, "POST"},
-      detokenize{RouteKind::kDetokenize, "POST"}, health{RouteKind::kHealth, "GET"}, metrics{RouteKind::kMetrics, "GET"},
-      version{RouteKind::kVersion, "GET"}, ping{RouteKind::kPing, "GET"};
+      embeddings{RouteKind::kEmbeddings, "POST"}, models{RouteKind::kModels, "GET"}, model{RouteKind::kModel, "GET"},
+      tokenize{RouteKind::kTokenize, "POST"}, detokenize{RouteKind::kDetokenize, "POST"},
+      health{RouteKind::kHealth, "GET"}, metrics{RouteKind::kMetrics, "GET"}, version{RouteKind::kVersion, "GET"},
+      ping{RouteKind::kPing, "GET"};
   if (path == "/v1/completions") return &completions;
   if (path == "/v1/chat/completions") return &chat;
   if (path == "/v1/embeddings") return &embeddings;
@@ -215,8 +227,9 @@ void HttpServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
   }
   try {
     if (!origins.host_allowed(req.header("Host"))) {
-      throw ApiError(403, "Host '" + std::string(req.header("Host")) + "' is not one this server answers to (--allowed-hosts)",
-                     "invalid_request_error", "", "host_not_allowed");
+      throw ApiError(
+          403, "Host '" + std::string(req.header("Host")) + "' is not one this server answers to (--allowed-hosts)",
+          "invalid_request_error", "", "host_not_allowed");
     }
     std::string model_id;
     const Route* route = find_route(req.path, &model_id);
@@ -267,8 +280,9 @@ void HttpServer::Impl::handle(const std::shared_ptr<HttpExchange>& ex) {
   if (req.body.size() > kTrimAfterBytes) large_request_done();
 }
 
-void HttpServer::Impl::serve_route(const Route& route, const std::string& model_id, const std::shared_ptr<HttpExchange>& ex,
-                                   const net::HttpHeaders& cors, HttpResponse* res, bool* async) {
+void HttpServer::Impl::serve_route(const Route& route, const std::string& model_id,
+                                   const std::shared_ptr<HttpExchange>& ex, const net::HttpHeaders& cors,
+                                   HttpResponse* res, bool* async) {
   const HttpRequest& req = ex->request();
   switch (route.kind) {
     case RouteKind::kVersion:
@@ -289,8 +303,8 @@ void HttpServer::Impl::serve_route(const Route& route, const std::string& model_
     }
     case RouteKind::kMetrics: {
       if (!options.metrics_api_key.empty() && !constant_time_equal(bearer_token(req), options.metrics_api_key)) {
-        throw ApiError(401, "/metrics needs 'Authorization: Bearer <key>' (--metrics-api-key)", "invalid_request_error", "",
-                       "invalid_api_key");
+        throw ApiError(401, "/metrics needs 'Authorization: Bearer <key>' (--metrics-api-key)", "invalid_request_error",
+                       "", "invalid_api_key");
       }
       std::shared_ptr<Ready> r = get_ready();
       ServingMetrics m;
@@ -327,8 +341,8 @@ void HttpServer::Impl::serve_route(const Route& route, const std::string& model_
   // client's address: an unverified token must not buy a fresh bucket.
   if (limited && !limiter.allow(keys.enabled() ? "key:" + key : "addr:" + req.remote_addr, &retry_s)) {
     res->set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(retry_s))));
-    throw ApiError(429, "rate limit exceeded (--rate-limit requests per minute per key or client)", "rate_limit_error", "",
-                   "rate_limit_exceeded");
+    throw ApiError(429, "rate limit exceeded (--rate-limit requests per minute per key or client)", "rate_limit_error",
+                   "", "rate_limit_exceeded");
   }
   CompletionContext ctx{options, *ready->backend, *ready->chat, metrics, flows, &active, cors};
   auto model_card = [&](const std::string& id) {
@@ -357,19 +371,22 @@ void HttpServer::Impl::serve_route(const Route& route, const std::string& model_
     }
     case RouteKind::kModel:
       if (!serves_model(options, model_id)) {
-        throw ApiError(404, "model '" + model_id + "' does not exist; this server serves '" + options.served_model_name + "'",
-                       "invalid_request_error", "model", "model_not_found");
+        throw ApiError(
+            404, "model '" + model_id + "' does not exist; this server serves '" + options.served_model_name + "'",
+            "invalid_request_error", "model", "model_not_found");
       }
       res->set_content(dump(model_card(model_id)), "application/json");
       return;
     case RouteKind::kTokenize:
     case RouteKind::kDetokenize:
       if (req.body.size() > options.max_tokenize_bytes) {
-        throw ApiError(413, "the body has " + std::to_string(req.body.size()) + " bytes; " + req.path + " accepts at most " +
-                                std::to_string(options.max_tokenize_bytes) + " (--max-tokenize-body)");
+        throw ApiError(413, "the body has " + std::to_string(req.body.size()) + " bytes; " + req.path +
+                                " accepts at most " + std::to_string(options.max_tokenize_bytes) +
+                                " (--max-tokenize-body)");
       }
-      res->set_content(route.kind == RouteKind::kTokenize ? handle_tokenize(ctx, req.body) : handle_detokenize(ctx, req.body),
-                       "application/json");
+      res->set_content(
+          route.kind == RouteKind::kTokenize ? handle_tokenize(ctx, req.body) : handle_detokenize(ctx, req.body),
+          "application/json");
       return;
     default:
       return;
@@ -401,8 +418,9 @@ HttpServer::HttpServer(const ServerOptions& options) : options_(options), impl_(
   // Probes and scrapes are answered on the loop thread: a liveness probe must
   // not wait behind workers parsing large bodies.
   auto quick = [](const HttpRequest& r) {
-    return r.method == "OPTIONS" || ((r.method == "GET" || r.method == "HEAD") &&
-                                     (r.path == "/health" || r.path == "/metrics" || r.path == "/ping" || r.path == "/version"));
+    return r.method == "OPTIONS" ||
+           ((r.method == "GET" || r.method == "HEAD") &&
+            (r.path == "/health" || r.path == "/metrics" || r.path == "/ping" || r.path == "/version"));
   };
   impl_->core = std::make_unique<net::HttpCore>(
       co, [impl](const std::shared_ptr<HttpExchange>& ex) { impl->handle(ex); },
@@ -461,7 +479,8 @@ void HttpServer::set_backend(CompletionBackend* backend) {
   if (backend) {
     ready = std::make_shared<Impl::Ready>();
     ready->backend = backend;
-    ready->chat = std::make_unique<ChatFormatter>(ChatFormatter::for_tokenizer(backend->tokenizer(), options_.chat_template));
+    ready->chat =
+        std::make_unique<ChatFormatter>(ChatFormatter::for_tokenizer(backend->tokenizer(), options_.chat_template));
     impl_->metrics.set_max_model_len(backend->max_model_len());  // before any request can reach it
   }
   std::lock_guard<std::mutex> lock(impl_->mu);

@@ -31,16 +31,16 @@ constexpr int64_t kStreamIntervalAuto = 0;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;                       // 0 = an ephemeral port (tests)
-  std::string api_key;                   // empty = no authentication (see api_keys)
-  std::vector<std::string> api_keys;     // more accepted keys (--api-key-file, environment)
-  std::string metrics_api_key;           // --metrics-api-key: a bearer key for /metrics (empty = open)
+  int port = 8000;                           // 0 = an ephemeral port (tests)
+  std::string api_key;                       // empty = no authentication (see api_keys)
+  std::vector<std::string> api_keys;         // more accepted keys (--api-key-file, environment)
+  std::string metrics_api_key;               // --metrics-api-key: a bearer key for /metrics (empty = open)
   std::vector<std::string> allowed_origins;  // CORS: "*" or origins; empty = no CORS headers
   std::vector<std::string> allowed_hosts;    // Host header names accepted; empty = any
   std::string served_model_name = "parallm";
   std::vector<std::string> served_model_aliases;  // more accepted names (model_names.h)
-  int64_t max_input_tokens = 0;          // 0 = max_model_len
-  int64_t max_output_tokens = 0;         // 0 = max_model_len
+  int64_t max_input_tokens = 0;                   // 0 = max_model_len
+  int64_t max_output_tokens = 0;                  // 0 = max_model_len
   size_t max_body_bytes = 8u << 20;
   size_t max_tokenize_bytes = 2u << 20;  // /tokenize and /detokenize bodies (413 above)
   int max_json_depth = 128;              // nesting of request bodies (400 above)
@@ -49,7 +49,7 @@ struct ServerOptions {
   int max_connections = 8192;
   int max_connections_per_client = 2048;
   double header_timeout_s = 10, body_timeout_s = 60, keep_alive_timeout_s = 5, write_timeout_s = 30;
-  double heartbeat_s = 2.0;              // SSE comment while a stream waits (detects gone clients)
+  double heartbeat_s = 2.0;  // SSE comment while a stream waits (detects gone clients)
   // A stream's tokens are sent in groups of this many (the first at once);
   // kStreamIntervalAuto: groups that grow with the load (completion_flow.cpp).
   int64_t stream_interval = kStreamIntervalAuto;
@@ -57,7 +57,7 @@ struct ServerOptions {
   std::string chat_template;
   // --reasoning-parser: split <think> ... </think> into reasoning_content (chat).
   ReasoningFormat reasoning_format = ReasoningFormat::kNone;
-  bool log_prompts = false;  // --log-prompts: prompts in the access log
+  bool log_prompts = false;         // --log-prompts: prompts in the access log
   std::string version = "unknown";  // GET /version
 };
 

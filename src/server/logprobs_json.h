@@ -13,9 +13,8 @@
 // keeps them exactly. Logprobs below -9999 (-inf included) are written as
 // -9999, as vLLM does, since JSON has no infinity.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "sampling/logprobs.h"

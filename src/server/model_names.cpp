@@ -6,8 +6,8 @@ namespace parallm {
 
 bool serves_model(const ServerOptions& options, const std::string& model) {
   return model == options.served_model_name ||
-         std::find(options.served_model_aliases.begin(), options.served_model_aliases.end(),
-                   model) != options.served_model_aliases.end();
+         std::find(options.served_model_aliases.begin(), options.served_model_aliases.end(), model) !=
+             options.served_model_aliases.end();
 }
 
 std::vector<std::string> served_model_names(const ServerOptions& options) {

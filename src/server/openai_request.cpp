@@ -34,13 +34,15 @@ std::optional<int64_t> get_int(const json& j, const char* key, int64_t lo, int64
   const double d = v.is_number_float() ? v.get<double>() : 0.0;
   const bool integral_float = v.is_number_float() && d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
                               d == static_cast<double>(static_cast<int64_t>(d));
-  if (!v.is_number_integer() && !integral_float) throw bad_request(std::string("'") + key + "' must be an integer", key);
+  if (!v.is_number_integer() && !integral_float)
+    throw bad_request(std::string("'") + key + "' must be an integer", key);
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
     throw bad_request(std::string("'") + key + "' is out of range", key);
   }
   const int64_t x = v.is_number_float() ? static_cast<int64_t>(v.get<double>()) : v.get<int64_t>();
   if (x < lo || x > hi) {
-    throw bad_request(std::string("'") + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi), key);
+    throw bad_request(std::string("'") + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi),
+                      key);
   }
   return x;
 }
@@ -71,7 +73,8 @@ std::vector<int32_t> parse_token_ids(const json& a) {
 
 // OpenAI's four prompt shapes: "text", ["text", ...], [ids], [[ids], ...].
 std::vector<PromptInput> parse_prompts(const json& pr) {
-  const char* shape = "'prompt' must be a non-empty string, array of strings, array of token ids or array of such arrays";
+  const char* shape =
+      "'prompt' must be a non-empty string, array of strings, array of token ids or array of such arrays";
   std::vector<PromptInput> out;
   if (pr.is_string()) {
     out.push_back({false, pr.get<std::string>(), {}});
@@ -106,11 +109,13 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& lb) {
   std::vector<std::pair<int32_t, float>> out;
   for (const auto& [key, v] : lb.items()) {
     int64_t id = -1;
-    if (!key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos) id = std::stoll(key);
+    if (!key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos)
+      id = std::stoll(key);
     if (id < 0 || id > INT32_MAX) throw bad_request("'logit_bias' key '" + key + "' is not a token id", "logit_bias");
     if (!v.is_number()) throw bad_request("'logit_bias' values must be numbers", "logit_bias");
     const double b = v.get<double>();
-    if (!(b >= -100.0 && b <= 100.0)) throw bad_request("'logit_bias' values must be between -100 and 100", "logit_bias");
+    if (!(b >= -100.0 && b <= 100.0))
+      throw bad_request("'logit_bias' values must be between -100 and 100", "logit_bias");
     out.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
   }
   return out;
@@ -122,7 +127,8 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& lb) {
 void parse_tools(const json& j, CompletionParams* p) {
   if (present(j, "tool_choice")) {
     const json& tc = j["tool_choice"];
-    if (!tc.is_string() && !tc.is_object()) throw bad_request("'tool_choice' must be a string or an object", "tool_choice");
+    if (!tc.is_string() && !tc.is_object())
+      throw bad_request("'tool_choice' must be a string or an object", "tool_choice");
     const std::string choice = tc.is_string() ? tc.get<std::string>() : "named";
     if (choice == "none") return;
     if (choice != "auto" && choice != "required" && choice != "named") {
@@ -160,11 +166,12 @@ void parse_prompt_logprobs(const json& j, CompletionParams* p) {
   const json& v = j["prompt_logprobs"];
   if (!v.is_number_integer()) throw bad_request("'prompt_logprobs' must be an integer", "prompt_logprobs");
   if (!v.is_number_unsigned() && v.get<int64_t>() == -1) {
-    throw bad_request("'prompt_logprobs' -1 (the whole vocabulary) is not supported; at most " +
-                          std::to_string(kMaxLogprobs),
-                      "prompt_logprobs");
+    throw bad_request(
+        "'prompt_logprobs' -1 (the whole vocabulary) is not supported; at most " + std::to_string(kMaxLogprobs),
+        "prompt_logprobs");
   }
-  if ((!v.is_number_unsigned() && v.get<int64_t>() < 0) || (v.is_number_unsigned() && v.get<uint64_t>() > kMaxLogprobs)) {
+  if ((!v.is_number_unsigned() && v.get<int64_t>() < 0) ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > kMaxLogprobs)) {
     throw bad_request("'prompt_logprobs' must be between 0 and " + std::to_string(kMaxLogprobs), "prompt_logprobs");
   }
   if (get_bool(j, "stream", false)) {
@@ -215,7 +222,8 @@ CompletionParams parse_completion_request(const std::string& body, bool chat, co
   }
   const auto best_of = get_int(j, "best_of", 1, INT32_MAX);
   if (best_of && *best_of != p.n) {
-    throw bad_request("'best_of' other than 'n' is not supported (no choices are generated to be discarded)", "best_of");
+    throw bad_request("'best_of' other than 'n' is not supported (no choices are generated to be discarded)",
+                      "best_of");
   }
   if (chat) {
     const bool want = get_bool(j, "logprobs", false);
@@ -250,7 +258,8 @@ CompletionParams parse_completion_request(const std::string& body, bool chat, co
   s.repetition_penalty = static_cast<float>(get_number(j, "repetition_penalty", 0.01, 10.0, 1.0));
   if (present(j, "seed")) {
     if (!j["seed"].is_number_integer()) throw bad_request("'seed' must be an integer", "seed");
-    s.seed = j["seed"].is_number_unsigned() ? j["seed"].get<uint64_t>() : static_cast<uint64_t>(j["seed"].get<int64_t>());
+    s.seed =
+        j["seed"].is_number_unsigned() ? j["seed"].get<uint64_t>() : static_cast<uint64_t>(j["seed"].get<int64_t>());
   } else {
     static thread_local std::mt19937_64 rng{std::random_device{}()};
     s.seed = rng();
@@ -288,7 +297,8 @@ CompletionParams parse_completion_request(const std::string& body, bool chat, co
   }
   if (present(j, "stop_token_ids")) {
     const json& st = j["stop_token_ids"];
-    if (!st.is_array() || st.size() > 64) throw bad_request("'stop_token_ids' must be an array of at most 64 token ids", "stop_token_ids");
+    if (!st.is_array() || st.size() > 64)
+      throw bad_request("'stop_token_ids' must be an array of at most 64 token ids", "stop_token_ids");
     for (const json& t : st) {
       if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
         throw bad_request("'stop_token_ids' must hold non-negative integers", "stop_token_ids");

@@ -3,9 +3,8 @@
 // invalid UTF-8, nesting past the depth limit, wrong types, out-of-range
 // values, unsupported options) is an ApiError(400) naming the field.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,13 +35,13 @@ struct CompletionParams {
   std::vector<PromptInput> prompts;
   // chat: as the request wrote them (key order kept: templates print them)
   nlohmann::ordered_json messages;
-  nlohmann::ordered_json tools;               // chat: null, or the function tools (not with tool_choice "none")
+  nlohmann::ordered_json tools;                 // chat: null, or the function tools (not with tool_choice "none")
   nlohmann::ordered_json chat_template_kwargs;  // chat: null, or extra template variables (vLLM's)
   // tool_choice naming a function (its name) or "required": the output is
   // constrained (sampling.constraint) and rendered as tool calls.
   std::string forced_tool;
   bool tool_required = false;
-  int64_t n = 1;                     // choices per prompt
+  int64_t n = 1;  // choices per prompt
   // -1: no logprobs. Completions: `logprobs` (alternatives per token, 0-20).
   // Chat: `top_logprobs` (0-20) when `logprobs` is true.
   int32_t logprobs = -1;
@@ -50,7 +49,7 @@ struct CompletionParams {
   // rank and its position's k most likely tokens (not with stream).
   int32_t prompt_logprobs = -1;
   std::optional<int64_t> max_tokens;  // max_tokens / max_completion_tokens
-  SamplingParams sampling;           // seed is random when the request has none
+  SamplingParams sampling;            // seed is random when the request has none
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // vLLM's: more tokens that end generation
   bool include_stop_str_in_output = false, skip_special_tokens = true;

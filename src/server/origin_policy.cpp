@@ -1,9 +1,8 @@
 #include "server/origin_policy.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cctype>
+#include <nlohmann/json.hpp>
 
 #include "util/check.h"
 #include "util/json_parse.h"

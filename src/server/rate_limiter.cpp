@@ -12,8 +12,10 @@ bool RateLimiter::allow(const std::string& key, double now_s, double* retry_afte
   const double rate_per_s = per_minute_ / 60.0;
   if (buckets_.size() > 100000) {
     for (auto it = buckets_.begin(); it != buckets_.end();) {
-      if (it->second.tokens + (now_s - it->second.last_s) * rate_per_s >= per_minute_) it = buckets_.erase(it);
-      else ++it;
+      if (it->second.tokens + (now_s - it->second.last_s) * rate_per_s >= per_minute_)
+        it = buckets_.erase(it);
+      else
+        ++it;
     }
   }
   auto [it, inserted] = buckets_.try_emplace(key, Bucket{per_minute_, now_s});

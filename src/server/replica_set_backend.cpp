@@ -12,8 +12,8 @@ namespace {
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
-ReplicaSetBackend::ReplicaSetBackend(std::vector<std::unique_ptr<CompletionBackend>> replicas, const std::string& policy,
-                                     double unhealthy_cooldown_s)
+ReplicaSetBackend::ReplicaSetBackend(std::vector<std::unique_ptr<CompletionBackend>> replicas,
+                                     const std::string& policy, double unhealthy_cooldown_s)
     : replicas_(std::move(replicas)),
       router_(static_cast<int>(replicas_.size()), make_routing_policy(policy)),
       cooldown_s_(unhealthy_cooldown_s) {

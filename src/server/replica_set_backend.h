@@ -16,7 +16,8 @@ namespace parallm {
 class ReplicaSetBackend : public CompletionBackend {
  public:
   explicit ReplicaSetBackend(std::vector<std::unique_ptr<CompletionBackend>> replicas,
-                             const std::string& policy = "least-outstanding-tokens", double unhealthy_cooldown_s = 10.0);
+                             const std::string& policy = "least-outstanding-tokens",
+                             double unhealthy_cooldown_s = 10.0);
   ~ReplicaSetBackend() override;
 
   SubmitStatus submit(ServingRequest request, std::function<void(const TokenEvent&)> on_event, uint64_t* id) override;

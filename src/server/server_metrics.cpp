@@ -12,11 +12,11 @@ namespace {
 
 // vLLM's bounds: time to first token; inter-token latency and time per output
 // token; request latencies (e2e, queue, prefill, decode).
-const std::vector<double> kTtftBounds = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+const std::vector<double> kTtftBounds = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
                                          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
-const std::vector<double> kTokenGapBounds = {0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,  0.3,  0.4, 0.5,
+const std::vector<double> kTokenGapBounds = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
                                              0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
-const std::vector<double> kRequestBounds = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,    10.0,   15.0,  20.0,
+const std::vector<double> kRequestBounds = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
                                             30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 
 // 1, 2, 5, 10, 20, 50, ... up to max_value (vLLM's build_1_2_5_buckets).
@@ -72,7 +72,8 @@ void Histogram::set_bounds(std::vector<double> upper_bounds) {
   count_ = 0;
 }
 
-void Histogram::render(const std::string& name, const std::string& help, std::string* out, const std::string& labels) const {
+void Histogram::render(const std::string& name, const std::string& help, std::string* out,
+                       const std::string& labels) const {
   std::lock_guard<std::mutex> lock(mu_);
   *out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
   const std::string bucket_prefix = name + "_bucket{" + (labels.empty() ? "" : labels + ",") + "le=\"";
@@ -88,8 +89,10 @@ void Histogram::render(const std::string& name, const std::string& help, std::st
 }
 
 ServerMetrics::ServerMetrics(const std::string& model_name)
-    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
-      tpot_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+             80.0}),
+      tpot_(
+          {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
       e2e_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0}),
       model_label_("model_name=\"" + escape_label(model_name) + "\""),
       v_ttft_(kTtftBounds),
@@ -152,24 +155,34 @@ void ServerMetrics::observe_delivered_response(const std::vector<FinishedChoice>
 std::string ServerMetrics::render(const ServingMetrics& m, const std::vector<DeviceStat>& devices) const {
   std::string out;
   auto gauge = [&](const char* name, const char* type, const char* help, const std::string& value) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + value + "\n";
+    out +=
+        std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + value + "\n";
   };
   gauge("parallm:num_requests_running", "gauge", "Requests being generated.", std::to_string(m.num_requests_running));
-  gauge("parallm:num_requests_waiting", "gauge", "Requests waiting to be scheduled.", std::to_string(m.num_requests_waiting));
-  out += "# HELP parallm:kv_cache_usage_perc KV cache blocks in use, fraction of the pool.\n"
-         "# TYPE parallm:kv_cache_usage_perc gauge\n";
-  for (const auto& d : devices) out += "parallm:kv_cache_usage_perc{device=\"" + d.device + "\"} " + strfmt("%.6g", d.kv_cache_usage) + "\n";
-  gauge("parallm:prefix_cache_hit_rate", "gauge", "Prompt tokens found in the prefix cache, fraction of those looked up.",
+  gauge("parallm:num_requests_waiting", "gauge", "Requests waiting to be scheduled.",
+        std::to_string(m.num_requests_waiting));
+  out +=
+      "# HELP parallm:kv_cache_usage_perc KV cache blocks in use, fraction of the pool.\n"
+      "# TYPE parallm:kv_cache_usage_perc gauge\n";
+  for (const auto& d : devices)
+    out += "parallm:kv_cache_usage_perc{device=\"" + d.device + "\"} " + strfmt("%.6g", d.kv_cache_usage) + "\n";
+  gauge("parallm:prefix_cache_hit_rate", "gauge",
+        "Prompt tokens found in the prefix cache, fraction of those looked up.",
         strfmt("%.6g", m.prefix_cache_hit_rate));
   gauge("parallm:num_preemptions_total", "counter", "Sequences preempted for lack of KV blocks.",
         std::to_string(m.num_preemptions_total));
   gauge("parallm:prompt_tokens_total", "counter", "Prompt tokens processed.", std::to_string(m.prompt_tokens_total));
   gauge("parallm:generation_tokens_total", "counter", "Tokens generated.", std::to_string(m.generation_tokens_total));
-  out += "# HELP parallm:device_memory_used_bytes Weights, KV pool and profiled activations held on each device.\n"
-         "# TYPE parallm:device_memory_used_bytes gauge\n";
-  for (const auto& d : devices) out += "parallm:device_memory_used_bytes{device=\"" + d.device + "\"} " + std::to_string(d.memory_used_bytes) + "\n";
-  gauge("parallm:request_success_total", "counter", "Requests answered successfully.", std::to_string(requests_ok.load()));
-  gauge("parallm:request_rejected_total", "counter", "Requests answered with an error status.", std::to_string(requests_rejected.load()));
+  out +=
+      "# HELP parallm:device_memory_used_bytes Weights, KV pool and profiled activations held on each device.\n"
+      "# TYPE parallm:device_memory_used_bytes gauge\n";
+  for (const auto& d : devices)
+    out +=
+        "parallm:device_memory_used_bytes{device=\"" + d.device + "\"} " + std::to_string(d.memory_used_bytes) + "\n";
+  gauge("parallm:request_success_total", "counter", "Requests answered successfully.",
+        std::to_string(requests_ok.load()));
+  gauge("parallm:request_rejected_total", "counter", "Requests answered with an error status.",
+        std::to_string(requests_rejected.load()));
   ttft_.render("parallm:time_to_first_token_seconds", "Time from request arrival to its first token.", &out);
   tpot_.render("parallm:time_per_output_token_seconds", "Mean time between output tokens of a request.", &out);
   e2e_.render("parallm:e2e_request_latency_seconds", "Time from request arrival to its last token.", &out);
@@ -184,8 +197,10 @@ void ServerMetrics::render_vllm(const ServingMetrics& m, std::string* out) const
             "} " + value + "\n";
   };
   const std::string kv = strfmt("%.6g", m.kv_cache_usage);
-  one("vllm:num_requests_running", "gauge", "Requests in the model's running batch.", std::to_string(m.num_requests_running));
-  one("vllm:num_requests_waiting", "gauge", "Requests waiting to be scheduled.", std::to_string(m.num_requests_waiting));
+  one("vllm:num_requests_running", "gauge", "Requests in the model's running batch.",
+      std::to_string(m.num_requests_running));
+  one("vllm:num_requests_waiting", "gauge", "Requests waiting to be scheduled.",
+      std::to_string(m.num_requests_waiting));
   one("vllm:kv_cache_usage_perc", "gauge", "KV cache blocks in use, fraction of the pool (1 = full).", kv);
   one("vllm:gpu_cache_usage_perc", "gauge", "KV cache blocks in use, fraction of the pool (1 = full); older name.", kv);
   one("vllm:num_preemptions_total", "counter", "Sequences preempted for lack of KV blocks.",
@@ -196,8 +211,9 @@ void ServerMetrics::render_vllm(const ServingMetrics& m, std::string* out) const
       std::to_string(m.prefix_cache_queries_total));
   one("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
       std::to_string(m.prefix_cache_hits_total));
-  *out += "# HELP vllm:request_success_total Finished requests whose response reached the client, by finish reason.\n"
-          "# TYPE vllm:request_success_total counter\n";
+  *out +=
+      "# HELP vllm:request_success_total Finished requests whose response reached the client, by finish reason.\n"
+      "# TYPE vllm:request_success_total counter\n";
   {
     std::lock_guard<std::mutex> lock(success_mu_);
     for (const auto& [reason, n] : success_) {
@@ -206,12 +222,13 @@ void ServerMetrics::render_vllm(const ServingMetrics& m, std::string* out) const
     }
   }
   v_ttft_.render("vllm:time_to_first_token_seconds", "Time from request arrival to its first token.", out, labels);
-  v_itl_.render("vllm:inter_token_latency_seconds", "Time between consecutive tokens of a request, as they arrive.", out,
-                labels);
+  v_itl_.render("vllm:inter_token_latency_seconds", "Time between consecutive tokens of a request, as they arrive.",
+                out, labels);
   v_tpot_.render("vllm:time_per_output_token_seconds", "Per request: (e2e - time to first token) / (tokens - 1).", out,
                  labels);
   v_request_tpot_.render("vllm:request_time_per_output_token_seconds",
-                         "Per request: (e2e - time to first token) / (tokens - 1); 0 for 1 token or none.", out, labels);
+                         "Per request: (e2e - time to first token) / (tokens - 1); 0 for 1 token or none.", out,
+                         labels);
   v_e2e_.render("vllm:e2e_request_latency_seconds", "Time from request arrival to its last event.", out, labels);
   v_queue_.render("vllm:request_queue_time_seconds", "Time from arrival in the engine to first being scheduled.", out,
                   labels);

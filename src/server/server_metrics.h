@@ -43,11 +43,11 @@ struct FinishedChoice {
   std::string finish_reason;  // the engine's: "stop" | "length" | "abort" | ... (a parsed tool call is "stop")
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
-  double e2e_s = 0;           // arrival -> its final event
-  double ttft_s = 0;          // arrival -> its first token (with generation_tokens > 0)
-  double queue_s = 0;         // the engine's, on the first token's event: submit -> first scheduled
-  double prefill_s = 0;       // first scheduled -> the step that sampled the first token
-  double decode_s = 0;        // first token -> last token, as they arrived
+  double e2e_s = 0;      // arrival -> its final event
+  double ttft_s = 0;     // arrival -> its first token (with generation_tokens > 0)
+  double queue_s = 0;    // the engine's, on the first token's event: submit -> first scheduled
+  double prefill_s = 0;  // first scheduled -> the step that sampled the first token
+  double decode_s = 0;   // first token -> last token, as they arrived
 };
 
 class ServerMetrics {
@@ -75,7 +75,7 @@ class ServerMetrics {
  private:
   void render_vllm(const ServingMetrics& m, std::string* out) const;
 
-  Histogram ttft_, tpot_, e2e_;  // parallm:
+  Histogram ttft_, tpot_, e2e_;    // parallm:
   const std::string model_label_;  // model_name="..." (escaped)
   Histogram v_ttft_, v_itl_, v_tpot_, v_request_tpot_, v_e2e_, v_queue_, v_prefill_, v_decode_, v_prompt_,
       v_generation_, v_max_generation_;

@@ -33,8 +33,7 @@ std::shared_ptr<const constrain::CompiledConstraint> compile(const Request& r) {
 Request schema_request(const json& schema, const std::string& field) {
   if (schema.is_string()) {  // vLLM takes guided_json as JSON text too
     JsonError error;
-    auto parsed =
-        try_parse_json<json>(schema.get<std::string>(), JsonLimits{kRequestJsonDepth}, &error);
+    auto parsed = try_parse_json<json>(schema.get<std::string>(), JsonLimits{kRequestJsonDepth}, &error);
     if (!parsed) throw bad_request("'" + field + "' is not valid JSON: " + error.message, field);
     return schema_request(*parsed, field);
   }
@@ -50,8 +49,7 @@ Request string_request(const json& v, ConstraintKind kind, const std::string& fi
 }
 
 Request choice_request(const json& v, const std::string& field) {
-  if (!v.is_array() || v.empty())
-    throw bad_request("'" + field + "' must be a non-empty array of strings", field);
+  if (!v.is_array() || v.empty()) throw bad_request("'" + field + "' must be a non-empty array of strings", field);
   if (v.size() > constrain::kMaxEnumValues) {
     throw bad_request("'" + field + "' has " + std::to_string(v.size()) + " choices; at most " +
                           std::to_string(constrain::kMaxEnumValues),
@@ -108,12 +106,10 @@ json required_tools_schema(const json& tools) {
         params.erase(key);
       }
     }
-    branches.push_back(
-        {{"type", "object"},
-         {"properties",
-          {{"name", {{"const", tools[i]["function"]["name"]}}}, {"parameters", params}}},
-         {"required", {"name", "parameters"}},
-         {"additionalProperties", false}});
+    branches.push_back({{"type", "object"},
+                        {"properties", {{"name", {{"const", tools[i]["function"]["name"]}}}, {"parameters", params}}},
+                        {"required", {"name", "parameters"}},
+                        {"additionalProperties", false}});
   }
   json schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", branches}}}};
   if (!defs.empty()) schema["$defs"] = defs;
@@ -125,35 +121,31 @@ StructuredOutput parse_structured_output(const json& j, const json& tools, bool 
   if (present(j, "response_format")) {
     const json& rf = j["response_format"];
     if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
-      throw bad_request("'response_format' must be an object with a string 'type'",
-                        "response_format");
+      throw bad_request("'response_format' must be an object with a string 'type'", "response_format");
     }
     const std::string type = rf["type"].get<std::string>();
     if (type == "json_object") {
       asked.push_back({ConstraintKind::kJsonObject, "", "response_format"});
     } else if (type == "json_schema") {
       if (!present(rf, "json_schema") || !rf["json_schema"].is_object()) {
-        throw bad_request("'response_format' json_schema needs a 'json_schema' object",
-                          "response_format");
+        throw bad_request("'response_format' json_schema needs a 'json_schema' object", "response_format");
       }
       const json& js = rf["json_schema"];
       if (!present(js, "schema"))
         throw bad_request("'response_format.json_schema.schema' is required", "response_format");
       asked.push_back(schema_request(js["schema"], "response_format"));
     } else if (type != "text") {
-      throw bad_request("'response_format' type '" + type +
-                            "' is not supported; use 'text', 'json_object' or 'json_schema'",
-                        "response_format");
+      throw bad_request(
+          "'response_format' type '" + type + "' is not supported; use 'text', 'json_object' or 'json_schema'",
+          "response_format");
     }
   }
   if (present(j, "guided_json")) asked.push_back(schema_request(j["guided_json"], "guided_json"));
   if (present(j, "guided_regex"))
     asked.push_back(string_request(j["guided_regex"], ConstraintKind::kRegex, "guided_regex"));
-  if (present(j, "guided_choice"))
-    asked.push_back(choice_request(j["guided_choice"], "guided_choice"));
+  if (present(j, "guided_choice")) asked.push_back(choice_request(j["guided_choice"], "guided_choice"));
   if (present(j, "guided_grammar"))
-    asked.push_back(
-        string_request(j["guided_grammar"], ConstraintKind::kGrammar, "guided_grammar"));
+    asked.push_back(string_request(j["guided_grammar"], ConstraintKind::kGrammar, "guided_grammar"));
   if (present(j, "guided_whitespace_pattern")) {
     throw bad_request(
         "'guided_whitespace_pattern' is not supported (structured JSON is written without "
@@ -162,8 +154,7 @@ StructuredOutput parse_structured_output(const json& j, const json& tools, bool 
   }
   if (present(j, "structured_outputs")) {
     const json& so = j["structured_outputs"];
-    if (!so.is_object())
-      throw bad_request("'structured_outputs' must be an object", "structured_outputs");
+    if (!so.is_object()) throw bad_request("'structured_outputs' must be an object", "structured_outputs");
     for (const auto& [k, v] : so.items()) {
       if (v.is_null()) continue;
       const std::string field = "structured_outputs." + k;
@@ -177,8 +168,7 @@ StructuredOutput parse_structured_output(const json& j, const json& tools, bool 
         asked.push_back(string_request(v, ConstraintKind::kGrammar, field));
       } else if (k == "json_object") {
         if (v == true) asked.push_back({ConstraintKind::kJsonObject, "", field});
-      } else if (k == "disable_any_whitespace" || k == "disable_fallback" ||
-                 k == "disable_additional_properties") {
+      } else if (k == "disable_any_whitespace" || k == "disable_fallback" || k == "disable_additional_properties") {
         // Honoured as they stand: no whitespace, no fallback, no extra properties.
       } else {
         throw bad_request("'" + field + "' is not supported", "structured_outputs");
@@ -189,8 +179,8 @@ StructuredOutput parse_structured_output(const json& j, const json& tools, bool 
   if (chat && present(j, "tool_choice")) {
     const json& tc = j["tool_choice"];
     if (tc.is_object()) {
-      if (!tc.contains("function") || !tc["function"].is_object() ||
-          !tc["function"].contains("name") || !tc["function"]["name"].is_string()) {
+      if (!tc.contains("function") || !tc["function"].is_object() || !tc["function"].contains("name") ||
+          !tc["function"]["name"].is_string()) {
         throw bad_request(
             "'tool_choice' naming a function must be {\"type\": \"function\", \"function\": "
             "{\"name\": ...}}",
@@ -204,8 +194,7 @@ StructuredOutput parse_structured_output(const json& j, const json& tools, bool 
         }
       }
       if (!tool)
-        throw bad_request("'tool_choice' names '" + out.forced_tool + "', which is not in 'tools'",
-                          "tool_choice");
+        throw bad_request("'tool_choice' names '" + out.forced_tool + "', which is not in 'tools'", "tool_choice");
       asked.push_back(schema_request(parameters_of(*tool), "tool_choice"));
     } else if (tc.is_string() && tc.get<std::string>() == "required") {
       if (!tools.is_array() || tools.empty())
@@ -215,9 +204,8 @@ StructuredOutput parse_structured_output(const json& j, const json& tools, bool 
     }
   }
   if (asked.size() > 1) {
-    throw bad_request(
-        "'" + asked[0].field + "' and '" + asked[1].field + "' both constrain the output; use one",
-        asked[1].field);
+    throw bad_request("'" + asked[0].field + "' and '" + asked[1].field + "' both constrain the output; use one",
+                      asked[1].field);
   }
   if (!asked.empty()) out.constraint = compile(asked[0]);
   return out;

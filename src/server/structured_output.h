@@ -24,8 +24,8 @@ struct StructuredOutput {
 
 // j: the request body; tools: the request's function tools (null if none);
 // tool_choice is read for chat only.
-StructuredOutput parse_structured_output(const nlohmann::ordered_json& j,
-                                         const nlohmann::ordered_json& tools, bool chat);
+StructuredOutput parse_structured_output(const nlohmann::ordered_json& j, const nlohmann::ordered_json& tools,
+                                         bool chat);
 
 // The schema "required" constrains to: tools' parameters with their $defs
 // moved under the root's (refs renamed), so every $ref still resolves.

@@ -26,8 +26,9 @@ void check_model(const CompletionContext& ctx, const json& j) {
   if (!j.contains("model") || j["model"].is_null()) return;
   if (!j["model"].is_string()) throw bad_request("'model' must be a string", "model");
   if (!serves_model(ctx.options, j["model"].get<std::string>())) {
-    throw ApiError(404, "model '" + j["model"].get<std::string>() + "' does not exist; this server serves '" +
-                            ctx.options.served_model_name + "'",
+    throw ApiError(404,
+                   "model '" + j["model"].get<std::string>() + "' does not exist; this server serves '" +
+                       ctx.options.served_model_name + "'",
                    "invalid_request_error", "model", "model_not_found");
   }
 }
@@ -48,9 +49,10 @@ std::string handle_tokenize(const CompletionContext& ctx, const std::string& bod
   const Tokenizer& tok = ctx.backend.tokenizer();
   std::vector<int32_t> ids;
   if (j.contains("messages")) {
-    const CompletionParams p = parse_completion_request(body, /*chat=*/true, request_json_limits(ctx.options));  // messages, tools, kwargs
-    const std::string text = ctx.chat.render(p.messages, flag(j, "add_generation_prompt", true), p.tools,
-                                             p.chat_template_kwargs);
+    const CompletionParams p =
+        parse_completion_request(body, /*chat=*/true, request_json_limits(ctx.options));  // messages, tools, kwargs
+    const std::string text =
+        ctx.chat.render(p.messages, flag(j, "add_generation_prompt", true), p.tools, p.chat_template_kwargs);
     ids = tok.encode(text, flag(j, "add_special_tokens", false), /*parse_special=*/true);
   } else {
     if (!j.contains("prompt") || !j["prompt"].is_string()) {
@@ -63,13 +65,15 @@ std::string handle_tokenize(const CompletionContext& ctx, const std::string& bod
     strs = json::array();
     for (int32_t id : ids) strs.push_back(tok.token_to_piece(id));
   }
-  return dump({{"count", ids.size()}, {"max_model_len", ctx.backend.max_model_len()}, {"tokens", ids}, {"token_strs", strs}});
+  return dump(
+      {{"count", ids.size()}, {"max_model_len", ctx.backend.max_model_len()}, {"tokens", ids}, {"token_strs", strs}});
 }
 
 std::string handle_detokenize(const CompletionContext& ctx, const std::string& body) {
   const json j = parse_body(body, request_json_limits(ctx.options));
   check_model(ctx, j);
-  if (!j.contains("tokens") || !j["tokens"].is_array()) throw bad_request("'tokens' (an array of token ids) is required", "tokens");
+  if (!j.contains("tokens") || !j["tokens"].is_array())
+    throw bad_request("'tokens' (an array of token ids) is required", "tokens");
   const Tokenizer& tok = ctx.backend.tokenizer();
   std::vector<int32_t> ids;
   for (const json& t : j["tokens"]) {

@@ -1,11 +1,11 @@
 #include "server/tool_calls.h"
 
-#include "server/stop_matcher.h"
-#include "util/json_parse.h"
-
 #include <algorithm>
 #include <cctype>
 #include <random>
+
+#include "server/stop_matcher.h"
+#include "util/json_parse.h"
 
 namespace parallm {
 namespace {
@@ -247,10 +247,14 @@ std::optional<nlohmann::json> parse_mistral(const std::string& kept) {
 
 std::optional<nlohmann::json> parse_tool_calls(ToolCallFormat format, const std::string& kept) {
   switch (format) {
-    case ToolCallFormat::kHermes: return parse_hermes(kept);
-    case ToolCallFormat::kLlamaJson: return parse_llama_json(kept);
-    case ToolCallFormat::kMistral: return parse_mistral(kept);
-    case ToolCallFormat::kNone: break;
+    case ToolCallFormat::kHermes:
+      return parse_hermes(kept);
+    case ToolCallFormat::kLlamaJson:
+      return parse_llama_json(kept);
+    case ToolCallFormat::kMistral:
+      return parse_mistral(kept);
+    case ToolCallFormat::kNone:
+      break;
   }
   return std::nullopt;
 }
@@ -271,7 +275,8 @@ std::optional<nlohmann::json> forced_tool_calls(const std::string& text, const s
   }
   if (!parsed->is_array() || parsed->empty()) return std::nullopt;
   for (const auto& c : *parsed) {
-    if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("parameters")) return std::nullopt;
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("parameters"))
+      return std::nullopt;
     calls.push_back(call(c["name"].get<std::string>(), c["parameters"]));
   }
   return calls;

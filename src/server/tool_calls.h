@@ -23,7 +23,6 @@
 // parsers leave text they cannot parse.
 #pragma once
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 

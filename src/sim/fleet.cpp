@@ -12,8 +12,7 @@
 namespace parallm::sim {
 
 RoutePolicy parse_route_policy(const std::string& name) {
-  if (name == "least-outstanding-tokens" || name == "lot")
-    return RoutePolicy::kLeastOutstandingTokens;
+  if (name == "least-outstanding-tokens" || name == "lot") return RoutePolicy::kLeastOutstandingTokens;
   if (name == "round-robin" || name == "rr") return RoutePolicy::kRoundRobin;
   throw InputError("--router '" + name + "': expected least-outstanding-tokens or round-robin");
 }
@@ -34,23 +33,19 @@ struct Entering {
   double enter_s = 0;
   int64_t id = 0;
   int replica = 0;
-  bool operator>(const Entering& o) const {
-    return enter_s != o.enter_s ? enter_s > o.enter_s : id > o.id;
-  }
+  bool operator>(const Entering& o) const { return enter_s != o.enter_s ? enter_s > o.enter_s : id > o.id; }
 };
 
 class FleetLoop {
  public:
-  FleetLoop(const FleetOptions& o, const StepCost& cost, const SimLoad& load)
-      : o_(o), cost_(cost), load_(load) {
+  FleetLoop(const FleetOptions& o, const StepCost& cost, const SimLoad& load) : o_(o), cost_(cost), load_(load) {
     PARALLM_CHECK(o.dp >= 1);
     for (int k = 0; k < o.dp; ++k) replicas_.push_back(std::make_unique<Replica>(o.replica, cost));
     loads_.assign(static_cast<size_t>(o.dp), ReplicaLoad{});
     kicked_.assign(static_cast<size_t>(o.dp), 0);
     PARALLM_CHECK(o.front_threads >= 1);
     front_free_s_.assign(static_cast<size_t>(o.dp) * static_cast<size_t>(o.front_threads), 0.0);
-    if (o.policy == RoutePolicy::kLeastOutstandingTokens)
-      policy_ = make_routing_policy("least-outstanding-tokens");
+    if (o.policy == RoutePolicy::kLeastOutstandingTokens) policy_ = make_routing_policy("least-outstanding-tokens");
     overhead_s_ = cost.overheads().per_request_s;
   }
 
@@ -101,8 +96,7 @@ class FleetLoop {
 
  private:
   bool may_issue(double now) const {
-    return (load_.num_requests == 0 ||
-            static_cast<int64_t>(requests_.size()) < load_.num_requests) &&
+    return (load_.num_requests == 0 || static_cast<int64_t>(requests_.size()) < load_.num_requests) &&
            (load_.duration_s == 0 || now < load_.duration_s);
   }
 

@@ -60,8 +60,7 @@ const std::vector<SeqEvent>& Replica::end_step() {
   PARALLM_CHECK(in_step_ && plan_ != nullptr);
   in_step_ = false;
   sampled_.resize(plan_->seqs.size());
-  for (size_t i = 0; i < plan_->seqs.size(); ++i)
-    sampled_[i] = plan_->seqs[i].wants_logits ? kSampledToken : -1;
+  for (size_t i = 0; i < plan_->seqs.size(); ++i) sampled_[i] = plan_->seqs[i].wants_logits ? kSampledToken : -1;
   scheduler_.update(*plan_, sampled_, &events_);
   plan_ = nullptr;
   // NOTE: a preempted sequence's recompute is not added back: the router's

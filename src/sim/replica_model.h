@@ -27,7 +27,7 @@ struct ReplicaModel {
 // Throws InputError when the layout does not divide the model's heads, layers
 // or experts, needs more devices than the fabric has in a node for tp, or
 // when the weights (or one max_model_len sequence of KV) do not fit.
-ReplicaModel replica_model(const planner::PlanRequest& r, const planner::Layout& layout,
-                           int64_t max_model_len, int64_t block_size);
+ReplicaModel replica_model(const planner::PlanRequest& r, const planner::Layout& layout, int64_t max_model_len,
+                           int64_t block_size);
 
 }  // namespace parallm::sim

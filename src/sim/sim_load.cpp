@@ -29,18 +29,14 @@ void validate_load(SimLoad& load) {
     throw InputError("--duration must be a positive number of seconds");
   if (load.kind == LoadKind::kPoisson && !(load.rate > 0 && std::isfinite(load.rate)))
     throw InputError("--qps must be a positive number of requests per second");
-  if (load.kind == LoadKind::kClosedLoop && load.concurrency < 1)
-    throw InputError("--concurrency must be at least 1");
+  if (load.kind == LoadKind::kClosedLoop && load.concurrency < 1) throw InputError("--concurrency must be at least 1");
   for (const loadtest::IntRange* r : {&load.input_len, &load.output_len})
-    if (r->min < 1 || r->max < r->min)
-      throw InputError("--input-len/--output-len need 1 <= MIN <= MAX");
-  if (load.kind != LoadKind::kTrace && load.num_requests == 0 && load.duration_s == 0)
-    load.num_requests = 100;
+    if (r->min < 1 || r->max < r->min) throw InputError("--input-len/--output-len need 1 <= MIN <= MAX");
+  if (load.kind != LoadKind::kTrace && load.num_requests == 0 && load.duration_s == 0) load.num_requests = 100;
 }
 
 SimRequest draw_lengths(const SimLoad& load, int64_t index) {
-  uint64_t state = load.seed * 0x9E3779B97F4A7C15ull ^
-                   (static_cast<uint64_t>(index) + 1) * 0xD1B54A32D192ED03ull;
+  uint64_t state = load.seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(index) + 1) * 0xD1B54A32D192ED03ull;
   SimRequest r;
   r.input_tokens = draw(load.input_len, state);
   r.output_tokens = draw(load.output_len, state);

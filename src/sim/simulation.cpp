@@ -35,8 +35,7 @@ int64_t longest_request(const SimLoad& load) {
 SimulationResult run_simulation(const SimulationSpec& spec) {
   const auto t0 = std::chrono::steady_clock::now();
   if (spec.max_num_seqs < 1) throw InputError("--max-num-seqs must be at least 1");
-  if (spec.max_num_batched_tokens < 1)
-    throw InputError("--max-num-batched-tokens must be at least 1");
+  if (spec.max_num_batched_tokens < 1) throw InputError("--max-num-batched-tokens must be at least 1");
   if (spec.max_model_len < 0) throw InputError("--max-model-len must be at least 1");
   SimLoad load = spec.load;
   validate_load(load);
@@ -45,8 +44,7 @@ SimulationResult run_simulation(const SimulationSpec& spec) {
   planner::PlanRequest request = spec.request;
   request.memory.max_num_seqs = spec.max_num_seqs;
   request.memory.max_num_batched_tokens = spec.max_num_batched_tokens;
-  const ReplicaModel model =
-      replica_model(request, spec.layout, out.max_model_len, spec.block_size);
+  const ReplicaModel model = replica_model(request, spec.layout, out.max_model_len, spec.block_size);
   if (model.n_kv_blocks < 1) throw InputError("the KV pool of one replica holds no block");
   out.n_kv_blocks = model.n_kv_blocks;
   out.overheads = serve_overheads(model.perf);
@@ -60,8 +58,7 @@ SimulationResult run_simulation(const SimulationSpec& spec) {
   fo.replica.scheduler.max_num_seqs = spec.max_num_seqs;
   fo.replica.scheduler.max_num_batched_tokens = spec.max_num_batched_tokens;
   fo.replica.scheduler.max_model_len = out.max_model_len;
-  fo.replica.scheduler.max_queue =
-      INT64_MAX;  // the fleet queues everything, like serve behind its HTTP limit
+  fo.replica.scheduler.max_queue = INT64_MAX;  // the fleet queues everything, like serve behind its HTTP limit
   out.fleet = simulate_fleet(fo, cost, load);
 
   loadtest::BenchReport& rep = out.report;
@@ -83,11 +80,9 @@ SimulationResult run_simulation(const SimulationSpec& spec) {
   double rate = load.kind == LoadKind::kPoisson ? load.rate : 0;
   if (load.kind == LoadKind::kTrace && load.trace.size() > 1 &&
       load.trace.back().arrival_s > load.trace.front().arrival_s)
-    rate = static_cast<double>(load.trace.size() - 1) /
-           (load.trace.back().arrival_s - load.trace.front().arrival_s);
+    rate = static_cast<double>(load.trace.size() - 1) / (load.trace.back().arrival_s - load.trace.front().arrival_s);
   const int64_t conc = load.kind == LoadKind::kClosedLoop ? load.concurrency : 0;
-  if (load.kind == LoadKind::kTrace)
-    bo.rates = {rate > 0 ? rate : 1};  // open loop at the trace's own times
+  if (load.kind == LoadKind::kTrace) bo.rates = {rate > 0 ? rate : 1};  // open loop at the trace's own times
   rep.results.push_back(loadtest::aggregate(out.fleet.run, spec.slo, conc, rate));
   std::vector<loadtest::RequestRecord>().swap(out.fleet.run.records);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -119,9 +114,8 @@ std::string simulation_json(const SimulationSpec& spec, const SimulationResult& 
       {"steps", r.fleet.steps},
       {"rejected", r.fleet.rejected},
       {"itl_sample_stride", r.fleet.itl_stride},
-      {"replica_busy_share", r.report.results[0].duration_s > 0
-                                 ? r.fleet.busy_s / (r.report.results[0].duration_s * l.dp)
-                                 : 0.0},
+      {"replica_busy_share",
+       r.report.results[0].duration_s > 0 ? r.fleet.busy_s / (r.report.results[0].duration_s * l.dp) : 0.0},
       {"overheads",
        {{"per_request_ms", r.overheads.per_request_s * 1e3},
         {"per_step_ms", r.overheads.per_step_s * 1e3},
@@ -131,19 +125,16 @@ std::string simulation_json(const SimulationSpec& spec, const SimulationResult& 
   return j.dump(2) + "\n";
 }
 
-void write_simulation_text(const SimulationSpec& spec, const SimulationResult& r,
-                           std::ostream& out) {
+void write_simulation_text(const SimulationSpec& spec, const SimulationResult& r, std::ostream& out) {
   std::ostringstream table;
   loadtest::write_text_report(r.report, table);
   std::string text = table.str();
-  text = text.substr(text.find('\n') +
-                     1);  // bench's first line names a URL: ours names the deployment
+  text = text.substr(text.find('\n') + 1);        // bench's first line names a URL: ours names the deployment
   const size_t client = text.find("\nclient: ");  // the load generator's own cost: none here
   if (client != std::string::npos) text.erase(client + 1, text.find('\n', client + 1) - client);
   const planner::Layout& l = spec.layout;
-  out << strfmt("parallm simulate  model '%s' (%s) on %d x %s as %s  %s\n",
-                spec.request.model.name.c_str(), spec.request.weights.name.c_str(), l.gpus(),
-                spec.request.gpu.name.c_str(), layout_text(l).c_str(),
+  out << strfmt("parallm simulate  model '%s' (%s) on %d x %s as %s  %s\n", spec.request.model.name.c_str(),
+                spec.request.weights.name.c_str(), l.gpus(), spec.request.gpu.name.c_str(), layout_text(l).c_str(),
                 spec.load.kind == LoadKind::kPoisson ? "Poisson arrivals"
                 : spec.load.kind == LoadKind::kTrace ? "trace arrivals"
                                                      : "closed loop");
@@ -152,8 +143,7 @@ void write_simulation_text(const SimulationSpec& spec, const SimulationResult& r
       "simulated: %llu steps, %llu preemptions, %lld rejected, %lld KV blocks of %lld tokens per "
       "replica, "
       "router %s, %.2f s of simulator time\n",
-      static_cast<unsigned long long>(r.fleet.steps),
-      static_cast<unsigned long long>(r.fleet.preemptions),
+      static_cast<unsigned long long>(r.fleet.steps), static_cast<unsigned long long>(r.fleet.preemptions),
       static_cast<long long>(r.fleet.rejected), static_cast<long long>(r.n_kv_blocks),
       static_cast<long long>(spec.block_size), route_policy_name(spec.policy), r.wall_s);
 }

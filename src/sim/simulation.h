@@ -43,7 +43,6 @@ ServeOverheads serve_overheads(const planner::PerfInputs& in);
 // "simulation" (layout, router, preemptions, steps, KV blocks, wall time).
 std::string simulation_json(const SimulationSpec& spec, const SimulationResult& r);
 // Bench's table, under a header naming the simulated deployment.
-void write_simulation_text(const SimulationSpec& spec, const SimulationResult& r,
-                           std::ostream& out);
+void write_simulation_text(const SimulationSpec& spec, const SimulationResult& r, std::ostream& out);
 
 }  // namespace parallm::sim

@@ -10,8 +10,7 @@
 
 namespace parallm::sim {
 
-std::vector<SloCheck> check_slo_capacity(const planner::Plan& plan, int top_n,
-                                         int64_t num_requests) {
+std::vector<SloCheck> check_slo_capacity(const planner::Plan& plan, int top_n, int64_t num_requests) {
   std::vector<SloCheck> out;
   const planner::Workload& w = plan.request.workload;
   if (w.ttft_slo_ms <= 0 && w.tpot_slo_ms <= 0) return out;
@@ -71,8 +70,8 @@ std::string slo_checks_text(const planner::Plan& plan, const std::vector<SloChec
         "%s\n",
         layout_text(k.layout).c_str(), load.c_str(), k.p95_ttft_ms,
         w.ttft_slo_ms > 0 ? strfmt(" (SLO %g)", w.ttft_slo_ms).c_str() : "", k.p95_tpot_ms,
-        w.tpot_slo_ms > 0 ? strfmt(" (SLO %g)", w.tpot_slo_ms).c_str() : "", k.predicted_ttft_ms,
-        k.predicted_tpot_ms, k.holds() ? "holds" : "MISSED at P95: plan fewer streams per replica");
+        w.tpot_slo_ms > 0 ? strfmt(" (SLO %g)", w.tpot_slo_ms).c_str() : "", k.predicted_ttft_ms, k.predicted_tpot_ms,
+        k.holds() ? "holds" : "MISSED at P95: plan fewer streams per replica");
   }
   return s;
 }

@@ -26,8 +26,7 @@ struct SloCheck {
 
 // Checks the first `top_n` fitting candidates with an SLO capacity; empty when
 // the plan has no SLO. `num_requests` per check (0: 8 x the load, 200..4000).
-std::vector<SloCheck> check_slo_capacity(const planner::Plan& plan, int top_n,
-                                         int64_t num_requests = 0);
+std::vector<SloCheck> check_slo_capacity(const planner::Plan& plan, int top_n, int64_t num_requests = 0);
 
 std::string slo_checks_text(const planner::Plan& plan, const std::vector<SloCheck>& checks);
 nlohmann::json slo_checks_json(const std::vector<SloCheck>& checks);

@@ -17,12 +17,11 @@ StepCost::StepCost(const planner::PerfInputs& in, const ServeOverheads& overhead
   no_attn_.k.attn_bw_eff = 1e300;
   no_attn_.k.attn_flops_eff = 1e300;
   const double pairs = kProbeLen * kProbeLen / 2;
-  prefill_pair_s_ = std::max(0.0, planner::prefill_s(in_, 1, kProbeLen) -
-                                      planner::prefill_s(no_attn_, 1, kProbeLen)) /
-                    pairs;
-  decode_ctx_token_s_ = std::max(0.0, planner::decode_step_s(in_, 1, kProbeLen) -
-                                          planner::decode_step_s(no_attn_, 1, kProbeLen)) /
-                        kProbeLen;
+  prefill_pair_s_ =
+      std::max(0.0, planner::prefill_s(in_, 1, kProbeLen) - planner::prefill_s(no_attn_, 1, kProbeLen)) / pairs;
+  decode_ctx_token_s_ =
+      std::max(0.0, planner::decode_step_s(in_, 1, kProbeLen) - planner::decode_step_s(no_attn_, 1, kProbeLen)) /
+      kProbeLen;
 }
 
 double StepCost::step_s(const StepShape& s) const {
@@ -39,8 +38,7 @@ double StepCost::step_s(const StepShape& s) const {
     forward = planner::prefill_s(no_attn_, rows, static_cast<double>(s.n_tokens) / rows) +
               s.prefill_pairs * prefill_pair_s_ + s.decode_ctx_tokens * decode_ctx_token_s_;
   }
-  return forward + overheads_.per_step_s +
-         static_cast<double>(s.n_sampled) * overheads_.per_sampled_row_s;
+  return forward + overheads_.per_step_s + static_cast<double>(s.n_sampled) * overheads_.per_sampled_row_s;
 }
 
 double cpu_sample_row_s(const planner::PerfInputs& in) {

@@ -12,8 +12,7 @@ namespace parallm {
 
 // SentencePiece-style BPE with scores on one raw text fragment. add_prefix
 // adds the dummy prefix space; spaces become U+2581 unless data.llama2c.
-void spm_encode(const TokenizerData& data, std::string_view text, bool add_prefix,
-                std::vector<int32_t>& out);
+void spm_encode(const TokenizerData& data, std::string_view text, bool add_prefix, std::vector<int32_t>& out);
 
 // Byte-level BPE on one raw text fragment: pre-tokenize, map bytes, merge by rank.
 void bpe_encode(const TokenizerData& data, std::string_view text, std::vector<int32_t>& out);

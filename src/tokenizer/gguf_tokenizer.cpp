@@ -30,8 +30,7 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const GgufFile& gguf) {
   } else if (*model == "gpt2") {
     d.kind = TokenizerKind::kByteLevelBpe;
   } else {
-    throw InputError(gguf.path() + ": unsupported tokenizer model '" + *model +
-                     "' (supported: llama, gpt2)");
+    throw InputError(gguf.path() + ": unsupported tokenizer model '" + *model + "' (supported: llama, gpt2)");
   }
 
   d.pieces = gguf.get_string_array("tokenizer.ggml.tokens");
@@ -40,9 +39,8 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const GgufFile& gguf) {
   if (gguf.has("tokenizer.ggml.token_type")) {
     const auto types = gguf.get_int_array("tokenizer.ggml.token_type");
     if (types.size() != n) {
-      throw InputError(gguf.path() + ": tokenizer.ggml.token_type has " +
-                       std::to_string(types.size()) + " entries for " + std::to_string(n) +
-                       " tokens");
+      throw InputError(gguf.path() + ": tokenizer.ggml.token_type has " + std::to_string(types.size()) +
+                       " entries for " + std::to_string(n) + " tokens");
     }
     d.attrs.resize(n);
     for (size_t i = 0; i < n; ++i) {
@@ -71,8 +69,7 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const GgufFile& gguf) {
   } else {
     pre = gguf.get_string_opt("tokenizer.ggml.pre").value_or("default");
     d.pretokenizer = std::make_shared<Pretokenizer>(rules_for_gguf_pre(pre));
-    const bool llama3 = pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" ||
-                        pre == "smaug-bpe";
+    const bool llama3 = pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "smaug-bpe";
     d.ignore_merges = llama3;
     d.add_bos = llama3;
     d.add_space_prefix = false;

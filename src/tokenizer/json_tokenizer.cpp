@@ -56,9 +56,9 @@ struct PreTokenizerSpec {
   std::vector<SplitRule> rules;
   bool byte_level = false;
   bool add_prefix_space = false;
-  bool metaspace = false;           // U+2581 for spaces (SentencePiece-style)
-  bool metaspace_prefix = false;    // dummy prefix U+2581
-  bool spaces_replaced = false;     // the normalizer already put U+2581 for " "
+  bool metaspace = false;         // U+2581 for spaces (SentencePiece-style)
+  bool metaspace_prefix = false;  // dummy prefix U+2581
+  bool spaces_replaced = false;   // the normalizer already put U+2581 for " "
   UnicodeForm unicode_form = UnicodeForm::kNone;
 };
 
@@ -80,13 +80,11 @@ void read_pre_tokenizer(const json& node, PreTokenizerSpec& spec) {
     spec.rules.push_back(std::move(rule));
   } else if (type == "Digits") {
     // Each digit is a match; Contiguous (the default) keeps runs together.
-    spec.rules.push_back({R"(\p{N})",
-                          node.value("individual_digits", false) ? SplitBehavior::kIsolated
-                                                                 : SplitBehavior::kContiguous,
-                          false});
-  } else if (type == "Punctuation") {
     spec.rules.push_back(
-        {kPunctuationChar, parse_split_behavior(node.value("behavior", "Isolated")), false});
+        {R"(\p{N})", node.value("individual_digits", false) ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
+         false});
+  } else if (type == "Punctuation") {
+    spec.rules.push_back({kPunctuationChar, parse_split_behavior(node.value("behavior", "Isolated")), false});
   } else if (type == "WhitespaceSplit") {
     spec.rules.push_back({R"(\s)", SplitBehavior::kRemoved, false});
   } else if (type == "Whitespace") {
@@ -96,9 +94,8 @@ void read_pre_tokenizer(const json& node, PreTokenizerSpec& spec) {
       throw InputError("unsupported tokenizer.json Metaspace replacement (supported: U+2581)");
     }
     spec.metaspace = true;
-    spec.metaspace_prefix = node.contains("prepend_scheme")
-                                ? node.at("prepend_scheme").get<std::string>() != "never"
-                                : node.value("add_prefix_space", true);
+    spec.metaspace_prefix = node.contains("prepend_scheme") ? node.at("prepend_scheme").get<std::string>() != "never"
+                                                            : node.value("add_prefix_space", true);
   } else if (type == "ByteLevel") {
     spec.byte_level = true;
     spec.add_prefix_space = node.value("add_prefix_space", false);
@@ -203,12 +200,11 @@ std::optional<Template> read_template(const json& node, const TokenizerData& d) 
 void decide_added_tokens(const json& root, const json& config, TokenizerData& d) {
   std::string cls = config.value("tokenizer_class", "");
   if (cls.size() > 4 && cls.compare(cls.size() - 4, 4, "Fast") == 0) cls.resize(cls.size() - 4);
-  const bool llama_style = cls == "LlamaTokenizer" || cls == "CodeLlamaTokenizer" ||
-                           cls == "GemmaTokenizer" || cls == "CohereTokenizer";
+  const bool llama_style =
+      cls == "LlamaTokenizer" || cls == "CodeLlamaTokenizer" || cls == "GemmaTokenizer" || cls == "CohereTokenizer";
   // NOTE: without a class, transformers picks one from the model's
   // config.json, which this loader does not read; explicit flags then win.
-  const bool explicit_flags =
-      cls.empty() && (config.contains("add_bos_token") || config.contains("add_eos_token"));
+  const bool explicit_flags = cls.empty() && (config.contains("add_bos_token") || config.contains("add_eos_token"));
   if (llama_style || explicit_flags) {
     d.add_bos = config.value("add_bos_token", true);
     d.add_eos = config.value("add_eos_token", false);
@@ -218,8 +214,9 @@ void decide_added_tokens(const json& root, const json& config, TokenizerData& d)
   d.add_bos = d.add_eos = false;
   if (!t) return;
   if (t->before.size() > 1 || t->after.size() > 1) {
-    throw InputError("unsupported tokenizer.json post_processor: more than one token before or "
-                     "after the text");
+    throw InputError(
+        "unsupported tokenizer.json post_processor: more than one token before or "
+        "after the text");
   }
   for (int32_t id : t->before) {
     if (!d.valid_id(id)) throw InputError("tokenizer.json post_processor token id out of range");
@@ -233,8 +230,7 @@ void decide_added_tokens(const json& root, const json& config, TokenizerData& d)
   }
 }
 
-std::unique_ptr<Tokenizer> parse_json_impl(std::string_view tokenizer_json,
-                                           std::string_view config_json) {
+std::unique_ptr<Tokenizer> parse_json_impl(std::string_view tokenizer_json, std::string_view config_json) {
   const json root = parse_file_json(tokenizer_json, "tokenizer.json");
   const json config = config_json.empty() ? json::object() : parse_file_json(config_json, "tokenizer_config.json");
   if (!root.is_object() || !config.is_object()) throw InputError("tokenizer.json is not an object");
@@ -256,8 +252,9 @@ std::unique_ptr<Tokenizer> parse_json_impl(std::string_view tokenizer_json,
     // the normalizer turned every space into U+2581 (Gemma 3) matches nothing.
     for (const SplitRule& rule : spec.rules) {
       if (!(spec.spaces_replaced && rule.pattern == " ")) {
-        throw InputError("unsupported tokenizer.json: a Split pre-tokenizer with "
-                         "SentencePiece-style spaces");
+        throw InputError(
+            "unsupported tokenizer.json: a Split pre-tokenizer with "
+            "SentencePiece-style spaces");
       }
     }
     spec.rules.clear();
@@ -342,8 +339,7 @@ std::unique_ptr<Tokenizer> parse_json_impl(std::string_view tokenizer_json,
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> parse_tokenizer_json(std::string_view tokenizer_json,
-                                                std::string_view config_json) {
+std::unique_ptr<Tokenizer> parse_tokenizer_json(std::string_view tokenizer_json, std::string_view config_json) {
   try {
     return parse_json_impl(tokenizer_json, config_json);
   } catch (const json::exception& e) {

@@ -21,8 +21,8 @@ std::unique_ptr<Tokenizer> parse_llama2c_tokenizer(const uint8_t* bytes, size_t 
   if (size < 4) throw InputError("llama2.c tokenizer file is too short");
   const int32_t max_token_length = read_i32(0);
   if (max_token_length <= 0 || max_token_length > (1 << 20)) {
-    throw InputError("llama2.c tokenizer file has an invalid max_token_length " +
-                     std::to_string(max_token_length) + " (is this a tokenizer file?)");
+    throw InputError("llama2.c tokenizer file has an invalid max_token_length " + std::to_string(max_token_length) +
+                     " (is this a tokenizer file?)");
   }
   auto data = std::make_shared<TokenizerData>();
   TokenizerData& d = *data;
@@ -36,8 +36,8 @@ std::unique_ptr<Tokenizer> parse_llama2c_tokenizer(const uint8_t* bytes, size_t 
     const int32_t len = read_i32(offset + 4);
     offset += 8;
     if (len < 0 || len > max_token_length || static_cast<size_t>(len) > size - offset) {
-      throw InputError("llama2.c tokenizer entry " + std::to_string(d.pieces.size()) +
-                       " has an invalid length " + std::to_string(len));
+      throw InputError("llama2.c tokenizer entry " + std::to_string(d.pieces.size()) + " has an invalid length " +
+                       std::to_string(len));
     }
     d.pieces.emplace_back(reinterpret_cast<const char*>(bytes + offset), static_cast<size_t>(len));
     d.scores.push_back(score);

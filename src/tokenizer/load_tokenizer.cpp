@@ -90,8 +90,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   try {
     return parse_llama2c_tokenizer(file.data(), file.size());
   } catch (const InputError& e) {
-    throw InputError(path + " is not a GGUF, tokenizer.json or llama2.c tokenizer file (" +
-                     e.what() + ")");
+    throw InputError(path + " is not a GGUF, tokenizer.json or llama2.c tokenizer file (" + e.what() + ")");
   }
 }
 

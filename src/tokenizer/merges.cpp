@@ -11,8 +11,8 @@ void add_merge(TokenizerData& data, std::string_view left, std::string_view righ
   auto find = [&](std::string_view piece) {
     auto it = data.piece_to_id.find(piece);
     if (it == data.piece_to_id.end()) {
-      throw InputError("tokenizer merge " + std::to_string(rank) + " ('" + std::string(left) +
-                       "' + '" + std::string(right) + "') names a piece missing from the vocabulary");
+      throw InputError("tokenizer merge " + std::to_string(rank) + " ('" + std::string(left) + "' + '" +
+                       std::string(right) + "') names a piece missing from the vocabulary");
     }
     return it->second;
   };

@@ -14,8 +14,7 @@
 namespace parallm {
 
 // GPT-2's pattern as the Hugging Face ByteLevel pre-tokenizer writes it.
-const char* const kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char* const kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 // Llama 3 and Qwen2 tokenizer.json Split patterns (digits in groups of up to
 // three for Llama 3, one by one for Qwen2).
 const char* const kLlama3Pattern =
@@ -46,9 +45,10 @@ std::vector<SplitRule> rules_for_gguf_pre(const std::string& pre) {
   }
   if (is({"gpt-4o"})) return {{kO200kPattern}};
   if (is({"deepseek-v3"})) {
-    return {{R"(\p{N}{1,3})"},
-            {"[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"},
-            {R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}};
+    return {
+        {R"(\p{N}{1,3})"},
+        {"[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"},
+        {R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}};
   }
   if (is({"falcon"})) {
     return {{kPunctuationChar, B::kContiguous, false},
@@ -90,8 +90,7 @@ std::vector<SplitRule> isolated_rules(const std::vector<std::string>& patterns) 
 
 }  // namespace
 
-Pretokenizer::Pretokenizer(const std::vector<std::string>& patterns)
-    : Pretokenizer(isolated_rules(patterns)) {}
+Pretokenizer::Pretokenizer(const std::vector<std::string>& patterns) : Pretokenizer(isolated_rules(patterns)) {}
 
 Pretokenizer::Pretokenizer(const std::vector<SplitRule>& rules) {
   for (const auto& rule : rules) {
@@ -100,15 +99,13 @@ Pretokenizer::Pretokenizer(const std::vector<SplitRule>& rules) {
     compiled->invert = rule.invert;
     int error_code = 0;
     PCRE2_SIZE error_offset = 0;
-    compiled->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rule.pattern.data()),
-                                   rule.pattern.size(),
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error_code,
-                                   &error_offset, nullptr);
+    compiled->code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rule.pattern.data()), rule.pattern.size(),
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error_code, &error_offset, nullptr);
     if (compiled->code == nullptr) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(error_code, message, sizeof(message));
-      throw InputError("pre-tokenizer regex does not compile at offset " +
-                       std::to_string(error_offset) + ": " +
+      throw InputError("pre-tokenizer regex does not compile at offset " + std::to_string(error_offset) + ": " +
                        reinterpret_cast<const char*>(message));
     }
     // JIT is an optimisation only: fall back to the interpreter when absent.
@@ -129,12 +126,11 @@ struct Segment {
 
 // Cuts `text` into matches and the gaps between them, in order. Empty
 // matches are skipped (they would only add empty pieces).
-void find_segments(pcre2_code* code, pcre2_match_data* match, std::string_view text,
-                   std::vector<Segment>& out) {
+void find_segments(pcre2_code* code, pcre2_match_data* match, std::string_view text, std::vector<Segment>& out) {
   out.clear();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t pos = 0;       // where the next search starts
-  size_t emitted = 0;   // end of the last segment pushed
+  size_t pos = 0;      // where the next search starts
+  size_t emitted = 0;  // end of the last segment pushed
   while (pos < text.size()) {
     int rc = pcre2_match(code, subject, text.size(), pos, 0, match, nullptr);
     if (rc < 0) break;  // no more matches (or a matching limit): the rest is a gap

@@ -21,8 +21,8 @@ namespace {
 constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581
 
 struct Symbol {
-  size_t start = 0;  // byte range in the escaped text
-  size_t len = 0;    // 0 once merged into its left neighbour
+  size_t start = 0;       // byte range in the escaped text
+  size_t len = 0;         // 0 once merged into its left neighbour
   int32_t id = -1;        // piece id of the symbol's text
   int32_t fixed_id = -1;  // byte fallback / unknown: never merges
   int prev = -1, next = -1;
@@ -46,8 +46,7 @@ struct BigramOrder {
 size_t char_len(const TokenizerData& data, std::string_view text, size_t pos) {
   size_t len = 1;
   if (data.llama2c) {
-    while (pos + len < text.size() && len < 4 &&
-           (static_cast<uint8_t>(text[pos + len]) & 0xC0) == 0x80) {
+    while (pos + len < text.size() && len < 4 && (static_cast<uint8_t>(text[pos + len]) & 0xC0) == 0x80) {
       ++len;
     }
   } else {
@@ -58,8 +57,7 @@ size_t char_len(const TokenizerData& data, std::string_view text, size_t pos) {
 
 }  // namespace
 
-void spm_encode(const TokenizerData& data, std::string_view text, bool add_prefix,
-                std::vector<int32_t>& out) {
+void spm_encode(const TokenizerData& data, std::string_view text, bool add_prefix, std::vector<int32_t>& out) {
   if (text.empty()) return;
   std::string escaped;
   escaped.reserve(text.size() + 8);
@@ -109,8 +107,7 @@ void spm_encode(const TokenizerData& data, std::string_view text, bool add_prefi
     if (ranked) {
       auto it = data.merges.find(merge_key(l.id, r.id));
       if (it == data.merges.end()) return;
-      queue.push(Bigram{left, right, -static_cast<float>(it->second.rank), l.len + r.len,
-                        it->second.merged_id});
+      queue.push(Bigram{left, right, -static_cast<float>(it->second.rank), l.len + r.len, it->second.merged_id});
       return;
     }
     auto it = data.piece_to_id.find(std::string_view(escaped).substr(l.start, l.len + r.len));

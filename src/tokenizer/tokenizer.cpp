@@ -19,8 +19,8 @@ namespace {
 
 // Texts of end-of-generation tokens across families (stop tokens besides EOS).
 constexpr const char* kStopTexts[] = {
-    "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|endoftext|>", "<|end_of_text|>",
-    "<end_of_turn>", "<|end|>", "<|return|>", "</s>",
+    "<|eot_id|>",    "<|eom_id|>", "<|im_end|>", "<|endoftext|>", "<|end_of_text|>",
+    "<end_of_turn>", "<|end|>",    "<|return|>", "</s>",
 };
 
 // Parses "<0xAB>" into 0xAB; -1 if `piece` is not a byte piece.
@@ -52,9 +52,8 @@ void finalize_tokenizer_data(TokenizerData& d) {
   if (d.scores.empty()) d.scores.assign(n, 0.0f);
   if (d.attrs.empty()) d.attrs.assign(n, TokenAttr::kNormal);
   if (d.scores.size() != n || d.attrs.size() != n) {
-    throw InputError("tokenizer arrays disagree in length (pieces " + std::to_string(n) +
-                     ", scores " + std::to_string(d.scores.size()) + ", types " +
-                     std::to_string(d.attrs.size()) + ")");
+    throw InputError("tokenizer arrays disagree in length (pieces " + std::to_string(n) + ", scores " +
+                     std::to_string(d.scores.size()) + ", types " + std::to_string(d.attrs.size()) + ")");
   }
   for (int32_t* id : {&d.bos_id, &d.eos_id, &d.unk_id, &d.pad_id}) {
     if (!d.valid_id(*id)) *id = -1;
@@ -73,8 +72,7 @@ void finalize_tokenizer_data(TokenizerData& d) {
       if (byte >= 0 && d.byte_ids[byte] < 0) d.byte_ids[byte] = id;
     }
     if (!d.llama2c && !d.pieces[i].empty() &&
-        (attr == TokenAttr::kUserDefined || attr == TokenAttr::kControl ||
-         attr == TokenAttr::kUnknown)) {
+        (attr == TokenAttr::kUserDefined || attr == TokenAttr::kControl || attr == TokenAttr::kUnknown)) {
       d.split_tokens.push_back(id);
     }
   }
@@ -85,9 +83,8 @@ void finalize_tokenizer_data(TokenizerData& d) {
       d.piece_to_id.emplace(d.pieces[i], static_cast<int32_t>(i));
     }
   }
-  std::stable_sort(d.split_tokens.begin(), d.split_tokens.end(), [&](int32_t a, int32_t b) {
-    return d.pieces[a].size() > d.pieces[b].size();
-  });
+  std::stable_sort(d.split_tokens.begin(), d.split_tokens.end(),
+                   [&](int32_t a, int32_t b) { return d.pieces[a].size() > d.pieces[b].size(); });
 
   for (int b = 0; b < 256; ++b) {
     std::string mapped;
@@ -121,8 +118,7 @@ Tokenizer::Tokenizer(std::shared_ptr<const TokenizerData> data) : data_(std::mov
 
 Tokenizer::~Tokenizer() = default;
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
-                                       bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
   const TokenizerData& d = *data_;
   std::vector<int32_t> out;
   if (add_special && d.add_bos && d.bos_id >= 0) out.push_back(d.bos_id);
@@ -149,8 +145,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
     int32_t found = -1;
     for (int32_t id : d.split_tokens) {  // longest first
       const std::string& piece = d.pieces[id];
-      if (piece[0] == text[pos] && splittable(d.attrs[id], parse_special) &&
-          text.substr(pos, piece.size()) == piece) {
+      if (piece[0] == text[pos] && splittable(d.attrs[id], parse_special) && text.substr(pos, piece.size()) == piece) {
         found = id;
         break;
       }
@@ -176,8 +171,7 @@ std::string Tokenizer::token_to_piece(int32_t id) const {
   if (!d.valid_id(id)) return {};
   const std::string& piece = d.pieces[id];
   const TokenAttr attr = d.attrs[id];
-  if (attr == TokenAttr::kControl || attr == TokenAttr::kUserDefined ||
-      attr == TokenAttr::kUnknown) {
+  if (attr == TokenAttr::kControl || attr == TokenAttr::kUserDefined || attr == TokenAttr::kUnknown) {
     return piece;
   }
   std::string out;

@@ -33,8 +33,7 @@ class Tokenizer {
   // tokenizer's config says so. parse_special: recognise control / added
   // special tokens written in the text (e.g. "<|eot_id|>"); user-defined added
   // tokens are always recognised.
-  std::vector<int32_t> encode(std::string_view text, bool add_special,
-                              bool parse_special = true) const;
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special = true) const;
   // Decoded bytes of one token (byte fallback and byte-level mapping undone;
   // may be a partial UTF-8 sequence). Special tokens give their text.
   std::string token_to_piece(int32_t id) const;
@@ -90,7 +89,6 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const GgufFile& gguf);
 // Parse-from-memory entry points (used by the loaders, tests and the fuzzer).
 std::unique_ptr<Tokenizer> parse_llama2c_tokenizer(const uint8_t* data, size_t size);
 // config_json may be empty (no tokenizer_config.json).
-std::unique_ptr<Tokenizer> parse_tokenizer_json(std::string_view tokenizer_json,
-                                                std::string_view config_json);
+std::unique_ptr<Tokenizer> parse_tokenizer_json(std::string_view tokenizer_json, std::string_view config_json);
 
 }  // namespace parallm

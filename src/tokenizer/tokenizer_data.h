@@ -20,7 +20,12 @@ enum class TokenizerKind { kSentencePiece, kByteLevelBpe };
 
 // Token attributes, numbered as GGUF's tokenizer.ggml.token_type.
 enum class TokenAttr : uint8_t {
-  kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
 };
 
 // Heterogeneous lookup: find a std::string key by std::string_view.
@@ -47,8 +52,8 @@ struct TokenizerData {
   PieceMap piece_to_id;             // normal pieces (first id wins on duplicates)
 
   // SentencePiece options.
-  bool llama2c = false;           // llama2.c file: plain spaces, run.c char rules
-  bool add_space_prefix = true;   // dummy prefix space at the start of text
+  bool llama2c = false;                 // llama2.c file: plain spaces, run.c char rules
+  bool add_space_prefix = true;         // dummy prefix space at the start of text
   std::array<int32_t, 256> byte_ids{};  // byte-fallback ids (<0xXX>), -1 if absent
 
   // Applied to the text between added tokens before either encoder runs.
@@ -57,8 +62,8 @@ struct TokenizerData {
   // Byte-level BPE options.
   std::unordered_map<uint64_t, MergeInfo> merges;  // (left id, right id) -> merge
   std::array<int32_t, 256> byte_char_ids{};        // id of each byte's mapped char, -1 if absent
-  bool ignore_merges = false;     // a pre-token that is itself a piece is emitted whole
-  bool byte_level_prefix_space = false;  // ByteLevel add_prefix_space
+  bool ignore_merges = false;                      // a pre-token that is itself a piece is emitted whole
+  bool byte_level_prefix_space = false;            // ByteLevel add_prefix_space
   std::shared_ptr<const Pretokenizer> pretokenizer;
 
   // Added / special tokens split out of the text before the algorithm runs,

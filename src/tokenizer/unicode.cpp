@@ -111,9 +111,8 @@ namespace {
 void append_normalized(std::string_view valid, utf8proc_option_t options, std::string& out) {
   if (valid.empty()) return;
   utf8proc_uint8_t* mapped = nullptr;
-  const utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(valid.data()),
-                   static_cast<utf8proc_ssize_t>(valid.size()), &mapped, options);
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(valid.data()),
+                                          static_cast<utf8proc_ssize_t>(valid.size()), &mapped, options);
   if (n < 0) {  // cannot happen for valid UTF-8 but for memory: keep the text
     out.append(valid);
   } else {
@@ -127,11 +126,20 @@ void append_normalized(std::string_view valid, utf8proc_option_t options, std::s
 std::string unicode_normalize(std::string_view text, UnicodeForm form) {
   int options = UTF8PROC_STABLE;
   switch (form) {
-    case UnicodeForm::kNone: return std::string(text);
-    case UnicodeForm::kNfc: options |= UTF8PROC_COMPOSE; break;
-    case UnicodeForm::kNfkc: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    case UnicodeForm::kNfd: options |= UTF8PROC_DECOMPOSE; break;
-    case UnicodeForm::kNfkd: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+    case UnicodeForm::kNone:
+      return std::string(text);
+    case UnicodeForm::kNfc:
+      options |= UTF8PROC_COMPOSE;
+      break;
+    case UnicodeForm::kNfkc:
+      options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+      break;
+    case UnicodeForm::kNfd:
+      options |= UTF8PROC_DECOMPOSE;
+      break;
+    case UnicodeForm::kNfkd:
+      options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+      break;
   }
   std::string out;
   out.reserve(text.size());
@@ -139,8 +147,7 @@ std::string unicode_normalize(std::string_view text, UnicodeForm form) {
   while (pos < text.size()) {
     const size_t start = pos;
     if (utf8_next(text, pos) >= 0) continue;
-    append_normalized(text.substr(valid_start, start - valid_start),
-                      static_cast<utf8proc_option_t>(options), out);
+    append_normalized(text.substr(valid_start, start - valid_start), static_cast<utf8proc_option_t>(options), out);
     out.append(text.substr(start, pos - start));  // the invalid byte, as it is
     valid_start = pos;
   }
@@ -163,10 +170,18 @@ std::string change_case(std::string_view text, LetterCase how) {
     const bool letter = category >= UTF8PROC_CATEGORY_LU && category <= UTF8PROC_CATEGORY_LO;
     bool upper = false;
     switch (how) {
-      case LetterCase::kUpper: upper = true; break;
-      case LetterCase::kLower: upper = false; break;
-      case LetterCase::kCapitalize: upper = first; break;
-      case LetterCase::kTitle: upper = word_start; break;
+      case LetterCase::kUpper:
+        upper = true;
+        break;
+      case LetterCase::kLower:
+        upper = false;
+        break;
+      case LetterCase::kCapitalize:
+        upper = first;
+        break;
+      case LetterCase::kTitle:
+        upper = word_start;
+        break;
     }
     utf8_append(out, static_cast<uint32_t>(upper ? utf8proc_toupper(cp) : utf8proc_tolower(cp)));
     first = false;

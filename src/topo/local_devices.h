@@ -12,15 +12,15 @@
 namespace parallm::topo {
 
 struct LocalGpu {
-  std::string name;            // "NVIDIA H200"
-  uint64_t memory_bytes = 0;   // total device memory
-  std::string pci_bus_id;      // "00000000:18:00.0"
+  std::string name;           // "NVIDIA H200"
+  uint64_t memory_bytes = 0;  // total device memory
+  std::string pci_bus_id;     // "00000000:18:00.0"
 };
 
 struct LocalMachine {
-  int packages = 0;            // CPU sockets
+  int packages = 0;  // CPU sockets
   int numa_nodes = 0;
-  int cores = 0;               // physical cores
+  int cores = 0;  // physical cores
   int hardware_threads = 0;
   uint64_t host_memory_bytes = 0;
   std::vector<LocalGpu> gpus;

@@ -126,12 +126,12 @@ void probe_nvml(LocalMachine* m) {
         } else if (n.ancestor != nullptr) {
           int level = 50;
           if (n.ancestor(devs[a], devs[b], &level) != 0) level = 50;
-          l.kind = level <= kTopoInternal ? LinkKind::kPix
-                   : level <= kTopoSingle ? LinkKind::kPix
-                   : level <= kTopoMultiple ? LinkKind::kPxb
+          l.kind = level <= kTopoInternal     ? LinkKind::kPix
+                   : level <= kTopoSingle     ? LinkKind::kPix
+                   : level <= kTopoMultiple   ? LinkKind::kPxb
                    : level <= kTopoHostBridge ? LinkKind::kPhb
-                   : level <= kTopoNode ? LinkKind::kNode
-                                        : LinkKind::kSys;
+                   : level <= kTopoNode       ? LinkKind::kNode
+                                              : LinkKind::kSys;
         }
         t.gpu_links[a][b] = l;
       }

@@ -81,26 +81,40 @@ bool parse_link(const std::string& cell, Link* out) {
 
 std::string link_name(const Link& link) {
   switch (link.kind) {
-    case LinkKind::kSelf: return "X";
-    case LinkKind::kNvLink: return "NV" + std::to_string(link.nv_links);
-    case LinkKind::kPix: return "PIX";
-    case LinkKind::kPxb: return "PXB";
-    case LinkKind::kPhb: return "PHB";
-    case LinkKind::kNode: return "NODE";
-    case LinkKind::kSys: return "SYS";
+    case LinkKind::kSelf:
+      return "X";
+    case LinkKind::kNvLink:
+      return "NV" + std::to_string(link.nv_links);
+    case LinkKind::kPix:
+      return "PIX";
+    case LinkKind::kPxb:
+      return "PXB";
+    case LinkKind::kPhb:
+      return "PHB";
+    case LinkKind::kNode:
+      return "NODE";
+    case LinkKind::kSys:
+      return "SYS";
   }
   return "?";
 }
 
 std::string link_description(const Link& link) {
   switch (link.kind) {
-    case LinkKind::kSelf: return "self";
-    case LinkKind::kNvLink: return "NVLink x" + std::to_string(link.nv_links);
-    case LinkKind::kPix: return "PCIe through one switch";
-    case LinkKind::kPxb: return "PCIe through several bridges";
-    case LinkKind::kPhb: return "PCIe through the CPU host bridge";
-    case LinkKind::kNode: return "PCIe between host bridges of one NUMA node";
-    case LinkKind::kSys: return "PCIe across the CPU socket interconnect";
+    case LinkKind::kSelf:
+      return "self";
+    case LinkKind::kNvLink:
+      return "NVLink x" + std::to_string(link.nv_links);
+    case LinkKind::kPix:
+      return "PCIe through one switch";
+    case LinkKind::kPxb:
+      return "PCIe through several bridges";
+    case LinkKind::kPhb:
+      return "PCIe through the CPU host bridge";
+    case LinkKind::kNode:
+      return "PCIe between host bridges of one NUMA node";
+    case LinkKind::kSys:
+      return "PCIe across the CPU socket interconnect";
   }
   return "?";
 }
@@ -112,18 +126,22 @@ TopoMatrix parse_nvidia_smi_topo(const std::string& raw) {
   std::vector<std::string> columns;  // device columns of the header
   bool has_cpu_aff = false, has_numa_aff = false;
   TopoMatrix m;
-  struct Row { std::string name; std::vector<std::string> rest; int line_no; };
+  struct Row {
+    std::string name;
+    std::vector<std::string> rest;
+    int line_no;
+  };
   std::vector<Row> rows;
   while (std::getline(in, line)) {
     ++line_no;
     std::string clean = strip_escapes(line);
     std::vector<std::string> toks = split_ws(clean);
     if (toks.empty()) continue;
-    if (toks[0].rfind("Legend", 0) == 0 || toks[0] == "NIC" ) break;
+    if (toks[0].rfind("Legend", 0) == 0 || toks[0] == "NIC") break;
     if (columns.empty()) {
       if (!is_gpu_name(toks[0])) continue;  // preamble before the header
       for (size_t i = 0; i < toks.size(); ++i) {
-        if (toks[i] == "CPU" || toks[i] == "NUMA" || toks[i] == "GPU" ) {
+        if (toks[i] == "CPU" || toks[i] == "NUMA" || toks[i] == "GPU") {
           for (size_t j = i; j < toks.size(); ++j) {
             if (toks[j] == "CPU") has_cpu_aff = true;
             if (toks[j] == "NUMA") has_numa_aff = true;
@@ -166,19 +184,19 @@ TopoMatrix parse_nvidia_smi_topo(const std::string& raw) {
       bool known_nic = false;
       for (const auto& nic : m.nics) known_nic = known_nic || nic == r.name;
       if (!known_nic)
-        throw InputError(strfmt("topology line %d: row '%s' is neither a GPU nor a NIC of the header",
-                                r.line_no, r.name.c_str()));
+        throw InputError(
+            strfmt("topology line %d: row '%s' is neither a GPU nor a NIC of the header", r.line_no, r.name.c_str()));
       continue;
     }
     size_t g = std::stoul(r.name.substr(3));
     if (g >= n_gpu)
-      throw InputError(strfmt("topology line %d: row %s but the header has only %zu GPUs", r.line_no,
-                              r.name.c_str(), n_gpu));
+      throw InputError(
+          strfmt("topology line %d: row %s but the header has only %zu GPUs", r.line_no, r.name.c_str(), n_gpu));
     if (seen[g]) throw InputError(strfmt("topology line %d: row %s appears twice", r.line_no, r.name.c_str()));
     seen[g] = true;
     if (r.rest.size() < columns.size())
-      throw InputError(strfmt("topology line %d: row %s has %zu cells, the header has %zu device columns",
-                              r.line_no, r.name.c_str(), r.rest.size(), columns.size()));
+      throw InputError(strfmt("topology line %d: row %s has %zu cells, the header has %zu device columns", r.line_no,
+                              r.name.c_str(), r.rest.size(), columns.size()));
     for (size_t c = 0; c < columns.size(); ++c) {
       Link l;
       if (!parse_link(r.rest[c], &l))

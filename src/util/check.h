@@ -29,12 +29,12 @@ class CapacityError : public InputError {
 
 }  // namespace parallm
 
-#define PARALLM_CHECK(cond)                                                   \
-  do {                                                                        \
-    if (!(cond)) ::parallm::check_failed(#cond, __FILE__, __LINE__, "");      \
+#define PARALLM_CHECK(cond)                                              \
+  do {                                                                   \
+    if (!(cond)) ::parallm::check_failed(#cond, __FILE__, __LINE__, ""); \
   } while (0)
 
-#define PARALLM_CHECK_MSG(cond, msg)                                          \
-  do {                                                                        \
-    if (!(cond)) ::parallm::check_failed(#cond, __FILE__, __LINE__, (msg));   \
+#define PARALLM_CHECK_MSG(cond, msg)                                        \
+  do {                                                                      \
+    if (!(cond)) ::parallm::check_failed(#cond, __FILE__, __LINE__, (msg)); \
   } while (0)

@@ -5,7 +5,6 @@
 #include "util/json_parse.h"
 
 #include <cstring>
-
 #include <memory>
 #include <type_traits>
 #include <unordered_set>
@@ -20,8 +19,7 @@ namespace {
 // NOTE: members are added to the containers directly (not through basic_json's
 // operator[]), which skips the parent pointers nlohmann keeps only in its
 // diagnostics mode.
-static_assert(!JSON_DIAGNOSTICS,
-              "json_parse.cpp does not maintain JSON_DIAGNOSTICS parent pointers");
+static_assert(!JSON_DIAGNOSTICS, "json_parse.cpp does not maintain JSON_DIAGNOSTICS parent pointers");
 
 // ordered_json objects below this many members find a duplicate key by a
 // linear scan; from here on through a hash index (built once, then kept up to
@@ -87,8 +85,7 @@ class BoundedDomBuilder final : public nlohmann::json_sax<Json> {
     return true;
   }
 
-  bool parse_error(size_t position, const std::string&,
-                   const nlohmann::detail::exception& e) override {
+  bool parse_error(size_t position, const std::string&, const nlohmann::detail::exception& e) override {
     error_->too_deep = false;
     error_->byte = position;
     error_->detail = error_detail(e.what());
@@ -177,8 +174,7 @@ class BoundedDomBuilder final : public nlohmann::json_sax<Json> {
   bool open(Json&& empty) {
     if (static_cast<int>(stack_.size()) >= max_depth_) {
       error_->too_deep = true;
-      error_->message =
-          "JSON nested deeper than the limit of " + std::to_string(max_depth_) + " levels";
+      error_->message = "JSON nested deeper than the limit of " + std::to_string(max_depth_) + " levels";
       return false;
     }
     Json* v = place(std::move(empty));
@@ -201,8 +197,7 @@ class BoundedDomBuilder final : public nlohmann::json_sax<Json> {
 }  // namespace
 
 template <class Json>
-std::optional<Json> try_parse_json(std::string_view text, const JsonLimits& limits,
-                                   JsonError* error) {
+std::optional<Json> try_parse_json(std::string_view text, const JsonLimits& limits, JsonError* error) {
   JsonError local;
   JsonError* e = error ? error : &local;
   *e = JsonError{};
@@ -230,13 +225,10 @@ Json parse_json(std::string_view text, const JsonLimits& limits) {
   return std::move(*j);
 }
 
-template std::optional<nlohmann::json> try_parse_json<nlohmann::json>(std::string_view,
-                                                                      const JsonLimits&,
-                                                                      JsonError*);
-template std::optional<nlohmann::ordered_json> try_parse_json<nlohmann::ordered_json>(
-    std::string_view, const JsonLimits&, JsonError*);
+template std::optional<nlohmann::json> try_parse_json<nlohmann::json>(std::string_view, const JsonLimits&, JsonError*);
+template std::optional<nlohmann::ordered_json> try_parse_json<nlohmann::ordered_json>(std::string_view,
+                                                                                      const JsonLimits&, JsonError*);
 template nlohmann::json parse_json<nlohmann::json>(std::string_view, const JsonLimits&);
-template nlohmann::ordered_json parse_json<nlohmann::ordered_json>(std::string_view,
-                                                                   const JsonLimits&);
+template nlohmann::ordered_json parse_json<nlohmann::ordered_json>(std::string_view, const JsonLimits&);
 
 }  // namespace parallm

@@ -62,7 +62,6 @@ Json parse_json(std::string_view text, const JsonLimits& limits);
 
 // nullopt (and *error, when given) instead of throwing.
 template <class Json>
-std::optional<Json> try_parse_json(std::string_view text, const JsonLimits& limits,
-                                   JsonError* error = nullptr);
+std::optional<Json> try_parse_json(std::string_view text, const JsonLimits& limits, JsonError* error = nullptr);
 
 }  // namespace parallm

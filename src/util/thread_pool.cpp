@@ -82,8 +82,7 @@ void ThreadPool::worker_loop(int thread_index) {
   }
 }
 
-void ThreadPool::split(int64_t n, int64_t grain, int thread_index, int n_threads, int64_t* begin,
-                       int64_t* end) {
+void ThreadPool::split(int64_t n, int64_t grain, int thread_index, int n_threads, int64_t* begin, int64_t* end) {
   PARALLM_CHECK(grain > 0 && n_threads > 0);
   int64_t units = (n + grain - 1) / grain;
   int64_t per = units / n_threads, rem = units % n_threads;

@@ -33,8 +33,7 @@ class ThreadPool {
   static void wait_round(int spins);
 
   // Splits [0, n) into contiguous chunks, one per thread, multiples of `grain`.
-  static void split(int64_t n, int64_t grain, int thread_index, int n_threads, int64_t* begin,
-                    int64_t* end);
+  static void split(int64_t n, int64_t grain, int thread_index, int n_threads, int64_t* begin, int64_t* end);
 
  private:
   void worker_loop(int thread_index);

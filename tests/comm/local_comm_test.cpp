@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <numeric>
@@ -61,7 +61,8 @@ TEST_P(LocalCommN, AllGatherConcatenatesByRank) {
     for (size_t j = 0; j < b; ++j) send[j] = static_cast<uint8_t>(c.rank() * 31 + static_cast<int>(j));
     c.all_gather(send.data(), recv.data(), b);
     for (int r = 0; r < n; ++r) {
-      for (size_t j = 0; j < b; ++j) ASSERT_EQ(recv[static_cast<size_t>(r) * b + j], static_cast<uint8_t>(r * 31 + static_cast<int>(j)));
+      for (size_t j = 0; j < b; ++j)
+        ASSERT_EQ(recv[static_cast<size_t>(r) * b + j], static_cast<uint8_t>(r * 31 + static_cast<int>(j)));
     }
     // In place: the rank's block already sits in recv.
     std::vector<uint8_t> inplace(b * static_cast<size_t>(n), 0);
@@ -96,7 +97,8 @@ TEST_P(LocalCommN, AllToAllVWithUnevenSizes) {
   auto comms = make_world(n);
   run_ranks_or_throw(comms, [&](Communicator& c) {
     const int r = c.rank();
-    std::vector<size_t> sb(static_cast<size_t>(n)), so(static_cast<size_t>(n)), rb(static_cast<size_t>(n)), ro(static_cast<size_t>(n));
+    std::vector<size_t> sb(static_cast<size_t>(n)), so(static_cast<size_t>(n)), rb(static_cast<size_t>(n)),
+        ro(static_cast<size_t>(n));
     size_t send_total = 0, recv_total = 0;
     for (int p = 0; p < n; ++p) {
       // Send blocks in reverse peer order, receive blocks with a 1-byte gap: offsets are honoured.
@@ -111,7 +113,8 @@ TEST_P(LocalCommN, AllToAllVWithUnevenSizes) {
     }
     std::vector<uint8_t> send(send_total), recv(recv_total, 0xee);
     for (int p = 0; p < n; ++p) {
-      for (size_t j = 0; j < sb[static_cast<size_t>(p)]; ++j) send[so[static_cast<size_t>(p)] + j] = static_cast<uint8_t>(16 * r + p + static_cast<int>(j));
+      for (size_t j = 0; j < sb[static_cast<size_t>(p)]; ++j)
+        send[so[static_cast<size_t>(p)] + j] = static_cast<uint8_t>(16 * r + p + static_cast<int>(j));
     }
     c.all_to_all_v(send.data(), sb.data(), so.data(), recv.data(), rb.data(), ro.data());
     for (int p = 0; p < n; ++p) {
@@ -309,10 +312,11 @@ TEST(LocalCommFailure, RankThatThrowsMakesOthersFailFast) {
     EXPECT_LE(seconds[static_cast<size_t>(r)], 1.0);
   }
   EXPECT_NE(message_of(errors[2]).find("model code failed"), std::string::npos);
-  EXPECT_THROW(run_ranks_or_throw(make_world(2, 5.0), [](Communicator& c) {
-                 if (c.rank() == 1) throw std::logic_error("root cause");
-                 c.barrier();
-               }),
+  EXPECT_THROW(run_ranks_or_throw(make_world(2, 5.0),
+                                  [](Communicator& c) {
+                                    if (c.rank() == 1) throw std::logic_error("root cause");
+                                    c.barrier();
+                                  }),
                std::logic_error);  // the root cause, not the CommError it caused
 }
 

@@ -23,12 +23,12 @@ namespace parallm {
 namespace {
 
 int g_failures = 0;
-#define EXPECT_MPI(cond)                                                                                   \
-  do {                                                                                                     \
-    if (!(cond)) {                                                                                         \
+#define EXPECT_MPI(cond)                                                                                 \
+  do {                                                                                                   \
+    if (!(cond)) {                                                                                       \
       std::fprintf(stderr, "rank %d: check failed at line %d: %s\n", mpi_world_rank(), __LINE__, #cond); \
-      ++g_failures;                                                                                        \
-    }                                                                                                      \
+      ++g_failures;                                                                                      \
+    }                                                                                                    \
   } while (0)
 
 float value(int rank, size_t i) { return static_cast<float>(rank * 1000 + static_cast<int>(i % 997)); }
@@ -83,7 +83,8 @@ void check_collectives(Communicator& c) {
   for (int p = 0; p < n; ++p) std::memset(&send[so[static_cast<size_t>(p)]], 16 * r + p, sb[static_cast<size_t>(p)]);
   c.all_to_all_v(send.data(), sb.data(), so.data(), recv.data(), rb.data(), ro.data());
   for (int p = 0; p < n; ++p) {
-    for (size_t j = 0; j < rb[static_cast<size_t>(p)]; ++j) EXPECT_MPI(recv[ro[static_cast<size_t>(p)] + j] == 16 * p + r);
+    for (size_t j = 0; j < rb[static_cast<size_t>(p)]; ++j)
+      EXPECT_MPI(recv[ro[static_cast<size_t>(p)] + j] == 16 * p + r);
   }
   // send/recv ring, broadcast, barrier
   int token = r * 10, got = -1;

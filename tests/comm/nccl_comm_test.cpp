@@ -1,5 +1,7 @@
 // The `nccl` backend on real GPUs: skipped cleanly where there is none. Uses as
 // many ranks as GPUs (at most 4; NCCL allows one rank per GPU per communicator).
+#include "comm/nccl_comm.h"
+
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -7,7 +9,6 @@
 
 #include "comm/comm_factory.h"
 #include "comm/local_comm.h"
-#include "comm/nccl_comm.h"
 
 namespace parallm {
 namespace {

@@ -74,61 +74,25 @@ TEST(Regex, AgreesWithStdRegex) {
                                              "(a|ab)(c|bcd)",
                                              "[\\d\\-]+",
                                              "a.c"};
-  const std::vector<std::string> inputs = {"",
-                                           "a",
-                                           "b",
-                                           "cd",
-                                           "abc",
-                                           "ab",
-                                           "abab",
-                                           "aab",
-                                           "bbc",
-                                           "ac",
-                                           "abcc",
-                                           "xx",
-                                           "dx",
-                                           "ax",
-                                           "555-1234",
-                                           "55-1234",
-                                           "foobaz",
-                                           "barbaz",
-                                           "fobaz",
-                                           "xxyz",
-                                           "xxyyzz",
-                                           "xyz",
-                                           "bob@site.com",
-                                           "bob@site.org",
-                                           "Hello World",
-                                           "hello",
-                                           "Hello world",
-                                           "-0.5",
-                                           "12",
-                                           "012",
-                                           "1.",
-                                           "yes",
-                                           "no",
-                                           " x",
-                                           "  ",
-                                           "abcd",
-                                           "1-2",
-                                           "a-",
-                                           "a\nc",
-                                           "aXc"};
+  const std::vector<std::string> inputs = {
+      "",      "a",    "b",      "cd",  "abc",          "ab",           "abab",        "aab",    "bbc",
+      "ac",    "abcc", "xx",     "dx",  "ax",           "555-1234",     "55-1234",     "foobaz", "barbaz",
+      "fobaz", "xxyz", "xxyyzz", "xyz", "bob@site.com", "bob@site.org", "Hello World", "hello",  "Hello world",
+      "-0.5",  "12",   "012",    "1.",  "yes",          "no",           " x",          "  ",     "abcd",
+      "1-2",   "a-",   "a\nc",   "aXc"};
   for (const std::string& p : patterns) {
     const Grammar g = regex_grammar(p);
     std::string stripped = p;
     const std::regex ref(stripped, std::regex::ECMAScript);
     for (const std::string& s : inputs) {
-      EXPECT_EQ(matches(g, s), std::regex_match(s, ref))
-          << "pattern " << p << " input '" << s << "'";
+      EXPECT_EQ(matches(g, s), std::regex_match(s, ref)) << "pattern " << p << " input '" << s << "'";
     }
   }
 }
 
 TEST(Regex, SamplesMatch) {
   std::mt19937 rng(7);
-  for (const std::string p :
-       {"[a-f0-9]{8}", "(red|green|blue)(, (red|green|blue))*", "\\d+(\\.\\d{1,2})?"}) {
+  for (const std::string p : {"[a-f0-9]{8}", "(red|green|blue)(, (red|green|blue))*", "\\d+(\\.\\d{1,2})?"}) {
     const Grammar g = regex_grammar(p);
     const std::regex ref(p);
     for (int i = 0; i < 50; ++i) {
@@ -151,18 +115,17 @@ TEST(Regex, Unicode) {
 }
 
 TEST(Regex, UnsupportedSyntaxIsNamed) {
-  for (const auto& [p, word] :
-       std::vector<std::pair<std::string, std::string>>{{"(a)\\1", "backreference"},
-                                                        {"a(?=b)", "lookaround"},
-                                                        {"\\bword", "\\b"},
-                                                        {"(?i)abc", "inline flag"},
-                                                        {"a{5,2}", "n < m"},
-                                                        {"(ab", "unclosed"},
-                                                        {"ab)", "unmatched"},
-                                                        {"*a", "nothing to repeat"},
-                                                        {"a{100000}", "repeats more"},
-                                                        {"[abc", "unterminated"},
-                                                        {"a^b", "anchors"}}) {
+  for (const auto& [p, word] : std::vector<std::pair<std::string, std::string>>{{"(a)\\1", "backreference"},
+                                                                                {"a(?=b)", "lookaround"},
+                                                                                {"\\bword", "\\b"},
+                                                                                {"(?i)abc", "inline flag"},
+                                                                                {"a{5,2}", "n < m"},
+                                                                                {"(ab", "unclosed"},
+                                                                                {"ab)", "unmatched"},
+                                                                                {"*a", "nothing to repeat"},
+                                                                                {"a{100000}", "repeats more"},
+                                                                                {"[abc", "unterminated"},
+                                                                                {"a^b", "anchors"}}) {
     try {
       regex_grammar(p);
       ADD_FAILURE() << p << " compiled";
@@ -182,10 +145,8 @@ num  ::= [0-9]+
 )G";
   Grammar g = parse_ebnf(gbnf);
   g.compile();
-  for (const std::string s : {"1", "1+2", "(1-2)+3", "((7))", "10-(2+3)"})
-    EXPECT_TRUE(matches(g, s)) << s;
-  for (const std::string s : {"", "+", "1+", "(1", "1)", "a", "1++2"})
-    EXPECT_FALSE(matches(g, s)) << s;
+  for (const std::string s : {"1", "1+2", "(1-2)+3", "((7))", "10-(2+3)"}) EXPECT_TRUE(matches(g, s)) << s;
+  for (const std::string s : {"", "+", "1+", "(1", "1)", "a", "1++2"}) EXPECT_FALSE(matches(g, s)) << s;
 
   const std::string lark = R"(
 start: greeting " " NAME
@@ -202,13 +163,13 @@ NAME: /[A-Z][a-z]+/
 }
 
 TEST(Grammar, ErrorsAreNamed) {
-  for (const auto& [text, word] : std::vector<std::pair<std::string, std::string>>{
-           {"root ::= a\na ::= a \"x\" | \"y\"", "left-recursive"},
-           {"root ::= missing", "not defined"},
-           {"root ::= \"a", "unterminated"},
-           {"%import common.WS\nstart: WS", "directive"},
-           {"root ::= a\na ::= \"x\" a", "accepts no output"},
-           {"root ::= \"a\"\nroot ::= \"b\"", "twice"}}) {
+  for (const auto& [text, word] :
+       std::vector<std::pair<std::string, std::string>>{{"root ::= a\na ::= a \"x\" | \"y\"", "left-recursive"},
+                                                        {"root ::= missing", "not defined"},
+                                                        {"root ::= \"a", "unterminated"},
+                                                        {"%import common.WS\nstart: WS", "directive"},
+                                                        {"root ::= a\na ::= \"x\" a", "accepts no output"},
+                                                        {"root ::= \"a\"\nroot ::= \"b\"", "twice"}}) {
     try {
       Grammar g = parse_ebnf(text);
       g.compile();
@@ -235,8 +196,7 @@ bool valid(const nlohmann::json& v, const nlohmann::json& s, const nlohmann::jso
     return false;
   }
   if (s.contains("const") && v != s["const"]) return false;
-  if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end())
-    return false;
+  if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end()) return false;
   if (s.contains("type")) {
     const std::string t = s["type"];
     if (t == "string") {
@@ -271,8 +231,7 @@ bool valid(const nlohmann::json& v, const nlohmann::json& s, const nlohmann::jso
       for (const auto& [k, x] : v.items()) {
         if (s.contains("properties") && s["properties"].contains(k)) {
           if (!valid(x, s["properties"][k], root)) return false;
-        } else if (s.contains("additionalProperties") &&
-                   !valid(x, s["additionalProperties"], root)) {
+        } else if (s.contains("additionalProperties") && !valid(x, s["additionalProperties"], root)) {
           return false;
         }
       }
@@ -307,8 +266,7 @@ TEST(JsonSchema, SamplesParseAndValidate) {
 }
 
 TEST(JsonSchema, IntegerRangesExact) {
-  for (const auto& [lo, hi] :
-       std::vector<std::pair<int, int>>{{0, 0}, {-5, 5}, {7, 123}, {-300, -12}, {99, 1001}}) {
+  for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{{0, 0}, {-5, 5}, {7, 123}, {-300, -12}, {99, 1001}}) {
     nlohmann::json s = {{"type", "integer"}, {"minimum", lo}, {"maximum", hi}};
     Grammar g = json_schema_grammar(nlohmann::ordered_json(s));
     g.compile();
@@ -345,9 +303,8 @@ TEST(JsonSchema, ErrorsAreNamed) {
 }
 
 TEST(TokenMask, EqualsBruteForce) {
-  std::vector<std::string> pieces = {
-      "",     "{",  "}",   "\"", "\"a", "a", "ab",  "\":", ":",    "1", "12",
-      "true", "tr", ",\"", ",",  "x\"", " ", "b\"", "\"}", "null", "-", "0"};
+  std::vector<std::string> pieces = {"",     "{",  "}",   "\"", "\"a", "a", "ab",  "\":", ":",    "1", "12",
+                                     "true", "tr", ",\"", ",",  "x\"", " ", "b\"", "\"}", "null", "-", "0"};
   for (int b = 0; b < 128; ++b) pieces.push_back(std::string(1, static_cast<char>(b)));
   const VocabIndex vocab(pieces);
   auto c = compile_constraint(

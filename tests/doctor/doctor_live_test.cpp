@@ -44,8 +44,7 @@ TEST(DoctorProcesses, FakeNvmlNamesEachHolderAndTheCap) {
   EXPECT_NE(f[0].fixes[1].find(want), std::string::npos) << f[0].fixes[1];
   EXPECT_NE(f[0].fixes[1].find("--gpu-memory-utilization"), std::string::npos);
   EXPECT_NE(f[1].title.find("GPU 1"), std::string::npos);
-  EXPECT_NE(f[1].title.find("1 other process holds an unreported amount of device memory"),
-            std::string::npos)
+  EXPECT_NE(f[1].title.find("1 other process holds an unreported amount of device memory"), std::string::npos)
       << f[1].title;
   EXPECT_TRUE(has(f[1].evidence, "pid 5151 (compute): amount not reported"));
 }

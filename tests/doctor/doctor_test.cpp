@@ -109,8 +109,9 @@ TEST(DoctorLog, ParallmEngineCapacity) {
 }
 
 TEST(DoctorLog, ParallmDeviceCapacity) {
-  auto f = log_findings("parallm: error: cpu:0 needs 9.00 GiB, has 8.00 GiB: 2.00 GiB more of kv cache does not fit "
-                        "on top of weights 7.00 GiB");
+  auto f = log_findings(
+      "parallm: error: cpu:0 needs 9.00 GiB, has 8.00 GiB: 2.00 GiB more of kv cache does not fit "
+      "on top of weights 7.00 GiB");
   ASSERT_EQ(f.size(), 1u);
   EXPECT_TRUE(has(f[0].evidence, "cpu:0 needs 9.00 GiB, has 8.00 GiB"));
 }
@@ -157,7 +158,8 @@ TEST(DoctorMetrics, FullKvWaitingAndUnevenDevices) {
 }
 
 TEST(DoctorMetrics, VllmNames) {
-  auto f = metrics_findings("vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.95\nvllm:num_preemptions_total{model_name=\"m\"} 12\n");
+  auto f = metrics_findings(
+      "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.95\nvllm:num_preemptions_total{model_name=\"m\"} 12\n");
   ASSERT_EQ(f.size(), 2u);
   EXPECT_NE(f[1].title.find("12 sequences preempted"), std::string::npos);
 }

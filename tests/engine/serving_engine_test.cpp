@@ -15,8 +15,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <random>
@@ -95,8 +95,8 @@ std::vector<std::vector<int32_t>> make_prompts(const Engine& e, int n, int min_l
   return out;
 }
 
-std::vector<int32_t> alone(Engine& e, const std::vector<int32_t>& prompt, int64_t max_tokens,
-                           const SamplingParams& sp, bool ignore_eos) {
+std::vector<int32_t> alone(Engine& e, const std::vector<int32_t>& prompt, int64_t max_tokens, const SamplingParams& sp,
+                           bool ignore_eos) {
   GenerateParams g;
   g.max_new_tokens = max_tokens;
   g.sampling = sp;
@@ -135,8 +135,8 @@ void check_concurrent_equals_alone(const std::string& model, int n, int64_t kv_b
       sp.seed = 1000 + static_cast<uint64_t>(i);
     }
     max_tokens[static_cast<size_t>(i)] = 8 + (i * 7) % max_new;
-    expect.push_back(alone(*ref_engine, prompts[static_cast<size_t>(i)], max_tokens[static_cast<size_t>(i)], sp,
-                           ignore_eos));
+    expect.push_back(
+        alone(*ref_engine, prompts[static_cast<size_t>(i)], max_tokens[static_cast<size_t>(i)], sp, ignore_eos));
   }
   auto engine = make_engine(model, kv_blocks, 256, pp);
   ServingOptions so;
@@ -220,12 +220,16 @@ void check_abort_frees_blocks(int pp) {
   bool got_token = false;
   uint64_t id = 0, other = 0;
   auto inner = res.callback(0);
-  ASSERT_EQ(serving.submit(r, [&](const TokenEvent& ev) {
-    inner(ev);
-    std::lock_guard<std::mutex> lk(mu);
-    got_token = true;
-    cv.notify_all();
-  }, &id), SubmitStatus::kOk);
+  ASSERT_EQ(serving.submit(
+                r,
+                [&](const TokenEvent& ev) {
+                  inner(ev);
+                  std::lock_guard<std::mutex> lk(mu);
+                  got_token = true;
+                  cv.notify_all();
+                },
+                &id),
+            SubmitStatus::kOk);
   if (pp > 1) {
     ServingRequest r2 = r;
     r2.max_tokens = 40;
@@ -461,7 +465,8 @@ TEST(ServingEngine, EmbeddingsBatchedEqualAloneOverLayouts) {
     const auto got = embed_all(engine, prompts, l.budget, &preemptions);
     const std::string what = "tp " + std::to_string(l.tp) + " pp " + std::to_string(l.pp) + " budget " +
                              std::to_string(l.budget) + " blocks " + std::to_string(o.kv_blocks);
-    for (size_t i = 0; i < prompts.size(); ++i) expect_close(got[i], ref[i], 2e-5, what + " prompt " + std::to_string(i));
+    for (size_t i = 0; i < prompts.size(); ++i)
+      expect_close(got[i], ref[i], 2e-5, what + " prompt " + std::to_string(i));
     if (l.kv_blocks > 0) {
       EXPECT_GT(preemptions, 0u) << what;
     }
@@ -479,9 +484,13 @@ TEST(ServingEngine, EmbeddingAdmission) {
   r.prompt = make_prompts(*engine, 1, 100, 100, 1)[0];
   uint64_t id = 0;
   std::atomic<int> done{0};
-  EXPECT_EQ(serving.submit(r, [&](const TokenEvent& ev) { done += ev.finished ? 1 : 0; }, &id), SubmitStatus::kOk);
+  EXPECT_EQ(serving.submit(
+                r, [&](const TokenEvent& ev) { done += ev.finished ? 1 : 0; }, &id),
+            SubmitStatus::kOk);
   r.prompt.push_back(5);  // 101 > max_model_len
-  EXPECT_EQ(serving.submit(r, [](const TokenEvent&) {}, &id), SubmitStatus::kTooLong);
+  EXPECT_EQ(serving.submit(
+                r, [](const TokenEvent&) {}, &id),
+            SubmitStatus::kTooLong);
   for (int i = 0; i < 500 && done == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(done, 1);
   wait_idle(serving);

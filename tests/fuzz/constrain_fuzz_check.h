@@ -17,8 +17,7 @@ inline void check_completes(const parallm::constrain::Grammar& g) {
     bool moved = false;
     for (int c = 0; c < 256 && !moved; ++c) {
       m.step(m.current(), static_cast<uint8_t>(c), &next);
-      if (!next.empty() && m.distance(next) == m.distance() - 1)
-        moved = m.feed(std::string(1, static_cast<char>(c)));
+      if (!next.empty() && m.distance(next) == m.distance() - 1) moved = m.feed(std::string(1, static_cast<char>(c)));
     }
     if (!moved) std::abort();
   }

@@ -67,8 +67,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < whole.requests.size(); ++i) {
     const HttpRequest& a = whole.requests[i];
     const HttpRequest& b = pieces.requests[i];
-    if (a.method != b.method || a.path != b.path || a.query != b.query || a.body != b.body ||
-        a.headers != b.headers || a.version_minor != b.version_minor) {
+    if (a.method != b.method || a.path != b.path || a.query != b.query || a.body != b.body || a.headers != b.headers ||
+        a.version_minor != b.version_minor) {
       std::abort();
     }
     (void)a.keep_alive();

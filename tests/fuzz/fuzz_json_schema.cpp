@@ -16,8 +16,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  auto schema = parallm::try_parse_json<nlohmann::ordered_json>(
-      text, parallm::JsonLimits{parallm::kRequestJsonDepth}, nullptr);
+  auto schema =
+      parallm::try_parse_json<nlohmann::ordered_json>(text, parallm::JsonLimits{parallm::kRequestJsonDepth}, nullptr);
   if (!schema) return 0;
   try {
     parallm::constrain::Grammar g = parallm::constrain::json_schema_grammar(*schema);

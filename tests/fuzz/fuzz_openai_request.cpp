@@ -29,8 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (p.prompt_logprobs < -1 || p.prompt_logprobs > parallm::kMaxLogprobs) std::abort();
     if (p.prompt_logprobs >= 0 && p.stream) std::abort();  // vLLM's rule: never with a stream
     const auto replace = nlohmann::ordered_json::error_handler_t::replace;
-    const nlohmann::ordered_json kept = {
-        {"m", p.messages}, {"t", p.tools}, {"k", p.chat_template_kwargs}};
+    const nlohmann::ordered_json kept = {{"m", p.messages}, {"t", p.tools}, {"k", p.chat_template_kwargs}};
     (void)kept.dump(2, ' ', false, replace);
   } catch (const parallm::ApiError& e) {
     if (e.status() != 400) std::abort();

@@ -17,8 +17,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string in(reinterpret_cast<const char*>(data), size);
   const size_t nl = in.find('\n');
-  const std::string pattern = in.substr(0, nl),
-                    text = nl == std::string::npos ? "" : in.substr(nl + 1);
+  const std::string pattern = in.substr(0, nl), text = nl == std::string::npos ? "" : in.substr(nl + 1);
   try {
     parallm::constrain::Grammar g;
     g.define(g.add_rule("root"), parallm::constrain::parse_regex(pattern));

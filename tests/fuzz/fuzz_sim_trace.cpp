@@ -12,13 +12,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    const auto requests =
-        parallm::sim::parse_trace(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
+    const auto requests = parallm::sim::parse_trace(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
     double last = 0;
     for (const auto& r : requests) {
-      if (!(r.arrival_s >= last) || !std::isfinite(r.arrival_s) || r.input_tokens < 1 ||
-          r.output_tokens < 1 || r.input_tokens > parallm::sim::kMaxTraceTokens ||
-          r.output_tokens > parallm::sim::kMaxTraceTokens)
+      if (!(r.arrival_s >= last) || !std::isfinite(r.arrival_s) || r.input_tokens < 1 || r.output_tokens < 1 ||
+          r.input_tokens > parallm::sim::kMaxTraceTokens || r.output_tokens > parallm::sim::kMaxTraceTokens)
         std::abort();  // the parser let through what its schema forbids
       last = r.arrival_s;
     }

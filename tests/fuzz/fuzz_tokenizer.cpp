@@ -1,6 +1,9 @@
 // libFuzzer target for the tokenizer-file parsers and the encoders.
-// FUZZ_SOURCES: src/tokenizer/bpe_encoder.cpp src/tokenizer/gguf_tokenizer.cpp src/tokenizer/json_tokenizer.cpp src/tokenizer/llama2c_tokenizer.cpp src/tokenizer/load_tokenizer.cpp src/tokenizer/merges.cpp src/tokenizer/pretokenizer.cpp src/tokenizer/spm_encoder.cpp src/tokenizer/stream_decoder.cpp src/tokenizer/tokenizer.cpp src/tokenizer/unicode.cpp src/loader/gguf_reader.cpp src/core/dtype.cpp src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp src/util/mapped_file.cpp
-// FUZZ_LIBS: -lpcre2-8 -lutf8proc
+// FUZZ_SOURCES: src/tokenizer/bpe_encoder.cpp src/tokenizer/gguf_tokenizer.cpp src/tokenizer/json_tokenizer.cpp
+// src/tokenizer/llama2c_tokenizer.cpp src/tokenizer/load_tokenizer.cpp src/tokenizer/merges.cpp
+// src/tokenizer/pretokenizer.cpp src/tokenizer/spm_encoder.cpp src/tokenizer/stream_decoder.cpp
+// src/tokenizer/tokenizer.cpp src/tokenizer/unicode.cpp src/loader/gguf_reader.cpp src/core/dtype.cpp
+// src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp src/util/mapped_file.cpp FUZZ_LIBS: -lpcre2-8 -lutf8proc
 //  - Input starting with '{' (after whitespace): parsed as tokenizer.json.
 //  - Input starting with "T:": the rest is text, encoded and decoded by two
 //    small built-in tokenizers (byte-level BPE and SentencePiece), so the
@@ -24,8 +27,8 @@ namespace {
 using parallm::Tokenizer;
 
 void exercise(const Tokenizer& tok, std::string_view extra_text) {
-  const std::string texts[] = {"Hello world", " a  b\n\n\tc", "caf\xC3\xA9 \xE2\x82\xAC",
-                               "<|endoftext|><s>", std::string(extra_text)};
+  const std::string texts[] = {"Hello world", " a  b\n\n\tc", "caf\xC3\xA9 \xE2\x82\xAC", "<|endoftext|><s>",
+                               std::string(extra_text)};
   for (const auto& text : texts) {
     for (bool special : {false, true}) {
       const auto ids = tok.encode(text, special, special);
@@ -78,8 +81,7 @@ const Tokenizer& builtin_sentencepiece() {
       add(byte_piece, 0);
     }
     add(" ", -1), add("a", -2), add(" a", -3), add("\xC3\xA9", -4);
-    return parallm::parse_llama2c_tokenizer(reinterpret_cast<const uint8_t*>(file.data()),
-                                            file.size());
+    return parallm::parse_llama2c_tokenizer(reinterpret_cast<const uint8_t*>(file.data()), file.size());
   }();
   return *tok;
 }
@@ -95,8 +97,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   size_t first = 0;
-  while (first < size && (input[first] == ' ' || input[first] == '\n' || input[first] == '\t' ||
-                          input[first] == '\r')) {
+  while (first < size &&
+         (input[first] == ' ' || input[first] == '\n' || input[first] == '\t' || input[first] == '\r')) {
     ++first;
   }
   try {

@@ -89,8 +89,8 @@ int main(int argc, char** argv) {
 
   // Request bodies past the JSON limits (the first byte picks chat): nested
   // 50,000 deep, and a message 20,000 keys wide.
-  const std::string deep = "1{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"x\":" +
-                           std::string(50'000, '[') + std::string(50'000, ']') + "}]}";
+  const std::string deep = "1{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"x\":" + std::string(50'000, '[') +
+                           std::string(50'000, ']') + "}]}";
   std::string wide = "1{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"";
   for (int i = 0; i < 20'000; ++i) wide += ",\"k" + std::to_string(i % 15'000) + "\":" + std::to_string(i);
   wide += "}]}";

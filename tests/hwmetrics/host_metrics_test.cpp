@@ -44,10 +44,8 @@ TEST(CpuUtilization, DeltaBetweenSamples) {
 }
 
 TEST(NodeMeminfo, TwoNodes) {
-  std::optional<NodeMemory> n0 =
-      parse_node_meminfo(data("two_node/sys/devices/system/node/node0/meminfo"), 0);
-  std::optional<NodeMemory> n1 =
-      parse_node_meminfo(data("two_node/sys/devices/system/node/node1/meminfo"), 1);
+  std::optional<NodeMemory> n0 = parse_node_meminfo(data("two_node/sys/devices/system/node/node0/meminfo"), 0);
+  std::optional<NodeMemory> n1 = parse_node_meminfo(data("two_node/sys/devices/system/node/node1/meminfo"), 1);
   ASSERT_TRUE(n0 && n1);
   EXPECT_EQ(n0->total_bytes, 65536000ull * 1024);
   EXPECT_EQ(n0->used_bytes, 25536000ull * 1024);
@@ -57,8 +55,7 @@ TEST(NodeMeminfo, TwoNodes) {
 }
 
 TEST(NodeMeminfo, WithoutMemUsedFallsBackToFree) {
-  std::optional<NodeMemory> n =
-      parse_node_meminfo("Node 3 MemTotal: 1000 kB\nNode 3 MemFree: 250 kB\n", 3);
+  std::optional<NodeMemory> n = parse_node_meminfo("Node 3 MemTotal: 1000 kB\nNode 3 MemFree: 250 kB\n", 3);
   ASSERT_TRUE(n);
   EXPECT_EQ(n->used_bytes, 750u * 1024);
   EXPECT_FALSE(parse_node_meminfo("Node 3 MemFree: 250 kB\n", 3));
@@ -77,8 +74,7 @@ TEST(ProcMeminfo, SavedFromThisKindOfMachine) {
 
 TEST(ProcSelf, RssAndCpuSeconds) {
   EXPECT_EQ(*parse_status_rss_bytes(data("two_node/proc/self/status")), 204800ull * 1024);
-  EXPECT_FALSE(
-      parse_status_rss_bytes("Name:\tkthreadd\nState:\tS\n"));  // kernel threads have no VmRSS
+  EXPECT_FALSE(parse_status_rss_bytes("Name:\tkthreadd\nState:\tS\n"));  // kernel threads have no VmRSS
   // comm "parallm (w) x" holds spaces and ')': utime 250 + stime 150 ticks.
   EXPECT_DOUBLE_EQ(*parse_stat_cpu_seconds(data("two_node/proc/self/stat"), 100), 4.0);
   EXPECT_FALSE(parse_stat_cpu_seconds("4242 (x) S 1 2", 100));
@@ -86,8 +82,7 @@ TEST(ProcSelf, RssAndCpuSeconds) {
 }
 
 TEST(HostCollector, SavedTwoNodeTree) {
-  HostCollector c(std::string(HWMETRICS_DATA) + "/two_node/proc",
-                  std::string(HWMETRICS_DATA) + "/two_node/sys");
+  HostCollector c(std::string(HWMETRICS_DATA) + "/two_node/proc", std::string(HWMETRICS_DATA) + "/two_node/sys");
   HostSample s = c.sample();
   ASSERT_TRUE(s.cpu_utilization_ratio);  // first sample: the average since boot
   EXPECT_DOUBLE_EQ(*s.cpu_utilization_ratio, 0.17);
@@ -102,8 +97,7 @@ TEST(HostCollector, SavedTwoNodeTree) {
 }
 
 TEST(HostCollector, NoNumaSysfsFallsBackToProcMeminfo) {
-  HostCollector c(std::string(HWMETRICS_DATA) + "/one_node/proc",
-                  std::string(HWMETRICS_DATA) + "/missing");
+  HostCollector c(std::string(HWMETRICS_DATA) + "/one_node/proc", std::string(HWMETRICS_DATA) + "/missing");
   HostSample s = c.sample();
   ASSERT_EQ(s.memory.size(), 1u);
   EXPECT_EQ(s.memory[0].numa_node, 0);

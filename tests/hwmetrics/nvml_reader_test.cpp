@@ -83,20 +83,16 @@ TEST(HardwareMetrics, FakeDriverRendersGpuSeries) {
   ASSERT_TRUE(hw.gpu_metrics_available());
   const std::string t = hw.render();
   EXPECT_NE(t.find("\nparallm:gpu_metrics_available 1\n"), std::string::npos) << t;
-  EXPECT_NE(
-      t.find("parallm:gpu_memory_used_bytes{gpu=\"1\",uuid=\"GPU-11111111-bbbb\"} 1073741824\n"),
-      std::string::npos)
-      << t;
-  EXPECT_NE(t.find("parallm:gpu_utilization_ratio{gpu=\"0\",uuid=\"GPU-00000000-aaaa\"} 0.75\n"),
+  EXPECT_NE(t.find("parallm:gpu_memory_used_bytes{gpu=\"1\",uuid=\"GPU-11111111-bbbb\"} 1073741824\n"),
             std::string::npos)
+      << t;
+  EXPECT_NE(t.find("parallm:gpu_utilization_ratio{gpu=\"0\",uuid=\"GPU-00000000-aaaa\"} 0.75\n"), std::string::npos)
       << t;
   EXPECT_NE(t.find("parallm:gpu_temperature_celsius{gpu=\"0\","), std::string::npos) << t;
   EXPECT_EQ(t.find("parallm:gpu_temperature_celsius{gpu=\"1\","), std::string::npos) << t;
   EXPECT_EQ(t.find("parallm:gpu_sm_clock_hertz"), std::string::npos) << t;
-  EXPECT_NE(
-      t.find(
-          "parallm:gpu_pcie_rx_bytes_per_second{gpu=\"0\",uuid=\"GPU-00000000-aaaa\"} 2048000\n"),
-      std::string::npos)
+  EXPECT_NE(t.find("parallm:gpu_pcie_rx_bytes_per_second{gpu=\"0\",uuid=\"GPU-00000000-aaaa\"} 2048000\n"),
+            std::string::npos)
       << t;
   EXPECT_NE(t.find("parallm:gpu_ecc_errors_total{gpu=\"0\",uuid=\"GPU-00000000-aaaa\",type="
                    "\"uncorrected\"} 1\n"),

@@ -39,29 +39,17 @@ TEST(PrometheusText, GpusAndHost) {
   b.memory_total_bytes = 80ull << 30;
   const std::string t = render_prometheus(h, true, {a, b});
   EXPECT_NE(t.find("parallm:gpu_metrics_available 1\n"), std::string::npos) << t;
-  EXPECT_NE(t.find("parallm:gpu_memory_used_bytes{gpu=\"0\",uuid=\"GPU-aaaa\"} 1073741824\n"),
-            std::string::npos)
+  EXPECT_NE(t.find("parallm:gpu_memory_used_bytes{gpu=\"0\",uuid=\"GPU-aaaa\"} 1073741824\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("parallm:gpu_memory_total_bytes{gpu=\"1\",uuid=\"GPU-\\\"b\\\"\"} 85899345920\n"), std::string::npos)
       << t;
-  EXPECT_NE(
-      t.find("parallm:gpu_memory_total_bytes{gpu=\"1\",uuid=\"GPU-\\\"b\\\"\"} 85899345920\n"),
-      std::string::npos)
-      << t;
-  EXPECT_NE(t.find("parallm:gpu_utilization_ratio{gpu=\"0\",uuid=\"GPU-aaaa\"} 0.5\n"),
-            std::string::npos)
-      << t;
+  EXPECT_NE(t.find("parallm:gpu_utilization_ratio{gpu=\"0\",uuid=\"GPU-aaaa\"} 0.5\n"), std::string::npos) << t;
   EXPECT_EQ(count(t, "parallm:gpu_utilization_ratio{"), 1);  // GPU 1 did not report it
-  EXPECT_NE(t.find("parallm:gpu_power_watts{gpu=\"0\",uuid=\"GPU-aaaa\"} 312.5\n"),
-            std::string::npos)
-      << t;
-  EXPECT_NE(t.find("parallm:gpu_sm_clock_hertz{gpu=\"0\",uuid=\"GPU-aaaa\"} 1980000000\n"),
-            std::string::npos)
-      << t;
-  EXPECT_NE(
-      t.find("parallm:gpu_ecc_errors_total{gpu=\"0\",uuid=\"GPU-aaaa\",type=\"corrected\"} 3\n"),
-      std::string::npos);
-  EXPECT_NE(
-      t.find("parallm:gpu_ecc_errors_total{gpu=\"0\",uuid=\"GPU-aaaa\",type=\"uncorrected\"} 0\n"),
-      std::string::npos);
+  EXPECT_NE(t.find("parallm:gpu_power_watts{gpu=\"0\",uuid=\"GPU-aaaa\"} 312.5\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("parallm:gpu_sm_clock_hertz{gpu=\"0\",uuid=\"GPU-aaaa\"} 1980000000\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("parallm:gpu_ecc_errors_total{gpu=\"0\",uuid=\"GPU-aaaa\",type=\"corrected\"} 3\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("parallm:gpu_ecc_errors_total{gpu=\"0\",uuid=\"GPU-aaaa\",type=\"uncorrected\"} 0\n"),
+            std::string::npos);
   EXPECT_NE(t.find("# TYPE parallm:gpu_ecc_errors_total counter\n"), std::string::npos);
   // No device reported these: the families are left out entirely.
   EXPECT_EQ(t.find("parallm:gpu_temperature_celsius"), std::string::npos);
@@ -100,8 +88,7 @@ TEST(NvmlAbsent, MissingLibraryMeansNoGpuSeries) {
   EXPECT_FALSE(hw.gpu_metrics_available());
   const std::string t = hw.render();
   EXPECT_NE(t.find("\nparallm:gpu_metrics_available 0\n"), std::string::npos) << t;
-  EXPECT_EQ(count(t, "parallm:gpu_"), 3)
-      << t;  // HELP, TYPE and the sample of gpu_metrics_available only
+  EXPECT_EQ(count(t, "parallm:gpu_"), 3) << t;  // HELP, TYPE and the sample of gpu_metrics_available only
   EXPECT_NE(t.find("parallm:host_cpu_utilization_ratio "), std::string::npos) << t;
   EXPECT_NE(t.find("process_resident_memory_bytes "), std::string::npos) << t;
 }

@@ -2,6 +2,8 @@
 // attention over contiguous K/V, on every ISA level, for f32/f16/bf16/q8_0 caches,
 // GQA groups, head sizes on and off the vectorized paths, scattered block
 // tables and prefill chunks mixed with decode tokens.
+#include "kernels/cpu/attention.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/attention.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/ops.h"
 
@@ -64,7 +65,10 @@ void run_case(const Case& c, ThreadPool& pool) {
   // The batch: positions 20..56 of sequence 0, then the last position of the others.
   std::vector<int32_t> pos, seq;
   if (c.decode_tokens == 0) {
-    for (int32_t p = 20; p < 57; ++p) { pos.push_back(p); seq.push_back(0); }
+    for (int32_t p = 20; p < 57; ++p) {
+      pos.push_back(p);
+      seq.push_back(0);
+    }
   }
   for (int32_t s = 1; s < (c.decode_tokens == 0 ? 4 : 1 + c.decode_tokens); ++s) {
     pos.push_back(static_cast<int32_t>(lens[s] - 1));

@@ -1,6 +1,8 @@
 // matmul / matmul_multi against "dequantize W to f32, multiply in f64", for
 // every weight dtype x every ISA level this CPU supports x a grid of shapes
 // (odd n_out, 1..70 tokens, padded row strides, 1..3 threads).
+#include "kernels/cpu/matmul.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,14 +10,13 @@
 #include <vector>
 
 #include "kernels/cpu/isa.h"
-#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
 
 namespace parallm::cpu {
 namespace {
 
-constexpr DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
+constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
                                DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
 
 std::vector<Isa> supported_isas() {
@@ -100,8 +101,7 @@ void expect_close(const std::vector<float>& got, const Reference& r, const std::
   int bad = 0;
   for (size_t i = 0; i < got.size() && bad < 5; ++i) {
     if (!(std::fabs(got[i] - r.y[i]) <= r.tol[i])) {
-      ADD_FAILURE() << what << " index " << i << ": got " << got[i] << " want " << r.y[i]
-                    << " tol " << r.tol[i];
+      ADD_FAILURE() << what << " index " << i << ": got " << got[i] << " want " << r.y[i] << " tol " << r.tol[i];
       ++bad;
     }
   }
@@ -142,9 +142,8 @@ TEST(Matmul, EveryDtypeIsaAndShape) {
           std::vector<float> out(nt * s.n_out, NAN);
           matmul(out.data(), m.bytes.data(), t, m.stride, x.data(), nt, s.n_in, s.n_out, pool);
           expect_close(out, may_use_int8_x(isa, t, nt) ? int8x : exact,
-                       std::string(dtype_name(t)) + " " + isa_name(isa) + " n_out=" +
-                           std::to_string(s.n_out) + " n_in=" + std::to_string(s.n_in) +
-                           " n_tokens=" + std::to_string(nt));
+                       std::string(dtype_name(t)) + " " + isa_name(isa) + " n_out=" + std::to_string(s.n_out) +
+                           " n_in=" + std::to_string(s.n_in) + " n_tokens=" + std::to_string(nt));
         }
       }
     }
@@ -164,8 +163,9 @@ TEST(Matmul, FloatWeightsAnyRowLength) {
           set_active_isa(isa);
           std::vector<float> out(nt * 9, NAN);
           matmul(out.data(), m.bytes.data(), t, m.stride, x.data(), nt, n_in, 9, pool);
-          expect_close(out, r, std::string(dtype_name(t)) + " " + isa_name(isa) + " n_in=" +
-                                   std::to_string(n_in) + " n_tokens=" + std::to_string(nt));
+          expect_close(out, r,
+                       std::string(dtype_name(t)) + " " + isa_name(isa) + " n_in=" + std::to_string(n_in) +
+                           " n_tokens=" + std::to_string(nt));
         }
       }
     }

@@ -1,5 +1,7 @@
 // rmsnorm, rope, softmax, swiglu, add and the row conversions against naive
 // double-precision references.
+#include "kernels/cpu/ops.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/isa_table.h"
-#include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/roofline.h"
 
@@ -40,23 +41,23 @@ struct IsaGuard {
 TEST(Ops, RmsnormMatchesNaiveAndAliases) {
   IsaGuard guard;
   for (Isa isa : supported_isas()) {
-  set_active_isa(isa);
-  SCOPED_TRACE(isa_name(isa));
-  const int64_t nt = 3, n = 77;
-  const auto x = randv(nt * n, 1), w = randv(n, 2);
-  std::vector<float> out(nt * n), inplace = x;
-  rmsnorm(out.data(), x.data(), w.data(), nt, n, 1e-5f);
-  rmsnorm(inplace.data(), inplace.data(), w.data(), nt, n, 1e-5f);
-  for (int64_t t = 0; t < nt; ++t) {
-    double ss = 0;
-    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[t * n + i]) * x[t * n + i];
-    const double scale = 1.0 / std::sqrt(ss / n + 1e-5);
-    for (int64_t i = 0; i < n; ++i) {
-      const double want = x[t * n + i] * scale * w[i];
-      EXPECT_NEAR(out[t * n + i], want, 1e-5 * (1 + std::fabs(want)));
+    set_active_isa(isa);
+    SCOPED_TRACE(isa_name(isa));
+    const int64_t nt = 3, n = 77;
+    const auto x = randv(nt * n, 1), w = randv(n, 2);
+    std::vector<float> out(nt * n), inplace = x;
+    rmsnorm(out.data(), x.data(), w.data(), nt, n, 1e-5f);
+    rmsnorm(inplace.data(), inplace.data(), w.data(), nt, n, 1e-5f);
+    for (int64_t t = 0; t < nt; ++t) {
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[t * n + i]) * x[t * n + i];
+      const double scale = 1.0 / std::sqrt(ss / n + 1e-5);
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = x[t * n + i] * scale * w[i];
+        EXPECT_NEAR(out[t * n + i], want, 1e-5 * (1 + std::fabs(want)));
+      }
     }
-  }
-  EXPECT_EQ(out, inplace);
+    EXPECT_EQ(out, inplace);
   }
 }
 
@@ -240,7 +241,8 @@ TEST(Ops, Q8_0CacheRowsMatchReferenceOnEveryIsa) {
       EXPECT_EQ(g[0], w[0]) << isa_name(isa) << " block " << b;
       EXPECT_EQ(g[1], w[1]) << isa_name(isa) << " block " << b;
       for (int i = 2; i < 34; ++i) {
-        EXPECT_LE(std::abs(static_cast<int8_t>(g[i]) - static_cast<int8_t>(w[i])), 1) << isa_name(isa) << " block " << b;
+        EXPECT_LE(std::abs(static_cast<int8_t>(g[i]) - static_cast<int8_t>(w[i])), 1)
+            << isa_name(isa) << " block " << b;
       }
     }
     std::vector<float> back(x.size()), back_ref(x.size());

@@ -1,14 +1,14 @@
 // Quantizers and dequantizers against independent scalar transcriptions of
 // ggml's reference formulas (bit-exact), and the k-quant layouts against
 // blocks packed by hand from known integer fields.
+#include "kernels/cpu/quant.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
-
-#include "kernels/cpu/quant.h"
 
 namespace parallm::cpu {
 namespace {
@@ -113,8 +113,9 @@ TEST(Quant, Q8_0AndQ4_0DequantizeFormula) {
 }
 
 TEST(Quant, FloatFormatsBitExact) {
-  const std::vector<float> x = {0.0f, -0.0f, 1.0f, 65504.0f, 1e6f, 6e-8f, 3e-5f, -2.5f, 1.0009765625f,
-                                1.00048828125f /* f16 tie -> even */, INFINITY, 1e-40f};
+  const std::vector<float> x = {0.0f,     -0.0f, 1.0f,  65504.0f,      1e6f,
+                                6e-8f,    3e-5f, -2.5f, 1.0009765625f, 1.00048828125f /* f16 tie -> even */,
+                                INFINITY, 1e-40f};
   std::vector<uint16_t> h(x.size()), b(x.size());
   quantize_row(DType::kF16, x.data(), h.data(), static_cast<int64_t>(x.size()));
   quantize_row(DType::kBF16, x.data(), b.data(), static_cast<int64_t>(x.size()));

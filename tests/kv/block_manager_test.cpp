@@ -63,7 +63,7 @@ TEST(BlockManager, SequencesSpreadOverThePoolAndGrowSideBySide) {
 TEST(BlockManager, FreeOrderKeepsCachedPrefixBlocksLongest) {
   BlockManager kv(8, 4, true);
   auto t = seq_tokens(10, 10);
-  admit(kv, 1, t, 10);                 // blocks 2 3 4
+  admit(kv, 1, t, 10);                    // blocks 2 3 4
   kv.cache_full_blocks(1, t.data(), 10);  // blocks 2 and 3 are full: cached; 4 is partial
   EXPECT_TRUE(kv.is_cached(2));
   EXPECT_TRUE(kv.is_cached(3));
@@ -164,14 +164,14 @@ TEST(BlockManager, EvictsLeastRecentlyFreedCachedBlocks) {
   kv.free(1);
   EXPECT_EQ(kv.free_list(), (Ids{2, 3, 1, 0}));
   auto b = seq_tokens(12, 500);
-  admit(kv, 2, b, 12);                   // takes 2 3 1: block 1 evicted
+  admit(kv, 2, b, 12);  // takes 2 3 1: block 1 evicted
   EXPECT_EQ(kv.table(2), (Ids{2, 3, 1}));
   EXPECT_EQ(kv.counters().evictions, 1u);
   EXPECT_FALSE(kv.is_cached(1));
   EXPECT_TRUE(kv.is_cached(0));
   PrefixHit hit;
   kv.lookup(a.data(), 9, &hit);
-  EXPECT_EQ(hit.blocks, (Ids{0}));       // the chain still hits its first block
+  EXPECT_EQ(hit.blocks, (Ids{0}));  // the chain still hits its first block
   kv.free(2);
 }
 
@@ -193,7 +193,7 @@ TEST(BlockManager, HitOnFreeBlocksCountsTowardsTheNeed) {
   auto a = seq_tokens(9, 0);
   admit(kv, 1, a, 9);  // 0 1 2
   kv.cache_full_blocks(1, a.data(), 9);
-  kv.free(1);          // free: 2 1 0, all of them
+  kv.free(1);  // free: 2 1 0, all of them
   PrefixHit hit;
   kv.lookup(a.data(), 9, &hit);
   ASSERT_EQ(hit.blocks.size(), 2u);

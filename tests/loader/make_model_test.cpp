@@ -236,8 +236,8 @@ TEST(MakeModel, CommandLineWritesTheSameFile) {
   if (!std::filesystem::exists(PARALLM_BINARY)) GTEST_SKIP() << "parallm binary not built";
   test::TempDir dir;
   const std::string out = dir.file("cli.gguf");
-  std::string cmd = std::string(PARALLM_BINARY) + " make-model --preset tiny --dtype q4_0 --seed 5 --out " + out +
-                    " 2>/dev/null";
+  std::string cmd =
+      std::string(PARALLM_BINARY) + " make-model --preset tiny --dtype q4_0 --seed 5 --out " + out + " 2>/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   EXPECT_EQ(test::read_bytes(out), model_bytes("tiny", DType::kQ4_0, 5));
   std::string bad = std::string(PARALLM_BINARY) + " make-model --preset nope --out " + out + " 2>/dev/null";

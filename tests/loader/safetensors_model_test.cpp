@@ -40,10 +40,10 @@ std::vector<uint8_t> ramp(int64_t n, float start, const std::string& dtype) {
 
 Checkpoint make_checkpoint(const std::string& type, const std::string& dtype = "F32", int n_expert = 0) {
   Checkpoint c;
-  c.config = {{"model_type", type},          {"vocab_size", 10},        {"hidden_size", 8},
-              {"intermediate_size", 16},     {"num_hidden_layers", 2},  {"num_attention_heads", 2},
-              {"num_key_value_heads", 1},    {"max_position_embeddings", 64}, {"rms_norm_eps", 1e-5},
-              {"rope_theta", 10000.0},       {"hidden_act", "silu"},    {"tie_word_embeddings", false}};
+  c.config = {
+      {"model_type", type},     {"vocab_size", 10},         {"hidden_size", 8},         {"intermediate_size", 16},
+      {"num_hidden_layers", 2}, {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"max_position_embeddings", 64},
+      {"rms_norm_eps", 1e-5},   {"rope_theta", 10000.0},    {"hidden_act", "silu"},     {"tie_word_embeddings", false}};
   if (n_expert > 0) {
     c.config["num_local_experts"] = n_expert;
     c.config["num_experts_per_tok"] = 2;
@@ -185,8 +185,7 @@ TEST(SafetensorsModel, ShardedIndexGivesTheSameTensors) {
   ASSERT_EQ(a->tensors().size(), b->tensors().size());
   for (const auto& [name, t] : a->tensors()) {
     const WeightTensor& u = b->get(name);
-    EXPECT_EQ(std::vector<uint8_t>(t.data, t.data + t.nbytes), std::vector<uint8_t>(u.data, u.data + u.nbytes))
-        << name;
+    EXPECT_EQ(std::vector<uint8_t>(t.data, t.data + t.nbytes), std::vector<uint8_t>(u.data, u.data + u.nbytes)) << name;
   }
 }
 
@@ -223,8 +222,11 @@ TEST(SafetensorsModel, MixtralExpertsMapToPerExpertTensors) {
 
 TEST(HfConfig, ParsesRopeScaling) {
   json j = make_checkpoint("llama").config;
-  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
-                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 32.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
   ModelConfig c = parse_hf_config(j.dump());
   EXPECT_EQ(c.rope_scaling, RopeScaling::kLlama3);
   EXPECT_FLOAT_EQ(c.rope_factor, 32.0f);

@@ -40,9 +40,8 @@ std::string slurp(const fs::path& p) {
 }
 
 fs::path temp_dir() {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("parallm_bench_test_" + std::to_string(getpid()) + "_" +
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  const fs::path dir = fs::temp_directory_path() / ("parallm_bench_test_" + std::to_string(getpid()) + "_" +
+                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -102,8 +101,11 @@ TEST(BenchCli, JsonReportHasTheIssueSchema) {
   const fs::path dir = temp_dir();
   FakeOpenAiServer server(quick);
   const fs::path json_path = dir / "out.json";
-  const CommandRun r = bench("--url " + server.url() + " --concurrency 1,3 --num-requests 9 --input-len 4:12 "
-                      "--output-len 3:6 --ttft-slo 40 --tpot-slo 50 --json " + json_path.string(), dir);
+  const CommandRun r = bench("--url " + server.url() +
+                                 " --concurrency 1,3 --num-requests 9 --input-len 4:12 "
+                                 "--output-len 3:6 --ttft-slo 40 --tpot-slo 50 --json " +
+                                 json_path.string(),
+                             dir);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("TTFT ms p50/p95"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("c=3"), std::string::npos);
@@ -112,8 +114,8 @@ TEST(BenchCli, JsonReportHasTheIssueSchema) {
   const std::vector<int64_t> levels{1, 3};
   for (size_t i = 0; i < 2; ++i) {
     const auto& l = j["results"][i];
-    for (const char* key : {"concurrency", "rate", "requests", "errors", "input_tokens", "output_tokens",
-                            "duration_s", "output_tokens_per_s", "decode_tokens_per_s", "requests_per_s", "goodput"}) {
+    for (const char* key : {"concurrency", "rate", "requests", "errors", "input_tokens", "output_tokens", "duration_s",
+                            "output_tokens_per_s", "decode_tokens_per_s", "requests_per_s", "goodput"}) {
       EXPECT_TRUE(l.contains(key)) << key;
     }
     EXPECT_EQ(l["concurrency"], levels[i]);
@@ -161,19 +163,24 @@ TEST(BenchCli, HtmlReportRendersInHeadlessChromium) {
     return s;
   });
   const fs::path html = dir / "report.html";
-  const CommandRun r = bench("--url " + server.url() + " --find-capacity --tpot-slo 4.2 --ttft-slo 40 "
-                      "--num-requests 12 --goodput-target 0.8 --peak-concurrency 50 --html " + html.string(), dir);
+  const CommandRun r = bench("--url " + server.url() +
+                                 " --find-capacity --tpot-slo 4.2 --ttft-slo 40 "
+                                 "--num-requests 12 --goodput-target 0.8 --peak-concurrency 50 --html " +
+                                 html.string(),
+                             dir);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("capacity"), std::string::npos) << r.out;
   const std::string page = slurp(html);
   EXPECT_EQ(page.find("http://"), page.find("http://127.0.0.1"));  // no external reference...
-  EXPECT_EQ(page.find("<script"), std::string::npos);               // ...and no script
+  EXPECT_EQ(page.find("<script"), std::string::npos);              // ...and no script
   EXPECT_EQ(page.find("src="), std::string::npos);
   const std::string chromium = find_chromium();
   if (chromium.empty()) GTEST_SKIP() << "chromium is not installed (apt-get install chromium)";
-  const std::string flags = " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
-                            "--disable-background-networking --disable-component-update --disable-sync "
-                            "--user-data-dir=" + (dir / "profile").string() + " ";
+  const std::string flags =
+      " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
+      "--disable-background-networking --disable-component-update --disable-sync "
+      "--user-data-dir=" +
+      (dir / "profile").string() + " ";
   const std::string url = "file://" + html.string();
   const CommandRun dom = run_command("timeout 60 " + chromium + flags + "--dump-dom " + url, dir);
   ASSERT_EQ(dom.code, 0) << dom.err;
@@ -182,18 +189,22 @@ TEST(BenchCli, HtmlReportRendersInHeadlessChromium) {
     for (size_t p = dom.out.find(needle); p != std::string::npos; p = dom.out.find(needle, p + 1)) ++n;
     return n;
   };
-  EXPECT_EQ(count("<svg"), 8);                 // 4 against load + 4 CDFs
-  EXPECT_GE(count("<polyline"), 4 + 4 * 3);    // every level on every CDF
-  EXPECT_GE(count("class=\"slo\""), 2);        // SLO lines drawn
+  EXPECT_EQ(count("<svg"), 8);               // 4 against load + 4 CDFs
+  EXPECT_GE(count("<polyline"), 4 + 4 * 3);  // every level on every CDF
+  EXPECT_GE(count("class=\"slo\""), 2);      // SLO lines drawn
   EXPECT_NE(dom.out.find("id=\"capacity\""), std::string::npos);
   EXPECT_NE(dom.out.find("server(s)"), std::string::npos);
   const fs::path shot = dir / "shot.png";
-  const CommandRun s = run_command("timeout 60 " + chromium + flags + "--hide-scrollbars --window-size=1280,2600 "
-                            "--screenshot=" + shot.string() + " " + url, dir);
+  const CommandRun s = run_command("timeout 60 " + chromium + flags +
+                                       "--hide-scrollbars --window-size=1280,2600 "
+                                       "--screenshot=" +
+                                       shot.string() + " " + url,
+                                   dir);
   ASSERT_EQ(s.code, 0) << s.err;
   ASSERT_TRUE(fs::exists(shot));
   EXPECT_GT(fs::file_size(shot), 50'000u);  // a page of charts, not a blank image
-  if (const char* keep = std::getenv("PARALLM_BENCH_SCREENSHOT")) fs::copy_file(shot, keep, fs::copy_options::overwrite_existing);
+  if (const char* keep = std::getenv("PARALLM_BENCH_SCREENSHOT"))
+    fs::copy_file(shot, keep, fs::copy_options::overwrite_existing);
 }
 
 }  // namespace

@@ -66,15 +66,16 @@ Summary server_tpot(const FakeOpenAiServer& server) {
 // are `tight + worst stall`, so they stay tight where the machine allows it.
 class NoiseProbe {
  public:
-  NoiseProbe() : thread_([this] {
-      while (!stop_) {
-        const auto t0 = std::chrono::steady_clock::now();
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        const double late =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() - 1;
-        worst_ms_ = std::max(worst_ms_.load(), late);
-      }
-    }) {}
+  NoiseProbe()
+      : thread_([this] {
+          while (!stop_) {
+            const auto t0 = std::chrono::steady_clock::now();
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            const double late =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() - 1;
+            worst_ms_ = std::max(worst_ms_.load(), late);
+          }
+        }) {}
   ~NoiseProbe() { stop(); }
   double stop() {
     stop_ = true;
@@ -90,8 +91,7 @@ class NoiseProbe {
 
 double tolerance(double tight_ms, NoiseProbe& probe) {
   const double noise = probe.stop();
-  std::cout << "[ info     ] worst scheduling stall " << noise << " ms -> tolerance " << tight_ms + noise
-            << " ms\n";
+  std::cout << "[ info     ] worst scheduling stall " << noise << " ms -> tolerance " << tight_ms + noise << " ms\n";
   return tight_ms + noise;
 }
 
@@ -198,11 +198,11 @@ TEST(BenchFakeServer, ErrorsByKindAndGoodput) {
     s.ttft_ms = i % 8 == 0 ? 70 : 10;  // misses the 40 ms TTFT SLO
     s.gap_ms = 2;
     s.tokens = 8;
-    if (i % 10 == 3) s.http_status = 500;       // 6
-    if (i % 20 == 7) s.http_status = 429;       // 3
-    if (i % 15 == 11) s.drop_after_tokens = 3;  // 11 26 41 56: 4
-    if (i == 5) s.stall_ms = 3000;              // 1 timeout
-    if (i % 25 == 19) s.error_after_tokens = 2; // 19 44: 2
+    if (i % 10 == 3) s.http_status = 500;        // 6
+    if (i % 20 == 7) s.http_status = 429;        // 3
+    if (i % 15 == 11) s.drop_after_tokens = 3;   // 11 26 41 56: 4
+    if (i == 5) s.stall_ms = 3000;               // 1 timeout
+    if (i % 25 == 19) s.error_after_tokens = 2;  // 19 44: 2
     return s;
   });
   BenchOptions o = options_for(server);

@@ -160,12 +160,14 @@ void FakeOpenAiServer::serve_connection(int fd, Clock::time_point accepted) {
         if (loading_polls_.fetch_sub(1) > 0) {
           const std::string err = R"({"error":{"message":"the model is still loading","type":"server_error"}})";
           if (!send_all(fd, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
-                                std::to_string(err.size()) + "\r\n\r\n" + err)) goto done;
+                                std::to_string(err.size()) + "\r\n\r\n" + err))
+            goto done;
           continue;
         }
         const std::string body = R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})";
         if (!send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body)) goto done;
+                              std::to_string(body.size()) + "\r\n\r\n" + body))
+          goto done;
         continue;
       }
       const bool chat = path == "/v1/chat/completions";
@@ -173,7 +175,8 @@ void FakeOpenAiServer::serve_connection(int fd, Clock::time_point accepted) {
       if (method != "POST" || (!chat && path != "/v1/completions") || body.is_discarded()) {
         const std::string err = R"({"error":{"message":"not found","type":"invalid_request_error"}})";
         if (!send_all(fd, "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: " +
-                              std::to_string(err.size()) + "\r\n\r\n" + err)) goto done;
+                              std::to_string(err.size()) + "\r\n\r\n" + err))
+          goto done;
         continue;
       }
       // The first request's clock starts at accept(), so the time to start
@@ -189,8 +192,7 @@ done:
   close(fd);
 }
 
-bool FakeOpenAiServer::stream_completion(int fd, const nlohmann::json& body, bool chat,
-                                         Clock::time_point arrival) {
+bool FakeOpenAiServer::stream_completion(int fd, const nlohmann::json& body, bool chat, Clock::time_point arrival) {
   int64_t index;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -206,27 +208,37 @@ bool FakeOpenAiServer::stream_completion(int fd, const nlohmann::json& body, boo
                             std::to_string(err.size()) + "\r\n\r\n" + err);
   }
   const int64_t n_tokens = s.tokens >= 0 ? s.tokens : body.value("max_tokens", 16);
-  const bool usage = s.send_usage && body.contains("stream_options") &&
-                     body["stream_options"].value("include_usage", false);
+  const bool usage =
+      s.send_usage && body.contains("stream_options") && body["stream_options"].value("include_usage", false);
   auto piece = [&](const nlohmann::json& delta_or_text, const nlohmann::json& finish) {
     nlohmann::json c = {{"index", 0}, {"finish_reason", finish}};
-    if (chat) c["delta"] = delta_or_text; else c["text"] = delta_or_text;
-    return nlohmann::json{{"id", "cmpl-fake"}, {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                          {"model", "fake-model"}, {"choices", nlohmann::json::array({c})}};
+    if (chat)
+      c["delta"] = delta_or_text;
+    else
+      c["text"] = delta_or_text;
+    return nlohmann::json{{"id", "cmpl-fake"},
+                          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                          {"model", "fake-model"},
+                          {"choices", nlohmann::json::array({c})}};
   };
-  std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                     "Transfer-Encoding: chunked\r\n\r\n";
+  std::string head =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
   if (chat) head += sse(piece({{"role", "assistant"}, {"content", ""}}, nullptr));
   if (!send_all(fd, head)) return false;
   if (s.stall_ms > 0 && !sleep_until(arrival + std::chrono::microseconds(static_cast<int64_t>(s.stall_ms * 1e3)))) {
     return false;
   }
   const int64_t streams = ++active_streams_;
-  for (int64_t m = max_streams_.load(); streams > m && !max_streams_.compare_exchange_weak(m, streams);) {}
+  for (int64_t m = max_streams_.load(); streams > m && !max_streams_.compare_exchange_weak(m, streams);) {
+  }
   struct Leave {
     std::atomic<int64_t>& n;
     bool left = false;
-    void leave() { if (!left) --n; left = true; }
+    void leave() {
+      if (!left) --n;
+      left = true;
+    }
     ~Leave() { leave(); }
   } leave{active_streams_};
   // NOTE: the token timeline is anchored at the moment the first token really
@@ -245,8 +257,8 @@ bool FakeOpenAiServer::stream_completion(int fd, const nlohmann::json& body, boo
     if (i == s.drop_after_tokens) return false;  // the caller closes the connection
     if (i == s.error_after_tokens) {
       leave.leave();
-      return send_all(fd, chunk("data: {\"error\":{\"message\":\"scripted stream error\",\"code\":500}}\n\n") +
-                              "0\r\n\r\n");
+      return send_all(
+          fd, chunk("data: {\"error\":{\"message\":\"scripted stream error\",\"code\":500}}\n\n") + "0\r\n\r\n");
     }
     const nlohmann::json text = "tok" + std::to_string(i) + " ";
     if (!send_all(fd, sse(piece(chat ? nlohmann::json{{"content", text}} : text, nullptr)))) return false;
@@ -256,15 +268,19 @@ bool FakeOpenAiServer::stream_completion(int fd, const nlohmann::json& body, boo
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
-    observed_.push_back({ms(first_sent - arrival),
-                         n_tokens > 1 ? ms(last_sent - first_sent) / static_cast<double>(n_tokens - 1) : -1});
+    observed_.push_back(
+        {ms(first_sent - arrival), n_tokens > 1 ? ms(last_sent - first_sent) / static_cast<double>(n_tokens - 1) : -1});
   }  // before the end is visible, so the next request sees the right count
   std::string tail = sse(piece(chat ? nlohmann::json::object() : nlohmann::json(""), "length"));
   if (usage) {
     const int64_t prompt = count_prompt_words(body) + (chat ? 7 : 1);  // a template's extra tokens
-    tail += sse({{"id", "cmpl-fake"}, {"object", "chat.completion.chunk"}, {"choices", nlohmann::json::array()},
-                 {"usage", {{"prompt_tokens", prompt}, {"completion_tokens", n_tokens * s.tokens_per_chunk},
-                            {"total_tokens", prompt + n_tokens * s.tokens_per_chunk}}}});
+    tail += sse({{"id", "cmpl-fake"},
+                 {"object", "chat.completion.chunk"},
+                 {"choices", nlohmann::json::array()},
+                 {"usage",
+                  {{"prompt_tokens", prompt},
+                   {"completion_tokens", n_tokens * s.tokens_per_chunk},
+                   {"total_tokens", prompt + n_tokens * s.tokens_per_chunk}}}});
   }
   if (s.send_done) tail += chunk("data: [DONE]\n\n");
   tail += "0\r\n\r\n";

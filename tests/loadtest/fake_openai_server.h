@@ -13,27 +13,26 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace parallm::loadtest::testing {
 
 struct FakeScript {
-  double ttft_ms = 20;             // headers and the role chunk go out at once; text after this
-  double gap_ms = 5;               // between text chunks ...
-  double gap_per_stream_ms = 0;    // ... plus this per other stream in flight, read at each token
-  int64_t tokens = -1;             // text chunks; -1: the request's max_tokens
-  int64_t tokens_per_chunk = 1;    // usage.completion_tokens = tokens * this
-  int http_status = 200;           // other: a JSON error body, no stream
-  int64_t drop_after_tokens = -1;  // >= 0: close the connection after this many chunks
-  int64_t error_after_tokens = -1; // >= 0: send an in-stream error event after this many chunks
-  double stall_ms = 0;             // > 0: send headers, then nothing for this long
-  bool send_usage = true;          // honour stream_options.include_usage
-  bool send_done = true;           // send "data: [DONE]"
+  double ttft_ms = 20;              // headers and the role chunk go out at once; text after this
+  double gap_ms = 5;                // between text chunks ...
+  double gap_per_stream_ms = 0;     // ... plus this per other stream in flight, read at each token
+  int64_t tokens = -1;              // text chunks; -1: the request's max_tokens
+  int64_t tokens_per_chunk = 1;     // usage.completion_tokens = tokens * this
+  int http_status = 200;            // other: a JSON error body, no stream
+  int64_t drop_after_tokens = -1;   // >= 0: close the connection after this many chunks
+  int64_t error_after_tokens = -1;  // >= 0: send an in-stream error event after this many chunks
+  double stall_ms = 0;              // > 0: send headers, then nothing for this long
+  bool send_usage = true;           // honour stream_options.include_usage
+  bool send_done = true;            // send "data: [DONE]"
 };
 
 class FakeOpenAiServer {

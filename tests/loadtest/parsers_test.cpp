@@ -42,8 +42,10 @@ TEST(HttpResponseParser, ChunkedBodyInEverySplit) {
 TEST(HttpResponseParser, ContentLengthCloseAnd1xx) {
   HttpResponseParser p;
   std::string body;
-  EXPECT_EQ(p.feed("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Busy\r\nContent-Length: 5\r\nConnection: close\r\n\r\nabcdeXYZ",
-                   body), State::kDone);
+  EXPECT_EQ(
+      p.feed("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Busy\r\nContent-Length: 5\r\nConnection: close\r\n\r\nabcdeXYZ",
+             body),
+      State::kDone);
   EXPECT_EQ(p.status(), 503);
   EXPECT_EQ(body, "abcde");
   EXPECT_FALSE(p.keep_alive());
@@ -64,10 +66,9 @@ TEST(HttpResponseParser, CutChunkedStreamIsNotDone) {
 }
 
 TEST(HttpResponseParser, RejectsGarbage) {
-  for (const char* bad : {"SSH-2.0-OpenSSH\r\n", "HTTP/1.1 abc\r\n",
-                          "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-                          "HTTP/1.1 200 OK\r\nContent-Length: -4\r\n\r\n",
-                          "HTTP/1.1 200 OK\r\nbroken header\r\n\r\n"}) {
+  for (const char* bad :
+       {"SSH-2.0-OpenSSH\r\n", "HTTP/1.1 abc\r\n", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: -4\r\n\r\n", "HTTP/1.1 200 OK\r\nbroken header\r\n\r\n"}) {
     HttpResponseParser p;
     std::string body;
     EXPECT_EQ(p.feed(bad, body), State::kError) << bad;

@@ -50,8 +50,8 @@ TEST(Stats, AggregateCountsGoodputAndTokens) {
   RequestRecord usage = record(50, 5, 10);     // usage overrides counting
   usage.usage_completion_tokens = 10;
   usage.usage_prompt_tokens = 17;
-  run.records.push_back(usage);                // TPOT = 40 ms / 9 = 4.44: meets
-  RequestRecord single = record(50, 1, 0);     // one token: no TPOT, meets
+  run.records.push_back(usage);             // TPOT = 40 ms / 9 = 4.44: meets
+  RequestRecord single = record(50, 1, 0);  // one token: no TPOT, meets
   run.records.push_back(single);
   RequestRecord failed;
   failed.error = ErrorKind::kHttp5xx;
@@ -147,11 +147,11 @@ TEST(Capacity, PlanningDividesThePeakWithHeadroom) {
   CapacityResult r = find_capacity(CapacitySearchSpec{}, law(11, &tried));
   plan_capacity(r, 100, 50, 1.3);
   EXPECT_EQ(r.per_server_concurrency, 11);
-  EXPECT_EQ(r.per_server_qps, 22);                 // measured at the capacity level
-  EXPECT_EQ(r.servers_for_peak_concurrency, 12);   // ceil(130 / 11)
-  EXPECT_EQ(r.servers_for_peak_qps, 3);            // ceil(65 / 22)
+  EXPECT_EQ(r.per_server_qps, 22);                // measured at the capacity level
+  EXPECT_EQ(r.servers_for_peak_concurrency, 12);  // ceil(130 / 11)
+  EXPECT_EQ(r.servers_for_peak_qps, 3);           // ceil(65 / 22)
   plan_capacity(r, 110, 0, 1.0);
-  EXPECT_EQ(r.servers_for_peak_concurrency, 10);   // exactly 10, not 11
+  EXPECT_EQ(r.servers_for_peak_concurrency, 10);  // exactly 10, not 11
   EXPECT_EQ(r.servers_for_peak_qps, -1);
 
   CapacitySearchSpec rate;

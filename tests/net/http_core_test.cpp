@@ -1,9 +1,10 @@
 // The HTTP core over real sockets on loopback: deadlines, connection caps,
 // pipelining, keep-alive, 100-continue, streams written from other threads,
 // clients that leave, and many idle connections held without threads.
-#include <gtest/gtest.h>
+#include "net/http_core.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -18,7 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include "net/http_core.h"
 #include "util/check.h"
 
 namespace parallm::net {
@@ -118,8 +118,9 @@ TEST_F(HttpCoreTest, PipelinedRequestsAreAllAnsweredInOrder) {
     ex->respond(std::move(r));
   });
   const int fd = connect_to(port_);
-  send_all(fd, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n"
-               "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhiGET /d HTTP/1.1\r\nHost: x\r\n\r\n");
+  send_all(fd,
+           "GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n"
+           "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhiGET /d HTTP/1.1\r\nHost: x\r\n\r\n");
   const std::string out = read_until(fd, "/d");
   const size_t a = out.find("/slow"), b = out.find("/b"), c = out.find("/c"), d = out.find("/d");
   ASSERT_NE(d, std::string::npos) << out;
@@ -268,7 +269,8 @@ TEST_F(HttpCoreTest, ClientThatLeavesMidRequestFiresOnGone) {
   const auto deadline = Clock::now() + std::chrono::seconds(3);
   while (gone.load() == 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(gone.load(), 1);
-  while (finished_false.load() == 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (finished_false.load() == 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(finished_false.load(), 1);
   EXPECT_TRUE(parked->gone());
   EXPECT_FALSE(parked->write("data: late\n\n"));

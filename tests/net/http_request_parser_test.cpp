@@ -1,12 +1,12 @@
 // The request parser against RFC 9112's framing rules: what is accepted
 // (and parsed the same whether the bytes come at once or one by one), what
 // is refused and with which status, and where one pipelined request ends.
+#include "net/http_request_parser.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
-
-#include "net/http_request_parser.h"
 
 namespace parallm::net {
 namespace {
@@ -49,8 +49,9 @@ Outcome parse(const std::string& bytes, size_t step = 0, HttpLimits limits = {})
   }
 }
 
-const std::string kPost = "POST /v1/completions?x=1 HTTP/1.1\r\nHost: localhost:8000\r\nContent-Type: application/json\r\n"
-                          "Content-Length: 13\r\n\r\n{\"prompt\":1}\n";
+const std::string kPost =
+    "POST /v1/completions?x=1 HTTP/1.1\r\nHost: localhost:8000\r\nContent-Type: application/json\r\n"
+    "Content-Length: 13\r\n\r\n{\"prompt\":1}\n";
 
 TEST(HttpRequestParser, ParsesARequestTheSameInAnyPieces) {
   for (size_t step : {0, 1, 2, 7, 64}) {
@@ -78,8 +79,9 @@ TEST(HttpRequestParser, StopsAtTheEndOfOneRequestForPipelining) {
 }
 
 TEST(HttpRequestParser, DechunksBodiesAndDropsTrailers) {
-  const std::string req = "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
-                          "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: y\r\n\r\n";
+  const std::string req =
+      "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: y\r\n\r\n";
   for (size_t step : {0, 1, 3}) {
     Outcome o = parse(req, step);
     ASSERT_EQ(o.status, HttpRequestParser::Status::kDone) << o.error;
@@ -145,7 +147,8 @@ TEST(HttpRequestParser, RefusesAmbiguousOrOversizedFramingWithItsStatus) {
       {"CL over the limit", "POST /x HTTP/1.1\r\n" + h + "Content-Length: 101\r\n\r\n", 413},
       {"chunked over the limit", "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n65\r\n", 413},
       {"malformed chunk size", "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400},
-      {"chunk size after a space", "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n 1\r\na\r\n0\r\n\r\n", 400},
+      {"chunk size after a space",
+       "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n 1\r\na\r\n0\r\n\r\n", 400},
       {"chunk size 0x", "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n0x1\r\na\r\n0\r\n\r\n", 400},
       {"chunk longer than said", "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n", 400},
       {"gzip coding", "POST /x HTTP/1.1\r\n" + h + "Transfer-Encoding: gzip\r\n\r\n", 400},

@@ -2,12 +2,13 @@
 // before per-dtype factors, and the calibrated CPU device feeding the same
 // equations with the factor of the model's weight dtype (exact formulas of
 // perf_model.cpp, no timing).
+#include "planner/calibration.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 
-#include "planner/calibration.h"
 #include "planner/model_catalog.h"
 #include "util/check.h"
 
@@ -107,8 +108,7 @@ TEST(Calibration, MalformedKernelsAreInputErrors) {
   EXPECT_THROW(calibration_from_json(head + R"({"q4_0": {"flops_eff": 0.5}}})", "x"), InputError);
   EXPECT_THROW(calibration_from_json(head + R"({"q9_9": {"bw_eff": 0.5, "flops_eff": 0.5}}})", "x"), InputError);
   EXPECT_THROW(calibration_from_json(head + R"([1, 2]})", "x"), InputError);
-  EXPECT_THROW(calibration_from_json(R"({"mem_bw_gbps": 10, "fma_gflops": 50, "attn_bw_eff": -0.1})", "x"),
-               InputError);
+  EXPECT_THROW(calibration_from_json(R"({"mem_bw_gbps": 10, "fma_gflops": 50, "attn_bw_eff": -0.1})", "x"), InputError);
 }
 
 // The CPU device of a calibration, llama-2-7b on one "device" (no file bytes:
@@ -133,8 +133,8 @@ TEST(Calibration, DecodeUsesTheDtypesBandwidthFactor) {
   // norm (perf_model.cpp stage_work); at batch 1 the bytes bound the step.
   const double read_params = static_cast<double>(p.total - p.embedding - p.final_norm);
   const double overhead_s = static_cast<double>(m.n_layer) * 3e-6;
-  for (const auto& [name, bpw, eff] : {std::tuple{"fp16", 16.0, 0.9}, std::tuple{"q8_0", 8.5, 0.75},
-                                       std::tuple{"q4_0", 4.5, 0.5}}) {
+  for (const auto& [name, bpw, eff] :
+       {std::tuple{"fp16", 16.0, 0.9}, std::tuple{"q8_0", 8.5, 0.75}, std::tuple{"q4_0", 4.5, 0.5}}) {
     const PerfInputs in = cpu_inputs(m, c, name);
     const double expected = read_params * bpw / 8 / (40e9 * eff) + overhead_s;
     EXPECT_NEAR(decode_step_s(in, 1, 0), expected, expected * 1e-12) << name;
@@ -151,8 +151,8 @@ TEST(Calibration, PrefillUsesTheDtypesFlopsAndAttentionFactors) {
   const ParamCounts p = count_params(m);
   const double L = 512, layers = 32, width = 2 * 4096;
   // Every prompt token through the layers; only the last one through lm_head.
-  const double gemm_flops =
-      2 * L * static_cast<double>(p.total - p.embedding - p.final_norm - p.lm_head) + 2 * static_cast<double>(p.lm_head);
+  const double gemm_flops = 2 * L * static_cast<double>(p.total - p.embedding - p.final_norm - p.lm_head) +
+                            2 * static_cast<double>(p.lm_head);
   const double attn_flops = L * L * layers * width;  // causal half of QK^T and PV, 2 FLOPs each
   const PerfInputs in = cpu_inputs(m, c, "q8_0");
   const double expected = gemm_flops / (400e9 * 0.72) + attn_flops / (400e9 * 0.02) + layers * 3e-6;

@@ -4,9 +4,9 @@
 // fields) gives one line on stderr and exit code 2.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
-#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -80,8 +80,9 @@ TEST_F(PlanCli, BadInputExits2WithOneLine) {
 // An HF id of a catalog model plans like its catalog name; an unknown one
 // names the closest ids; the seeds' cost fields are in the JSON.
 TEST_F(PlanCli, HfIdsSuggestionsAndCost) {
-  Result r = run("plan --model meta-llama/Llama-3.1-8B-Instruct --gpu A100-80G --daily-requests 100000 "
-                 "--gpu-hour-price 10 --currency CNY --power-price 1 --ops-cost-month 5000 --json");
+  Result r =
+      run("plan --model meta-llama/Llama-3.1-8B-Instruct --gpu A100-80G --daily-requests 100000 "
+          "--gpu-hour-price 10 --currency CNY --power-price 1 --ops-cost-month 5000 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["model"]["params_total"], 8030261248LL);

@@ -31,12 +31,12 @@ TEST(CostModel, RentPowerOpsAndTokensAsTheSeeds) {
   in.currency = "CNY";
   MonthlyCost c = monthly_cost(in);
   EXPECT_EQ(c.card_basis, "rent");
-  EXPECT_DOUBLE_EQ(c.cards_month, 2 * 2.5 * 720);        // 3600
-  EXPECT_DOUBLE_EQ(c.power_kwh_month, 2 * 0.4 * 720);    // 576 kWh
-  EXPECT_DOUBLE_EQ(c.power_month, 576 * 0.8);            // 460.8
-  EXPECT_DOUBLE_EQ(c.total_month, 3600 + 460.8 + 3000);  // 7060.8
-  EXPECT_DOUBLE_EQ(c.tokens_month_volume, 10000.0 * 256 * 30);  // 76.8 M
-  EXPECT_DOUBLE_EQ(c.cost_per_million_volume, 7060.8 / 76.8);   // 91.9375
+  EXPECT_DOUBLE_EQ(c.cards_month, 2 * 2.5 * 720);                  // 3600
+  EXPECT_DOUBLE_EQ(c.power_kwh_month, 2 * 0.4 * 720);              // 576 kWh
+  EXPECT_DOUBLE_EQ(c.power_month, 576 * 0.8);                      // 460.8
+  EXPECT_DOUBLE_EQ(c.total_month, 3600 + 460.8 + 3000);            // 7060.8
+  EXPECT_DOUBLE_EQ(c.tokens_month_volume, 10000.0 * 256 * 30);     // 76.8 M
+  EXPECT_DOUBLE_EQ(c.cost_per_million_volume, 7060.8 / 76.8);      // 91.9375
   EXPECT_DOUBLE_EQ(c.tokens_month_capacity, 1000.0 * 3600 * 720);  // 2592 M
   EXPECT_DOUBLE_EQ(c.cost_per_million_capacity, 7060.8 / 2592.0);
   EXPECT_DOUBLE_EQ(c.utilization, 76.8 / 2592.0);
@@ -65,7 +65,10 @@ TEST(CostModel, NegativeInputsAreErrors) {
     if (k == 1) in.gpu_watts = -300;
     if (k == 2) in.power_price = -0.1;
     if (k == 3) in.ops_cost_month = -5;
-    if (k == 4) { in.gpu_price = 1000; in.depreciation_months = 0; }
+    if (k == 4) {
+      in.gpu_price = 1000;
+      in.depreciation_months = 0;
+    }
     EXPECT_THROW(monthly_cost(in), InputError) << k;
   }
 }

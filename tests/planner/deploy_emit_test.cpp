@@ -11,8 +11,7 @@
 namespace parallm::planner {
 namespace {
 
-Plan plan_for(const char* model, const char* weights, const char* gpu, int gpus,
-              double concurrency) {
+Plan plan_for(const char* model, const char* weights, const char* gpu, int gpus, double concurrency) {
   PlanRequest r;
   r.model = catalog_model(model);
   r.model_ref = r.model.hf_repo;
@@ -23,9 +22,7 @@ Plan plan_for(const char* model, const char* weights, const char* gpu, int gpus,
   return make_plan(r);
 }
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST(DeployEmit, ParsesKindsAndEngines) {
   EXPECT_EQ(parse_emit_kind("k8s"), EmitKind::kK8s);

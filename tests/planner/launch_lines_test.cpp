@@ -13,12 +13,12 @@
 #include <set>
 #include <sstream>
 
+#include "planner/catalog_request.h"
 #include "planner/gpu_groups.h"
 #include "planner/model_catalog.h"
 #include "planner/plan.h"
 #include "topo/topo_matrix.h"
 #include "util/check.h"
-#include "planner/catalog_request.h"
 
 namespace parallm::planner {
 namespace {
@@ -53,7 +53,8 @@ Tool load_tool(const std::string& name) {
       FlagSpec f;
       std::string w;
       if (ss >> w) {
-        if (w == "bool") f.takes_value = false;
+        if (w == "bool")
+          f.takes_value = false;
         else if (w == "=")
           for (std::string v; ss >> v;) f.values.insert(v);
       }
@@ -106,7 +107,7 @@ const std::map<std::string, Tool>& tools() {
 }
 
 struct Parsed {
-  std::string tool;                      // key of tools()
+  std::string tool;                         // key of tools()
   std::map<std::string, std::string> args;  // flag -> value ("" for bool)
   std::vector<std::string> positional;
   std::string cuda_visible_devices;
@@ -138,7 +139,8 @@ size_t check_tool(const std::string& name, const std::vector<std::string>& w, si
         EXPECT_FALSE(value.size() > 1 && value[0] == '-' && !std::isdigit(static_cast<unsigned char>(value[1])))
             << a << " followed by a flag: " << line;
         if (!it->second.values.empty()) {
-          EXPECT_EQ(it->second.values.count(value), 1u) << name << " " << a << " does not accept '" << value << "': " << line;
+          EXPECT_EQ(it->second.values.count(value), 1u)
+              << name << " " << a << " does not accept '" << value << "': " << line;
         }
       }
       p->args[a] = value;
@@ -180,13 +182,15 @@ Parsed check_line(const std::string& line) {
     Parsed launcher;
     i = check_tool("mpirun", w, i, &launcher, line, {"trtllm-llmapi-launch"});
     EXPECT_LT(i, w.size()) << line;
-    if (i < w.size()) { EXPECT_EQ(w[i], "trtllm-llmapi-launch") << line; }
+    if (i < w.size()) {
+      EXPECT_EQ(w[i], "trtllm-llmapi-launch") << line;
+    }
     check_tool("trtllm", w, i + 1, &p, line);
     return p;
   }
-  const std::map<std::string, std::string> by_program = {{"vllm", "vllm"},         {"python", "sglang"},
+  const std::map<std::string, std::string> by_program = {{"vllm", "vllm"},           {"python", "sglang"},
                                                          {"trtllm-serve", "trtllm"}, {"llama-server", "llamacpp"},
-                                                         {"parallm", "parallm"},   {"ray", "ray"}};
+                                                         {"parallm", "parallm"},     {"ray", "ray"}};
   auto it = by_program.find(prog);
   EXPECT_NE(it, by_program.end()) << "unknown program in: " << line;
   if (it == by_program.end()) return p;
@@ -275,8 +279,11 @@ std::vector<Scenario> scenarios() {
 }
 
 std::vector<std::pair<std::string, const EngineLaunch*>> engines(const LaunchCommands& c) {
-  return {{"parallm", &c.parallm_all}, {"vllm", &c.vllm_all}, {"sglang", &c.sglang_all},
-          {"trtllm", &c.trtllm_all},  {"llamacpp", &c.llamacpp_all}};
+  return {{"parallm", &c.parallm_all},
+          {"vllm", &c.vllm_all},
+          {"sglang", &c.sglang_all},
+          {"trtllm", &c.trtllm_all},
+          {"llamacpp", &c.llamacpp_all}};
 }
 
 TEST(LaunchLines, EveryFlagOfEveryLineIsInItsToolsList) {
@@ -312,42 +319,68 @@ TEST(LaunchLines, EveryFlagOfEveryLineIsInItsToolsList) {
       } else if (engine == "sglang") {
         // Attention-DP + EP: SGLang's --tp-size is the whole EP group (with --dp and --enable-dp-attention).
         EXPECT_EQ(s0.args.at("--tp-size"), std::to_string(attn_dp ? l.tp * l.dp : l.tp));
-        if (l.pp > 1) { EXPECT_EQ(s0.args.at("--pp-size"), std::to_string(l.pp)) << "pipeline stages dropped"; }
-        else { EXPECT_EQ(s0.args.count("--pp-size"), 0u); }
+        if (l.pp > 1) {
+          EXPECT_EQ(s0.args.at("--pp-size"), std::to_string(l.pp)) << "pipeline stages dropped";
+        } else {
+          EXPECT_EQ(s0.args.count("--pp-size"), 0u);
+        }
       } else if (engine == "trtllm") {
         EXPECT_EQ(s0.args.at("--tp_size"), std::to_string(attn_dp ? l.tp * l.dp : l.tp));
         EXPECT_EQ(s0.args.at("--pp_size"), std::to_string(l.pp));
       }
       // Quantized weights reach vLLM, SGLang and TensorRT-LLM.
-      const std::string model = engine == "sglang" ? s0.args.at("--model-path")
-                                : s0.positional.empty() ? "" : s0.positional[0];
+      const std::string model = engine == "sglang"      ? s0.args.at("--model-path")
+                                : s0.positional.empty() ? ""
+                                                        : s0.positional[0];
       auto quant = [&]() { return s0.args.count("--quantization") ? s0.args.at("--quantization") : ""; };
       if (engine == "vllm" || engine == "sglang") {
-        if (w == "fp8") { EXPECT_TRUE(quant() == "fp8" || model.find("FP8") != std::string::npos || model.find("DeepSeek-V3") != std::string::npos) << model; }
-        if (w == "int8") { EXPECT_TRUE(quant() == "compressed-tensors" || quant() == "w8a8_int8"); }
-        if (w == "int4") { EXPECT_TRUE(quant() == "awq" || quant() == "bitsandbytes"); }
-        if (w.rfind("q", 0) == 0) { EXPECT_EQ(quant(), "gguf"); }
-        if (w == "bf16" || w == "fp16") { EXPECT_EQ(quant(), ""); }
+        if (w == "fp8") {
+          EXPECT_TRUE(quant() == "fp8" || model.find("FP8") != std::string::npos ||
+                      model.find("DeepSeek-V3") != std::string::npos)
+              << model;
+        }
+        if (w == "int8") {
+          EXPECT_TRUE(quant() == "compressed-tensors" || quant() == "w8a8_int8");
+        }
+        if (w == "int4") {
+          EXPECT_TRUE(quant() == "awq" || quant() == "bitsandbytes");
+        }
+        if (w.rfind("q", 0) == 0) {
+          EXPECT_EQ(quant(), "gguf");
+        }
+        if (w == "bf16" || w == "fp16") {
+          EXPECT_EQ(quant(), "");
+        }
       }
       if (engine == "trtllm" && (w == "fp8" || w == "int8" || w == "int4")) {
-        EXPECT_TRUE(model.find("FP8") != std::string::npos || model.find(w == "int8" ? "int8" : w) != std::string::npos ||
+        EXPECT_TRUE(model.find("FP8") != std::string::npos ||
+                    model.find(w == "int8" ? "int8" : w) != std::string::npos ||
                     model.find("DeepSeek-V3") != std::string::npos)
             << "quantized checkpoint: " << model;
       }
       if (engine == "llamacpp") {
         // GGUF only: -hf REPO:QUANT or a .gguf path, never an HF safetensors id.
-        if (s0.args.count("-hf")) { EXPECT_NE(s0.args.at("-hf").find(':'), std::string::npos); }
-        else {
+        if (s0.args.count("-hf")) {
+          EXPECT_NE(s0.args.at("-hf").find(':'), std::string::npos);
+        } else {
           const std::string m = s0.args.at("-m");
           EXPECT_EQ(m.substr(m.size() - 5), ".gguf") << m;
         }
       }
       // KV cache dtype.
       if (sc.r.kv_elem_bytes <= 1.0) {
-        if (engine == "vllm") { EXPECT_EQ(s0.args.at("--kv-cache-dtype"), "fp8"); }
-        if (engine == "sglang") { EXPECT_EQ(s0.args.at("--kv-cache-dtype"), "fp8_e4m3"); }
-        if (engine == "llamacpp") { EXPECT_EQ(s0.args.at("-ctv"), "q8_0"); }
-        if (engine == "trtllm") { EXPECT_EQ(s0.args.at("--config"), e->lines.front().command.substr(e->lines.front().command.rfind(' ') + 1)); }
+        if (engine == "vllm") {
+          EXPECT_EQ(s0.args.at("--kv-cache-dtype"), "fp8");
+        }
+        if (engine == "sglang") {
+          EXPECT_EQ(s0.args.at("--kv-cache-dtype"), "fp8_e4m3");
+        }
+        if (engine == "llamacpp") {
+          EXPECT_EQ(s0.args.at("-ctv"), "q8_0");
+        }
+        if (engine == "trtllm") {
+          EXPECT_EQ(s0.args.at("--config"), e->lines.front().command.substr(e->lines.front().command.rfind(' ') + 1));
+        }
       }
       // One command per replica where the engine has no data parallelism.
       if ((engine == "trtllm" || engine == "llamacpp") && l.dp > 1 && group <= per_node && !attn_dp) {
@@ -380,9 +413,15 @@ TEST(LaunchLines, EveryFlagOfEveryLineIsInItsToolsList) {
         std::set<std::string> where;
         for (const auto& line : e->lines) where.insert(line.where);
         EXPECT_GE(static_cast<int>(where.size()), nodes_used) << "one command per node";
-        if (engine == "sglang" && group > per_node) { EXPECT_EQ(s0.args.at("--nnodes"), std::to_string(group / per_node)); }
-        if (engine == "vllm" && group > per_node) { EXPECT_EQ(s0.args.at("--distributed-executor-backend"), "ray"); }
-        if (engine == "vllm" && group <= per_node) { EXPECT_TRUE(s0.args.count("--data-parallel-address")); }
+        if (engine == "sglang" && group > per_node) {
+          EXPECT_EQ(s0.args.at("--nnodes"), std::to_string(group / per_node));
+        }
+        if (engine == "vllm" && group > per_node) {
+          EXPECT_EQ(s0.args.at("--distributed-executor-backend"), "ray");
+        }
+        if (engine == "vllm" && group <= per_node) {
+          EXPECT_TRUE(s0.args.count("--data-parallel-address"));
+        }
       }
     }
     // parallm serves local files on the CPU only: never a line for a catalog model on GPUs.
@@ -470,8 +509,8 @@ TEST(LaunchLines, MaxNumSeqsIsTheSloCapacityCappedByKv) {
   r.workload.tpot_slo_ms = 30;
   Plan p = make_plan(r);
   const Candidate& b = p.candidates[p.best];
-  const long long expect = std::min<long long>({static_cast<long long>(b.max_concurrency_slo),
-                                                static_cast<long long>(b.max_concurrency_kv), 256LL});
+  const long long expect = std::min<long long>(
+      {static_cast<long long>(b.max_concurrency_slo), static_cast<long long>(b.max_concurrency_kv), 256LL});
   EXPECT_EQ(check_line(p.commands.vllm).args.at("--max-num-seqs"), std::to_string(expect));
   // DeepSeek-V3 bf16 on 8xH100 needs more devices than given: the hypothetical
   // layout's KV capacity sets the limit, not 1.

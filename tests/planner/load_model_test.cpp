@@ -5,6 +5,8 @@
 // mixed_step_s, Poisson arrivals or a closed loop, and the percentiles taken
 // over the simulated requests. The tolerances are the ones docs/plan.md states
 // for the approximation.
+#include "planner/load_model.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +16,6 @@
 #include <random>
 #include <vector>
 
-#include "planner/load_model.h"
 #include "planner/model_catalog.h"
 
 namespace parallm::planner {
@@ -93,8 +94,8 @@ Sim simulate(const PerfInputs& in, const ServingLoad& load, int n_requests) {
       p_seqs += 1;
       budget -= take;
     }
-    const double step = mixed_step_s(in, p_tokens, p_seqs, p_tokens > 0 ? p_ctx / p_tokens : 0, d,
-                                     d > 0 ? ctx_sum / d : 0);
+    const double step =
+        mixed_step_s(in, p_tokens, p_seqs, p_tokens > 0 ? p_ctx / p_tokens : 0, d, d > 0 ? ctx_sum / d : 0);
     t += step;
     std::vector<int> still;
     for (int id : running) {
@@ -163,8 +164,10 @@ TEST(LoadModel, AgreesWithADiscreteEventSimulation) {
                          Point{false, 0.6 * full_rate}, Point{false, 0.85 * full_rate}}) {
     ServingLoad l = base;
     l.closed_loop = pt.closed;
-    if (pt.closed) l.concurrency = pt.value;
-    else l.qps = pt.value;
+    if (pt.closed)
+      l.concurrency = pt.value;
+    else
+      l.qps = pt.value;
     const LoadPoint m = predict_serving(s.in, l);
     const Sim sim = simulate(s.in, l, 4000);
     std::printf("%s %.4g:\n", pt.closed ? "closed loop, concurrency" : "Poisson, requests/s", pt.value);

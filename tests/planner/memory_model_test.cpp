@@ -2,10 +2,11 @@
 //   70B fp16 ~ 140 GB: doesn't fit one 80 GB card, fits 2 x 80 GB with tp=2
 //   and room for KV; int4 ~ 35 GB fits one; 13B fp16 doesn't fit one 24 GB
 //   card, fits 2 with tp=2. Plus the per-device arithmetic of a layout.
+#include "planner/memory_model.h"
+
 #include <gtest/gtest.h>
 
 #include "planner/hardware.h"
-#include "planner/memory_model.h"
 #include "planner/model_catalog.h"
 
 namespace parallm::planner {
@@ -64,7 +65,7 @@ TEST(MemoryModel, KvHeadsReplicateBeyondTheirCount) {
 TEST(MemoryModel, MlaLatentIsWholeOnEveryRankAndPipelineSplitsLayers) {
   DeviceMemory tp8 = mem("deepseek-v3", "fp8", "H200", {1, 8, 1, 1});
   EXPECT_DOUBLE_EQ(tp8.kv_bytes_per_token, 61.0 * 576 * 2);
-  EXPECT_TRUE(tp8.fits);  // 671 GB fp8 over 8 x 141 GB
+  EXPECT_TRUE(tp8.fits);                                                   // 671 GB fp8 over 8 x 141 GB
   EXPECT_FALSE(mem("deepseek-v3", "fp8", "H100-SXM", {1, 8, 1, 1}).fits);  // 8 x 80 GB is too small
   DeviceMemory pp2 = mem("deepseek-v3", "fp8", "H100-SXM", {1, 8, 2, 1});
   EXPECT_EQ(pp2.layers_per_stage, 31);

@@ -57,7 +57,7 @@ TEST(ModelSpec, KvBytesPerToken) {
   EXPECT_EQ(kv_bytes_per_token(catalog_model("qwen2.5-7b"), 2), 57344);     // 2*28*4*128*2
   // MLA keeps the 512-wide latent plus the 64-wide rope key: 61*(512+64)*2.
   EXPECT_EQ(kv_bytes_per_token(catalog_model("deepseek-v3"), 2), 70272);
-  EXPECT_EQ(kv_bytes_per_token(catalog_model("llama-2-70b"), 1), 163840);   // fp8 KV
+  EXPECT_EQ(kv_bytes_per_token(catalog_model("llama-2-70b"), 1), 163840);  // fp8 KV
 }
 
 TEST(ModelSpec, WeightBytesPerFormat) {

@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "planner/catalog_request.h"
 #include "planner/model_catalog.h"
 #include "planner/plan.h"
 #include "planner/plan_output.h"
-#include "planner/catalog_request.h"
 
 namespace parallm::planner {
 namespace {
@@ -33,9 +33,8 @@ struct Case {
   PlanRequest request;
 };
 
-
-PlanRequest with_load(PlanRequest r, double concurrency, Objective o = Objective::kAuto,
-                      double tpot_slo = 0, double ttft_slo = 0) {
+PlanRequest with_load(PlanRequest r, double concurrency, Objective o = Objective::kAuto, double tpot_slo = 0,
+                      double ttft_slo = 0) {
   r.workload.mode = LoadMode::kConcurrency;
   r.workload.concurrency = concurrency;
   r.workload.load_given = true;
@@ -55,9 +54,9 @@ std::vector<Case> cases() {
   out.push_back({"70B 4xA100 c=1 throughput", with_load(a100x4, 1, Objective::kThroughput)});
   out.push_back({"70B 4xA100 c=1 cost", with_load(a100x4, 1, Objective::kCost)});
   // The seeds' worked examples (seeds_test.cpp).
-  out.push_back({"13B 2x4090 PCIe c=50 TTFT 600",
-                 with_load(catalog_request("llama-2-13b", "fp16", "RTX-4090", 2, "pcie4"), 50,
-                           Objective::kAuto, 0, 600)});
+  out.push_back(
+      {"13B 2x4090 PCIe c=50 TTFT 600",
+       with_load(catalog_request("llama-2-13b", "fp16", "RTX-4090", 2, "pcie4"), 50, Objective::kAuto, 0, 600)});
   const PlanRequest l2 = catalog_request("llama-2-70b", "fp16", "A100-80G", 4, "nvlink");
   out.push_back({"70B fp16 4xA100 c=1 TPOT 30", with_load(l2, 1, Objective::kAuto, 30)});
   out.push_back({"70B fp16 4xA100 c=64 TPOT 100", with_load(l2, 64, Objective::kAuto, 100)});
@@ -66,11 +65,10 @@ std::vector<Case> cases() {
   out.push_back({"7B 4xA100 c=200", with_load(seven, 200)});
   out.push_back({"7B 4xA100 no workload", seven});
   out.push_back({"7B 4xA100 c=200 throughput", with_load(seven, 200, Objective::kThroughput)});
+  out.push_back({"70B int4 1xA100 c=8", with_load(catalog_request("llama-2-70b", "int4", "A100-80G", 1), 8)});
   out.push_back(
-      {"70B int4 1xA100 c=8", with_load(catalog_request("llama-2-70b", "int4", "A100-80G", 1), 8)});
-  out.push_back({"70B int8 8xA100 PCIe c=200 TPOT 42",
-                 with_load(catalog_request("llama-3.1-70b", "int8", "A100-80G", 8, "pcie4"), 200,
-                           Objective::kAuto, 42)});
+      {"70B int8 8xA100 PCIe c=200 TPOT 42",
+       with_load(catalog_request("llama-3.1-70b", "int8", "A100-80G", 8, "pcie4"), 200, Objective::kAuto, 42)});
   PlanRequest qps = catalog_request("llama-2-7b", "fp16", "A100-80G", 4, "nvlink");
   qps.workload.mode = LoadMode::kQps;
   qps.workload.qps = 20;
@@ -81,20 +79,16 @@ std::vector<Case> cases() {
   out.push_back({"DeepSeek-V3 8xH200 c=256 TPOT 100",
                  with_load(catalog_request("deepseek-v3", "fp8", "H200", 8), 256, Objective::kAuto, 100)});
   out.push_back({"DeepSeek-V3 8xH200 no workload", catalog_request("deepseek-v3", "fp8", "H200", 8)});
-  out.push_back(
-      {"DeepSeek-V3 2x8xH100 c=256 TPOT 100",
-       with_load(catalog_request("deepseek-v3", "fp8", "H100-SXM", 8, "", 2), 256, Objective::kAuto, 100)});
-  out.push_back(
-      {"Qwen3-235B 8xH200 c=128", with_load(catalog_request("qwen3-235b-a22b", "bf16", "H200", 8), 128)});
-  out.push_back(
-      {"Qwen3-235B 8xH200 c=128 latency",
-       with_load(catalog_request("qwen3-235b-a22b", "bf16", "H200", 8), 128, Objective::kLatency)});
+  out.push_back({"DeepSeek-V3 2x8xH100 c=256 TPOT 100",
+                 with_load(catalog_request("deepseek-v3", "fp8", "H100-SXM", 8, "", 2), 256, Objective::kAuto, 100)});
+  out.push_back({"Qwen3-235B 8xH200 c=128", with_load(catalog_request("qwen3-235b-a22b", "bf16", "H200", 8), 128)});
+  out.push_back({"Qwen3-235B 8xH200 c=128 latency",
+                 with_load(catalog_request("qwen3-235b-a22b", "bf16", "H200", 8), 128, Objective::kLatency)});
   return out;
 }
 
 std::string label(const json& l) {
-  std::string s = "tp=" + std::to_string(l["tp"].get<int>()) +
-                  " pp=" + std::to_string(l["pp"].get<int>()) +
+  std::string s = "tp=" + std::to_string(l["tp"].get<int>()) + " pp=" + std::to_string(l["pp"].get<int>()) +
                   " dp=" + std::to_string(l["dp"].get<int>());
   if (l["ep"].get<int>() > 1) s += " ep=" + std::to_string(l["ep"].get<int>());
   return s;
@@ -171,12 +165,10 @@ TEST_P(PlanAgreement, ReportJsonAndReasonsAgree) {
   EXPECT_EQ(at_load, load_given && o == Objective::kAuto);
   EXPECT_EQ(j["ranking_basis"], j["ranking"]["basis"]);
   if (!load_given) {
-    EXPECT_NE(j["ranking_basis"].get<std::string>().find("no --concurrency or --qps given"),
-              std::string::npos);
+    EXPECT_NE(j["ranking_basis"].get<std::string>().find("no --concurrency or --qps given"), std::string::npos);
   }
   for (const auto& c : cands) {
-    const json& want =
-        at_load ? c["cost_per_million_output_tokens_at_load"] : c["cost_per_million_output_tokens"];
+    const json& want = at_load ? c["cost_per_million_output_tokens_at_load"] : c["cost_per_million_output_tokens"];
     EXPECT_EQ(c["ranked_cost_per_million_output_tokens"].is_null(), want.is_null());
     if (!want.is_null()) {
       EXPECT_DOUBLE_EQ(ranked(c), want.get<double>());
@@ -212,8 +204,7 @@ TEST_P(PlanAgreement, ReportJsonAndReasonsAgree) {
   while (header < lines.size() && lines[header].rfind("  layout ", 0) != 0) ++header;
   ASSERT_LT(header + 1, lines.size()) << text;
   const std::string cost_head = std::string(" USD/Mtok@") + (at_load ? "load" : "cap");
-  EXPECT_EQ(lines[header].substr(lines[header].size() - cost_head.size()), cost_head)
-      << lines[header];
+  EXPECT_EQ(lines[header].substr(lines[header].size() - cost_head.size()), cost_head) << lines[header];
   EXPECT_NE(text.find(at_load ? "Cost column: per million output tokens at the workload"
                               : "Cost column: per million output tokens at full SLO capacity"),
             std::string::npos);
@@ -226,10 +217,8 @@ TEST_P(PlanAgreement, ReportJsonAndReasonsAgree) {
     EXPECT_EQ(row.back(), std::isfinite(cost) ? fixed(cost, 3) : "\u2013") << lines[header + 1 + i];
     if (cands[i]["fits"].get<bool>()) {
       const json& p = cands[i]["predicted"];
-      EXPECT_EQ(row[6],
-                p["ttft_p95_ms"].is_null() ? "\u2013" : fixed(p["ttft_p95_ms"].get<double>(), 0));
-      EXPECT_EQ(row[8],
-                p["tpot_p95_ms"].is_null() ? "\u2013" : fixed(p["tpot_p95_ms"].get<double>(), 1));
+      EXPECT_EQ(row[6], p["ttft_p95_ms"].is_null() ? "\u2013" : fixed(p["ttft_p95_ms"].get<double>(), 0));
+      EXPECT_EQ(row[8], p["tpot_p95_ms"].is_null() ? "\u2013" : fixed(p["tpot_p95_ms"].get<double>(), 1));
     }
   }
 
@@ -242,12 +231,10 @@ TEST_P(PlanAgreement, ReportJsonAndReasonsAgree) {
                       std::to_string(cap["gpus"].get<int64_t>()) + " devices"),
             std::string::npos);
   if (const json* c = reason_starting(reasons, "Capacity: ")) {
-    const std::string per_replica =
-        "tp=" + std::to_string(rec["tp"].get<int>()) +
-        " pp=" + std::to_string(rec["pp"].get<int>()) + " dp=1" +
-        (rec["ep"].get<int>() > 1 ? " ep=" + std::to_string(rec["ep"].get<int>()) : "");
-    EXPECT_NE(c->get<std::string>().find("-> " + std::to_string(replicas) + " replica(s) of " +
-                                         per_replica + " = " +
+    const std::string per_replica = "tp=" + std::to_string(rec["tp"].get<int>()) +
+                                    " pp=" + std::to_string(rec["pp"].get<int>()) + " dp=1" +
+                                    (rec["ep"].get<int>() > 1 ? " ep=" + std::to_string(rec["ep"].get<int>()) : "");
+    EXPECT_NE(c->get<std::string>().find("-> " + std::to_string(replicas) + " replica(s) of " + per_replica + " = " +
                                          std::to_string(cap["gpus"].get<int64_t>()) + " devices"),
               std::string::npos)
         << *c;
@@ -255,10 +242,8 @@ TEST_P(PlanAgreement, ReportJsonAndReasonsAgree) {
   const json& vllm = j["launch_all"]["vllm"]["lines"];
   ASSERT_FALSE(vllm.empty());
   const std::string serve = vllm.back()["command"].get<std::string>();
-  EXPECT_NE(serve.find("--tensor-parallel-size " + std::to_string(rec["tp"].get<int>()) + " "),
-            std::string::npos);
-  EXPECT_NE(serve.find("--pipeline-parallel-size " + std::to_string(rec["pp"].get<int>()) + " "),
-            std::string::npos);
+  EXPECT_NE(serve.find("--tensor-parallel-size " + std::to_string(rec["tp"].get<int>()) + " "), std::string::npos);
+  EXPECT_NE(serve.find("--pipeline-parallel-size " + std::to_string(rec["pp"].get<int>()) + " "), std::string::npos);
   if (std::regex_search(serve, m, std::regex("--data-parallel-size (\\d+)"))) {
     EXPECT_EQ(std::stoi(m[1]), rec["dp"].get<int>());
   } else {
@@ -292,20 +277,18 @@ TEST_P(PlanAgreement, ReportJsonAndReasonsAgree) {
     EXPECT_EQ(s.rfind("Runner-up " + label(ru["layout"]) + ": ", 0), 0u) << s;
     const json& rp = ru["predicted"];
     const std::string num = "([0-9]+(?:\\.[0-9]+)?)";
-    if (std::regex_search(
-            s, m,
-            std::regex("it costs " + num + " USD instead of " + num +
-                       " USD per million output tokens (at the workload|at full SLO capacity)"))) {
+    if (std::regex_search(s, m,
+                          std::regex("it costs " + num + " USD instead of " + num +
+                                     " USD per million output tokens (at the workload|at full SLO capacity)"))) {
       EXPECT_EQ(m[1].str(), fixed(ranked(ru), 3));
       EXPECT_EQ(m[2].str(), fixed(ranked(win), 3));
       EXPECT_GT(ranked(ru), ranked(win));
       EXPECT_EQ(m[3].str(), at_load ? "at the workload" : "at full SLO capacity");
       EXPECT_EQ(plan.ranked_by, Objective::kCost);
-    } else if (std::regex_search(
-                   s, m,
-                   std::regex("it is " + num + " USD against " + num +
-                              " USD per million output "
-                              "tokens .*not enough for ([0-9]+) instead of ([0-9]+) devices"))) {
+    } else if (std::regex_search(s, m,
+                                 std::regex("it is " + num + " USD against " + num +
+                                            " USD per million output "
+                                            "tokens .*not enough for ([0-9]+) instead of ([0-9]+) devices"))) {
       // Cheaper, but not by the ranking's 10% per doubling of devices per replica.
       EXPECT_EQ(m[1].str(), fixed(ranked(ru), 3));
       EXPECT_EQ(m[2].str(), fixed(ranked(win), 3));
@@ -316,21 +299,17 @@ TEST_P(PlanAgreement, ReportJsonAndReasonsAgree) {
       EXPECT_GT(nr, nb);
       EXPECT_GT(ranked(ru) * (1 + 0.1 * std::log2(nr)), ranked(win) * (1 + 0.1 * std::log2(nb)));
     } else if (std::regex_search(s, m,
-                                 std::regex("its P95 TPOT at the workload is " + num +
-                                            " ms against " + num + " ms"))) {
+                                 std::regex("its P95 TPOT at the workload is " + num + " ms against " + num + " ms"))) {
       EXPECT_EQ(plan.ranked_by, Objective::kLatency);
       EXPECT_EQ(m[1].str(), fixed(rp["tpot_p95_ms"].get<double>(), 2));
       EXPECT_EQ(m[2].str(), fixed(wp["tpot_p95_ms"].get<double>(), 2));
       EXPECT_GT(rp["tpot_p95_ms"].get<double>(), wp["tpot_p95_ms"].get<double>());
     } else if (std::regex_search(
-                   s, m,
-                   std::regex("it serves " + num +
-                              " output tokens/s at full SLO capacity against " + num))) {
+                   s, m, std::regex("it serves " + num + " output tokens/s at full SLO capacity against " + num))) {
       EXPECT_EQ(plan.ranked_by, Objective::kThroughput);
       EXPECT_EQ(m[1].str(), fixed(rp["capacity_output_tokens_per_s"].get<double>(), 0));
       EXPECT_EQ(m[2].str(), fixed(wp["capacity_output_tokens_per_s"].get<double>(), 0));
-      EXPECT_LT(rp["capacity_output_tokens_per_s"].get<double>(),
-                wp["capacity_output_tokens_per_s"].get<double>());
+      EXPECT_LT(rp["capacity_output_tokens_per_s"].get<double>(), wp["capacity_output_tokens_per_s"].get<double>());
     } else if (s.find("it does not carry the workload within the SLOs") != std::string::npos) {
       EXPECT_FALSE(ru["meets_load"].get<bool>());
       EXPECT_TRUE(win["meets_load"].get<bool>());
@@ -352,21 +331,18 @@ TEST_P(PlanAgreement, ReportJsonAndReasonsAgree) {
     const bool beat = s.rfind("Replicas beat tensor parallelism", 0) == 0;
     const bool tp_wins = s.rfind("Tensor parallelism is faster and cheaper", 0) == 0;
     if (!beat && !tp_wins) continue;
-    ASSERT_TRUE(std::regex_search(
-        s, m,
-        std::regex("serves ([0-9]+) tokens/s per device at TPOT ([0-9.]+) ms, ([0-9.]+) "
-                   "USD per million (at the workload|at full SLO capacity); tp=2 serves "
-                   "([0-9]+) per device at TPOT ([0-9.]+) ms, ([0-9.]+) USD")))
+    ASSERT_TRUE(std::regex_search(s, m,
+                                  std::regex("serves ([0-9]+) tokens/s per device at TPOT ([0-9.]+) ms, ([0-9.]+) "
+                                             "USD per million (at the workload|at full SLO capacity); tp=2 serves "
+                                             "([0-9]+) per device at TPOT ([0-9.]+) ms, ([0-9.]+) USD")))
         << s;
-    EXPECT_EQ(m[4].str(), plan.ranked_by == Objective::kCost && at_load ? "at the workload"
-                                                                        : "at full SLO capacity");
+    EXPECT_EQ(m[4].str(), plan.ranked_by == Objective::kCost && at_load ? "at the workload" : "at full SLO capacity");
     const json* tp2 = nullptr;
     for (const auto& c : cands)
       if (c["layout"]["tp"] == 2 && c["layout"]["pp"] == 1 && c["layout"]["ep"] == 1) tp2 = &c;
     ASSERT_NE(tp2, nullptr);
-    const char* cost_key = plan.ranked_by == Objective::kCost
-                               ? "ranked_cost_per_million_output_tokens"
-                               : "cost_per_million_output_tokens";
+    const char* cost_key =
+        plan.ranked_by == Objective::kCost ? "ranked_cost_per_million_output_tokens" : "cost_per_million_output_tokens";
     EXPECT_EQ(m[3].str(), fixed(win[cost_key].get<double>(), 3));
     EXPECT_EQ(m[7].str(), fixed((*tp2)[cost_key].get<double>(), 3));
     if (beat) {
@@ -382,8 +358,7 @@ TEST_P(PlanAgreement, ReportJsonAndReasonsAgree) {
 INSTANTIATE_TEST_SUITE_P(Seeds, PlanAgreement, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string n;
-                           for (char ch : i.param.name)
-                             n += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           for (char ch : i.param.name) n += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
                            return n;
                          });
 

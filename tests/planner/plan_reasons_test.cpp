@@ -129,8 +129,8 @@ TEST(PlanReasons, TextbookKvFormulaAgainstGqa) {
   ASSERT_TRUE(has_prefix(q, "Weights: ", &s));
   const double params = static_cast<double>(q.params.total);
   char want[160];
-  std::snprintf(want, sizeof(want), "= %.1f GB (%.1f GiB), not the playbook's 4 bits a weight = %.1f GB", params * 4.25 / 8 / 1e9,
-                params * 4.25 / 8 / (1024.0 * 1024 * 1024), params * 4 / 8 / 1e9);
+  std::snprintf(want, sizeof(want), "= %.1f GB (%.1f GiB), not the playbook's 4 bits a weight = %.1f GB",
+                params * 4.25 / 8 / 1e9, params * 4.25 / 8 / (1024.0 * 1024 * 1024), params * 4 / 8 / 1e9);
   EXPECT_NE(s.find(want), std::string::npos) << s << "\n" << want;
   // Llama-2-7B has no GQA and head_dim x heads = hidden: no such sentence.
   EXPECT_FALSE(has_prefix(make_plan(request("llama-2-7b", "fp16", "H100-SXM", 1)), "KV cache:"));

@@ -1,5 +1,7 @@
 // Decisions of the planner on the playbook's scenarios, the layout rules,
 // the fabric built from saved topologies, the JSON schema and the errors.
+#include "planner/plan.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 #include <sstream>
 
 #include "planner/model_catalog.h"
-#include "planner/plan.h"
 #include "planner/plan_output.h"
 #include "util/check.h"
 
@@ -286,8 +287,7 @@ TEST(Plan, PoissonLoadReportsPercentilesAndRequestCapacity) {
   EXPECT_GT(b.max_qps_slo, 0);
   EXPECT_EQ(p.capacity.unit, "requests/s");
   EXPECT_DOUBLE_EQ(p.capacity.per_replica, b.max_qps_slo);
-  EXPECT_EQ(p.capacity.replicas,
-            static_cast<int64_t>(std::ceil(4.0 / b.max_qps_slo * r.economics.headroom - 1e-9)));
+  EXPECT_EQ(p.capacity.replicas, static_cast<int64_t>(std::ceil(4.0 / b.max_qps_slo * r.economics.headroom - 1e-9)));
   EXPECT_EQ(p.recommended.dp, p.capacity.replicas);
   // Past what one replica serves, the open queue grows without bound.
   r.workload.qps = 1e4;

@@ -215,11 +215,11 @@ TEST(Published, FirstTokenLatency) {
   };
   // [T] "Low Latency" tables: batch 1, first-token latency.
   const Case cases[] = {
-      {"llama-2-7b", "H100-SXM", "fp8", 1, 128, 7},     {"llama-2-7b", "H100-SXM", "fp8", 1, 2048, 36},
+      {"llama-2-7b", "H100-SXM", "fp8", 1, 128, 7},         {"llama-2-7b", "H100-SXM", "fp8", 1, 2048, 36},
       {"llama-2-70b", "H100-SXM", "fp8", 4, 128, 26, true},  // outlier: fixed costs of a 128-token tp=4 pass
-      {"llama-2-70b", "H100-SXM", "fp8", 4, 2048, 109},
-      {"llama-2-7b", "A100-80G", "fp16", 1, 128, 16},   {"llama-2-7b", "A100-80G", "fp16", 1, 2048, 133},
-      {"llama-2-70b", "A100-80G", "fp16", 4, 128, 47},  {"llama-2-70b", "A100-80G", "fp16", 4, 2048, 377},
+      {"llama-2-70b", "H100-SXM", "fp8", 4, 2048, 109},     {"llama-2-7b", "A100-80G", "fp16", 1, 128, 16},
+      {"llama-2-7b", "A100-80G", "fp16", 1, 2048, 133},     {"llama-2-70b", "A100-80G", "fp16", 4, 128, 47},
+      {"llama-2-70b", "A100-80G", "fp16", 4, 2048, 377},
   };
   for (const auto& c : cases) {
     Rig s;

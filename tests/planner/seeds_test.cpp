@@ -7,13 +7,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "planner/catalog_request.h"
 #include "planner/model_catalog.h"
 #include "planner/plan.h"
-#include "planner/catalog_request.h"
 
 namespace parallm::planner {
 namespace {
-
 
 void at_concurrency(PlanRequest* r, double c) {
   r->workload.mode = LoadMode::kConcurrency;
@@ -28,8 +27,7 @@ void expect_consistent(const Plan& p) {
   ASSERT_GE(p.best, 0);
   EXPECT_EQ(p.recommended.dp, std::min<int64_t>(p.capacity.replicas, p.candidates[p.best].layout.dp));
   EXPECT_EQ(p.capacity.gpus, p.capacity.replicas * p.recommended.gpus_per_replica());
-  for (const Candidate& c : p.candidates)
-    EXPECT_EQ(c.has_cost, !std::isnan(c.cost_per_million_output_tokens));
+  for (const Candidate& c : p.candidates) EXPECT_EQ(c.has_cost, !std::isnan(c.cost_per_million_output_tokens));
 }
 
 // Seed 000, 3.3: 13B fp16 (26 GB) on two 24 GB cards over PCIe, 50 users,

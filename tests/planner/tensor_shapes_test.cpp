@@ -196,9 +196,9 @@ struct Case {
 TEST(TensorShapes, CountsMatchEveryTensorOfTheCheckpoint) {
   const Case cases[] = {
       // Exact totals of the safetensors headers (bf16 checkpoints).
-      {"llama-3.1-8b-config.json", 8030261248},  {"llama-3.1-70b-config.json", 70553706496},
-      {"qwen2.5-7b-config.json", 7615616512},    {"mixtral-8x7b-config.json", 46702792704},
-      {"qwen3-30b-a3b-config.json", 0},          {"deepseek-v3-config.json", 0},
+      {"llama-3.1-8b-config.json", 8030261248}, {"llama-3.1-70b-config.json", 70553706496},
+      {"qwen2.5-7b-config.json", 7615616512},   {"mixtral-8x7b-config.json", 46702792704},
+      {"qwen3-30b-a3b-config.json", 0},         {"deepseek-v3-config.json", 0},
   };
   for (const Case& k : cases) {
     const nlohmann::json c = config(k.file);

@@ -68,8 +68,7 @@ TEST(BackendPolicies, PrefixAffinitySpreadsDifferentPrefixes) {
   uint64_t cursor = 0;
   const auto l = loads({0, 0, 0});
   std::map<int, int> count;
-  for (int k = 0; k < 300; ++k)
-    count[choose_prefix_affinity(l, fnv1a64("prefix " + std::to_string(k)), cursor)]++;
+  for (int k = 0; k < 300; ++k) count[choose_prefix_affinity(l, fnv1a64("prefix " + std::to_string(k)), cursor)]++;
   ASSERT_EQ(count.size(), 3u);
   for (auto& [b, n] : count) EXPECT_GT(n, 50) << "backend " << b;
 }
@@ -79,8 +78,7 @@ TEST(BackendPolicies, PrefixAffinityFallsBackWhenOverloaded) {
   const uint64_t h = fnv1a64("shared system prompt");
   const int owner = choose_prefix_affinity(loads({0, 0, 0}), h, cursor);
   auto l = loads({100, 100, 100});
-  l[static_cast<size_t>(owner)].outstanding_tokens =
-      2 * 100 + kAffinitySlackTokens;  // at the limit: still owner
+  l[static_cast<size_t>(owner)].outstanding_tokens = 2 * 100 + kAffinitySlackTokens;  // at the limit: still owner
   EXPECT_EQ(choose_prefix_affinity(l, h, cursor), owner);
   l[static_cast<size_t>(owner)].outstanding_tokens += 1;  // past it: least-tokens
   const int other = choose_prefix_affinity(l, h, cursor);
@@ -92,8 +90,7 @@ TEST(BackendPolicies, PrefixAffinityEjectionMovesOnlyTheOwnersKeys) {
   uint64_t cursor = 0;
   auto l = loads({0, 0, 0});
   std::vector<int> before;
-  for (int k = 0; k < 200; ++k)
-    before.push_back(choose_prefix_affinity(l, fnv1a64("p" + std::to_string(k)), cursor));
+  for (int k = 0; k < 200; ++k) before.push_back(choose_prefix_affinity(l, fnv1a64("p" + std::to_string(k)), cursor));
   l[0].healthy = false;
   for (int k = 0; k < 200; ++k) {
     const int now = choose_prefix_affinity(l, fnv1a64("p" + std::to_string(k)), cursor);
@@ -104,8 +101,7 @@ TEST(BackendPolicies, PrefixAffinityEjectionMovesOnlyTheOwnersKeys) {
   }
   l[0].healthy = true;  // re-admitted: the old owners again
   for (int k = 0; k < 200; ++k)
-    EXPECT_EQ(choose_prefix_affinity(l, fnv1a64("p" + std::to_string(k)), cursor),
-              before[static_cast<size_t>(k)]);
+    EXPECT_EQ(choose_prefix_affinity(l, fnv1a64("p" + std::to_string(k)), cursor), before[static_cast<size_t>(k)]);
   for (auto& x : l) x.healthy = false;
   EXPECT_EQ(choose_prefix_affinity(l, 1, cursor), -1);
 }

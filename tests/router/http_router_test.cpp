@@ -149,18 +149,16 @@ struct Reply {
 };
 
 // A client request to the router through an UpstreamClient.
-std::future<Reply> send(UpstreamClient& client, int port, const std::string& method,
-                        const std::string& path, const std::string& body = "",
-                        const std::string& extra_headers = "") {
+std::future<Reply> send(UpstreamClient& client, int port, const std::string& method, const std::string& path,
+                        const std::string& body = "", const std::string& extra_headers = "") {
   auto promise = std::make_shared<std::promise<Reply>>();
   auto reply = std::make_shared<Reply>();
   UpstreamCall call;
   std::string error;
   PARALLM_CHECK(resolve_upstream("127.0.0.1", port, call.address, error));
-  call.request =
-      method + " " + path + " HTTP/1.1\r\nHost: x\r\n" + extra_headers +
-      "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-      "\r\nConnection: close\r\n\r\n" + body;
+  call.request = method + " " + path + " HTTP/1.1\r\nHost: x\r\n" + extra_headers +
+                 "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                 "\r\nConnection: close\r\n\r\n" + body;
   call.timeout_s = 30;
   call.on_headers = [reply](int status, const std::string&) { reply->status = status; };
   call.on_body = [reply](std::string_view d) { reply->body.append(d); };
@@ -174,8 +172,7 @@ std::future<Reply> send(UpstreamClient& client, int port, const std::string& met
 }
 
 std::string completion(bool stream, const std::string& prompt = "hello") {
-  return nlohmann::json{{"model", "m"}, {"prompt", prompt}, {"max_tokens", 8}, {"stream", stream}}
-      .dump();
+  return nlohmann::json{{"model", "m"}, {"prompt", prompt}, {"max_tokens", 8}, {"stream", stream}}.dump();
 }
 
 std::string script(const std::string& name, int n) {
@@ -307,14 +304,11 @@ TEST(HttpRouter, RoundRobinSpreadsAndPassesAnswersThrough) {
   // The router's counters agree with the backends'.
   const std::string m = rig.get("/metrics").body;
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(
-        metric(m, "parallm:router_requests_total{backend=\"" + rig.backends[i]->url() + "\"}"),
-        rig.backends[i]->completions.load());
-    EXPECT_EQ(metric(m, "parallm:router_backend_up{backend=\"" + rig.backends[i]->url() + "\"}"),
-              1);
+    EXPECT_EQ(metric(m, "parallm:router_requests_total{backend=\"" + rig.backends[i]->url() + "\"}"),
+              rig.backends[i]->completions.load());
+    EXPECT_EQ(metric(m, "parallm:router_backend_up{backend=\"" + rig.backends[i]->url() + "\"}"), 1);
     EXPECT_EQ(metric(m, "parallm:router_in_flight{backend=\"" + rig.backends[i]->url() + "\"}"), 0);
-    EXPECT_EQ(metric(m, "parallm:router_request_duration_seconds_count{backend=\"" +
-                            rig.backends[i]->url() + "\"}"),
+    EXPECT_EQ(metric(m, "parallm:router_request_duration_seconds_count{backend=\"" + rig.backends[i]->url() + "\"}"),
               20);
   }
 }
@@ -322,8 +316,7 @@ TEST(HttpRouter, RoundRobinSpreadsAndPassesAnswersThrough) {
 TEST(HttpRouter, RoutesAndErrors) {
   Rig rig(BackendPolicy::kLeastTokens, 3, "sekret");
   EXPECT_EQ(rig.get("/health").status, 200);
-  const auto models =
-      nlohmann::json::parse(rig.get("/v1/models", "Authorization: Bearer sekret\r\n").body);
+  const auto models = nlohmann::json::parse(rig.get("/v1/models", "Authorization: Bearer sekret\r\n").body);
   std::set<std::string> ids;
   for (const auto& m : models["data"]) ids.insert(m["id"]);
   EXPECT_EQ(ids, (std::set<std::string>{"model-b0", "model-b1", "model-b2", "shared"}));
@@ -337,10 +330,10 @@ TEST(HttpRouter, RoutesAndErrors) {
   const Reply ok = rig.post(completion(false), "Authorization: Bearer sekret\r\nX-Trace: 7\r\n");
   EXPECT_EQ(ok.status, 200);
   EXPECT_EQ(nlohmann::json::parse(ok.body)["auth"], "");  // the router's key is not forwarded
-  const Reply chat = send(rig.client, rig.port, "POST", "/v1/chat/completions",
-                          R"({"messages": [{"role": "user", "content": "hi"}]})",
-                          "Authorization: Bearer sekret\r\nAccept-Encoding: gzip\r\n")
-                         .get();
+  const Reply chat =
+      send(rig.client, rig.port, "POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})",
+           "Authorization: Bearer sekret\r\nAccept-Encoding: gzip\r\n")
+          .get();
   EXPECT_EQ(chat.status, 200);
   EXPECT_EQ(nlohmann::json::parse(chat.body)["path"], "/v1/chat/completions");
   EXPECT_EQ(nlohmann::json::parse(chat.body)["encoding"], "");  // not forwarded
@@ -367,8 +360,7 @@ TEST(HttpRouter, DeadBackendIsRetriedEjectedAndReadmitted) {
   rig.backends[1]->stop();  // connection refused, before the health check notices
   std::vector<std::future<Reply>> replies;
   for (int i = 0; i < 30; ++i)
-    replies.push_back(
-        send(rig.client, rig.port, "POST", "/v1/completions", completion(i % 2 == 0)));
+    replies.push_back(send(rig.client, rig.port, "POST", "/v1/completions", completion(i % 2 == 0)));
   for (auto& f : replies) {
     const Reply r = f.get();
     EXPECT_TRUE(r.ok) << r.error;
@@ -388,8 +380,7 @@ TEST(HttpRouter, BackendDyingMidStreamEndsWithAnErrorEvent) {
   std::vector<std::future<Reply>> replies;
   for (int i = 0; i < 10; ++i)
     replies.push_back(send(rig.client, rig.port, "POST", "/v1/completions", completion(true)));
-  ASSERT_TRUE(wait_for(
-      [&] { return rig.backends[0]->received.load() + rig.backends[1]->received.load() == 10; }));
+  ASSERT_TRUE(wait_for([&] { return rig.backends[0]->received.load() + rig.backends[1]->received.load() == 10; }));
   std::this_thread::sleep_for(100ms);
   rig.backends[0]->stop();
   int cut = 0, whole = 0;
@@ -417,8 +408,7 @@ TEST(HttpRouter, ClientLeavingClosesTheUpstream) {
   ASSERT_TRUE(resolve_upstream("127.0.0.1", rig.port, call.address, error));
   const std::string body = completion(true);
   call.request =
-      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
-      "\r\n\r\n" + body;
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   std::atomic<int> bytes{0};
   call.on_body = [&bytes](std::string_view d) { bytes += static_cast<int>(d.size()); };
   const uint64_t id = rig.client.submit(std::move(call));
@@ -456,8 +446,7 @@ TEST(HttpRouter, AThousandOpenStreams) {
   int done = 0;
   for (auto& f : replies) {
     const Reply r = f.get();
-    if (r.ok && r.status == 200 && r.body.size() > 14 &&
-        r.body.substr(r.body.size() - 14) == "data: [DONE]\n\n" &&
+    if (r.ok && r.status == 200 && r.body.size() > 14 && r.body.substr(r.body.size() - 14) == "data: [DONE]\n\n" &&
         r.body.find("error") == std::string::npos)
       done++;
   }

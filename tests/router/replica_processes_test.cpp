@@ -39,8 +39,7 @@ TEST(ReplicaProcesses, RestartsAKilledChildAndStopsOnSigterm) {
   EXPECT_EQ(p.restarts(1), 0);
   p.signal_all(SIGTERM);
   ASSERT_TRUE(wait_for([&] { return p.all_exited(); }, p));
-  std::this_thread::sleep_for(
-      std::chrono::milliseconds(300));  // past the backoff: still nothing restarts
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past the backoff: still nothing restarts
   p.poll();
   EXPECT_TRUE(p.all_exited());
   EXPECT_EQ(p.restarts(0), 1);
@@ -62,13 +61,11 @@ TEST(ReplicaProcesses, ReplicaArguments) {
                                            "cpu:0,cpu:1",
                                            "--api-key",
                                            "k"};
-  const std::vector<std::string> want = {"--model",   "m.gguf", "--threads", "1",
-                                         "--api-key", "k",      "--host",    "127.0.0.1",
-                                         "--port",    "41000",  "--devices", "cpu:1"};
+  const std::vector<std::string> want = {"--model", "m.gguf",    "--threads", "1",     "--api-key", "k",
+                                         "--host",  "127.0.0.1", "--port",    "41000", "--devices", "cpu:1"};
   EXPECT_EQ(replica_serve_args(parent, 41000, "cpu:1"), want);
   const auto no_devices = replica_serve_args({"--model", "m"}, 5, "");
-  EXPECT_EQ(no_devices,
-            (std::vector<std::string>{"--model", "m", "--host", "127.0.0.1", "--port", "5"}));
+  EXPECT_EQ(no_devices, (std::vector<std::string>{"--model", "m", "--host", "127.0.0.1", "--port", "5"}));
   const int port = pick_free_loopback_port();
   EXPECT_GT(port, 0);
   EXPECT_LT(port, 65536);

@@ -5,9 +5,9 @@
 #include "sampling/json_constraint.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,10 +28,16 @@ size_t accepted(const std::string& s, JsonPrefix* p) {
 }
 
 TEST(JsonPrefix, ValidObjectsAreAcceptedPrefixByPrefix) {
-  const std::vector<std::string> docs = {
-      "{}", " {\n} ", R"({"a":1})", R"({"a": -0.5e+10, "b": [true, false, null, "x\"\\\/\u00e9\n"], "c": {}})",
-      R"({"k": [[], [[1, 2.25], {"z": "é 中"}], -12, 0, 3E-2]})", R"({"": ""})", R"({"n": 123456789012345678901234567890})",
-      "{\"a\":1 }", "{\"a\":1.5e3 ,\"b\":0\n}", "{\"a\": [ 0 , -1 ] }"};
+  const std::vector<std::string> docs = {"{}",
+                                         " {\n} ",
+                                         R"({"a":1})",
+                                         R"({"a": -0.5e+10, "b": [true, false, null, "x\"\\\/\u00e9\n"], "c": {}})",
+                                         R"({"k": [[], [[1, 2.25], {"z": "é 中"}], -12, 0, 3E-2]})",
+                                         R"({"": ""})",
+                                         R"({"n": 123456789012345678901234567890})",
+                                         "{\"a\":1 }",
+                                         "{\"a\":1.5e3 ,\"b\":0\n}",
+                                         "{\"a\": [ 0 , -1 ] }"};
   for (std::string d : docs) {
     while (!d.empty() && d.back() == ' ') d.pop_back();  // nothing may follow the object
     JsonPrefix p;
@@ -46,11 +52,33 @@ TEST(JsonPrefix, ValidObjectsAreAcceptedPrefixByPrefix) {
 }
 
 TEST(JsonPrefix, InvalidDocumentsAreRefused) {
-  for (const std::string d : {"[]", "1", "\"s\"", "{a:1}", "{\"a\" 1}", "{\"a\":}", "{\"a\":1,}", "{\"a\":01}",
-                              "{\"a\":1.}", "{\"a\":-}", "{\"a\":tru}", "{\"a\":[1,]}", "{\"a\":\"\x01\"}",
-                              "{\"a\":\"\\q\"}", "{\"a\":\"\\u12g4\"}", "{\"a\":1]", "{\"a\":[1}", "{}}", "{,}",
-                              "{\"a\":1e}", "{\"a\":.5}", "{\"a\":+1}", "{\"a\":- 1}", "{\"a\":1. 5}",
-                              "{\"a\":1e }", "{\"a\":t rue}", "{\"a\":1 2}"}) {
+  for (const std::string d : {"[]",
+                              "1",
+                              "\"s\"",
+                              "{a:1}",
+                              "{\"a\" 1}",
+                              "{\"a\":}",
+                              "{\"a\":1,}",
+                              "{\"a\":01}",
+                              "{\"a\":1.}",
+                              "{\"a\":-}",
+                              "{\"a\":tru}",
+                              "{\"a\":[1,]}",
+                              "{\"a\":\"\x01\"}",
+                              "{\"a\":\"\\q\"}",
+                              "{\"a\":\"\\u12g4\"}",
+                              "{\"a\":1]",
+                              "{\"a\":[1}",
+                              "{}}",
+                              "{,}",
+                              "{\"a\":1e}",
+                              "{\"a\":.5}",
+                              "{\"a\":+1}",
+                              "{\"a\":- 1}",
+                              "{\"a\":1. 5}",
+                              "{\"a\":1e }",
+                              "{\"a\":t rue}",
+                              "{\"a\":1 2}"}) {
     JsonPrefix p;
     const size_t n = accepted(d, &p);
     EXPECT_FALSE(n == d.size() && p.complete()) << d;

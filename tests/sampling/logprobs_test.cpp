@@ -54,15 +54,18 @@ TEST(Logprobs, TopKEqualsFullSortLowestIdOnTies) {
     const float lse = log_sum_exp(x.data(), n, &scratch);
     std::vector<int32_t> order(static_cast<size_t>(n));
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return x[static_cast<size_t>(a)] > x[static_cast<size_t>(b)]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return x[static_cast<size_t>(a)] > x[static_cast<size_t>(b)]; });
     for (int k : {0, 1, 5, 20, n}) {
       if (k > n) continue;
       std::vector<TokenLogprob> top;
       top_logprobs(x.data(), n, k, lse, &top);
       ASSERT_EQ(static_cast<int>(top.size()), k);
       for (int i = 0; i < k; ++i) {
-        EXPECT_EQ(top[static_cast<size_t>(i)].token, order[static_cast<size_t>(i)]) << "n=" << n << " k=" << k << " i=" << i;
-        EXPECT_FLOAT_EQ(top[static_cast<size_t>(i)].logprob, x[static_cast<size_t>(order[static_cast<size_t>(i)])] - lse);
+        EXPECT_EQ(top[static_cast<size_t>(i)].token, order[static_cast<size_t>(i)])
+            << "n=" << n << " k=" << k << " i=" << i;
+        EXPECT_FLOAT_EQ(top[static_cast<size_t>(i)].logprob,
+                        x[static_cast<size_t>(order[static_cast<size_t>(i)])] - lse);
       }
     }
   }

@@ -31,8 +31,7 @@ inline std::vector<double> to_double(const std::vector<float>& x) { return {x.be
 // The filters as sampler.h states them: top-k, then top-p over the
 // renormalized top-k mass (smallest prefix by descending probability whose mass
 // reaches p), then min-p relative to the top probability; renormalized.
-inline std::vector<double> filtered_ref(const std::vector<double>& probs, int top_k, double top_p,
-                                        double min_p) {
+inline std::vector<double> filtered_ref(const std::vector<double>& probs, int top_k, double top_p, double min_p) {
   std::vector<int> order(probs.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return probs[a] > probs[b]; });
@@ -68,8 +67,7 @@ inline size_t support_size(const std::vector<double>& p) {
 
 // Draws n_draws tokens from one sampler, a fresh copy of the logits each time
 // (sample() modifies them). `setup` adds prompt/output tokens.
-inline std::vector<int64_t> draw_counts(const SamplingParams& params,
-                                        const std::vector<float>& logits, int n_draws,
+inline std::vector<int64_t> draw_counts(const SamplingParams& params, const std::vector<float>& logits, int n_draws,
                                         const std::function<void(Sampler&)>& setup = {}) {
   Sampler sampler(params);
   if (setup) setup(sampler);
@@ -98,16 +96,15 @@ inline void expect_binomial(int64_t count, double p, int64_t n_draws, const std:
       << what << ": drawn " << count << " times, expected " << expected << " (p=" << p << ")";
 }
 
-inline void expect_frequencies(const std::vector<int64_t>& counts, const std::vector<double>& probs,
-                               int64_t n_draws, const std::string& what) {
+inline void expect_frequencies(const std::vector<int64_t>& counts, const std::vector<double>& probs, int64_t n_draws,
+                               const std::string& what) {
   ASSERT_EQ(counts.size(), probs.size());
   for (size_t i = 0; i < counts.size(); ++i)
     expect_binomial(counts[i], probs[i], n_draws, what + " id " + std::to_string(i));
 }
 
 // Logits whose softmax at T=1 is `probs` (scattered over ids by `ids`).
-inline std::vector<float> logits_for(const std::vector<double>& probs,
-                                     const std::vector<int>& ids) {
+inline std::vector<float> logits_for(const std::vector<double>& probs, const std::vector<int>& ids) {
   std::vector<float> l(probs.size());
   for (size_t r = 0; r < probs.size(); ++r) l[ids[r]] = static_cast<float>(std::log(probs[r]));
   return l;

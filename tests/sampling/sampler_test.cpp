@@ -42,8 +42,7 @@ TEST(SamplerTemperature, SmallVocabMatchesSoftmax) {
   const std::vector<float> logits = {1.0f, -0.5f, 2.0f, 0.3f, 1.7f, -2.0f};
   for (float t : {0.5f, 1.0f, 2.0f}) {
     const auto probs = softmax_ref(to_double(logits), t);
-    const auto counts =
-        draw_counts(with_temperature(t, 1234 + static_cast<uint64_t>(t * 10)), logits, kDraws);
+    const auto counts = draw_counts(with_temperature(t, 1234 + static_cast<uint64_t>(t * 10)), logits, kDraws);
     expect_frequencies(counts, probs, kDraws, "T=" + std::to_string(t));
   }
 }
@@ -61,15 +60,13 @@ TEST(SamplerTemperature, NegativeInfinityLogitIsNeverDrawn) {
 // that misplaces a block boundary moves their mass.
 TEST(SamplerTemperature, MassAtBlockEdgesLandsOnTheRightIds) {
   constexpr int32_t kVocab = 1300;
-  const std::vector<int32_t> heavy = {0,   1,    15,   16,   255,  256,  511, 512,
-                                      513, 1023, 1024, 1279, 1280, 1298, 1299};
+  const std::vector<int32_t> heavy = {0, 1, 15, 16, 255, 256, 511, 512, 513, 1023, 1024, 1279, 1280, 1298, 1299};
   std::vector<float> logits(kVocab, 0.0f);
   for (int32_t id : heavy) logits[id] = 5.0f;
   for (float t : {1.0f, 2.0f}) {
     const std::string what = "edges T=" + std::to_string(t);
     const auto probs = softmax_ref(to_double(logits), t);
-    const auto counts =
-        draw_counts(with_temperature(t, 300 + static_cast<uint64_t>(t)), logits, kDraws);
+    const auto counts = draw_counts(with_temperature(t, 300 + static_cast<uint64_t>(t)), logits, kDraws);
     // Each heavy id alone; the light ones in 13 bands of 100 ids.
     std::vector<double> band_p(13, 0.0);
     std::vector<int64_t> band_c(13, 0);
@@ -81,8 +78,7 @@ TEST(SamplerTemperature, MassAtBlockEdgesLandsOnTheRightIds) {
         band_c[id / 100] += counts[id];
       }
     }
-    for (int b = 0; b < 13; ++b)
-      expect_binomial(band_c[b], band_p[b], kDraws, what + " band " + std::to_string(b));
+    for (int b = 0; b < 13; ++b) expect_binomial(band_c[b], band_p[b], kDraws, what + " band " + std::to_string(b));
   }
 }
 
@@ -100,8 +96,7 @@ TEST(SamplerTemperature, LargeVocabAggregatesMatchSoftmax) {
     std::vector<int> order(kVocab);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return probs[a] > probs[b]; });
-    const auto counts =
-        draw_counts(with_temperature(t, 77 + static_cast<uint64_t>(t * 4)), logits, kLargeDraws);
+    const auto counts = draw_counts(with_temperature(t, 77 + static_cast<uint64_t>(t * 4)), logits, kLargeDraws);
     const std::vector<int> band_ends = {1, 2, 3, 10, 100, 1000, 10000, kVocab};
     int begin = 0;
     for (int end : band_ends) {
@@ -112,8 +107,7 @@ TEST(SamplerTemperature, LargeVocabAggregatesMatchSoftmax) {
         c += counts[order[r]];
       }
       expect_binomial(c, p, kLargeDraws,
-                      "T=" + std::to_string(t) + " ranks [" + std::to_string(begin) + "," +
-                          std::to_string(end) + ")");
+                      "T=" + std::to_string(t) + " ranks [" + std::to_string(begin) + "," + std::to_string(end) + ")");
       begin = end;
     }
     for (int32_t lo = 0; lo < kVocab; lo += 8000) {
@@ -123,8 +117,7 @@ TEST(SamplerTemperature, LargeVocabAggregatesMatchSoftmax) {
         p += probs[i];
         c += counts[i];
       }
-      expect_binomial(c, p, kLargeDraws,
-                      "T=" + std::to_string(t) + " ids from " + std::to_string(lo));
+      expect_binomial(c, p, kLargeDraws, "T=" + std::to_string(t) + " ids from " + std::to_string(lo));
     }
   }
 }
@@ -241,8 +234,7 @@ TEST(SamplerFilters, CombinationOrderTopKThenTopPThenMinP) {
 // ---- penalties --------------------------------------------------------------
 
 // Greedy pick between id 0 (penalized) and id 1 at `rival`.
-int32_t greedy_pick(const SamplingParams& base, float logit0, float rival,
-                    const std::function<void(Sampler&)>& setup) {
+int32_t greedy_pick(const SamplingParams& base, float logit0, float rival, const std::function<void(Sampler&)>& setup) {
   SamplingParams p = base;
   p.temperature = 0.0f;
   Sampler s(p);
@@ -256,10 +248,8 @@ int32_t greedy_pick(const SamplingParams& base, float logit0, float rival,
 void expect_boundary(const SamplingParams& params, float logit0, double boundary,
                      const std::function<void(Sampler&)>& setup, const std::string& what) {
   constexpr double kDelta = 1e-3;
-  EXPECT_EQ(greedy_pick(params, logit0, static_cast<float>(boundary - kDelta), setup), 0)
-      << what << " (rival below)";
-  EXPECT_EQ(greedy_pick(params, logit0, static_cast<float>(boundary + kDelta), setup), 1)
-      << what << " (rival above)";
+  EXPECT_EQ(greedy_pick(params, logit0, static_cast<float>(boundary - kDelta), setup), 0) << what << " (rival below)";
+  EXPECT_EQ(greedy_pick(params, logit0, static_cast<float>(boundary + kDelta), setup), 1) << what << " (rival above)";
 }
 
 TEST(SamplerPenalties, RepetitionDividesPositiveMultipliesNegative) {
@@ -373,8 +363,7 @@ TEST(SamplerPenalties, SampledDistributionShift) {
     s.add_output_token(3);
   };
   std::vector<double> penalized = to_double(logits);
-  for (int id : {0, 1, 2, 3})
-    penalized[id] = penalized[id] > 0 ? penalized[id] / 1.3 : penalized[id] * 1.3;
+  for (int id : {0, 1, 2, 3}) penalized[id] = penalized[id] > 0 ? penalized[id] / 1.3 : penalized[id] * 1.3;
   penalized[1] -= 0.4 + 0.3 * 2;
   penalized[3] -= 0.4 + 0.3 * 1;
   const auto probs = softmax_ref(penalized, 0.7);
@@ -382,8 +371,8 @@ TEST(SamplerPenalties, SampledDistributionShift) {
   // Same with a filter, through the sorted path: top-k=3 of the penalized.
   p.top_k = 3;
   p.seed = 52;
-  expect_frequencies(draw_counts(p, logits, kDraws, setup), filtered_ref(probs, 3, 1.0, 0.0),
-                     kDraws, "penalized T=0.7 k=3");
+  expect_frequencies(draw_counts(p, logits, kDraws, setup), filtered_ref(probs, 3, 1.0, 0.0), kDraws,
+                     "penalized T=0.7 k=3");
 }
 
 // ---- logit_bias ------------------------------------------------------------
@@ -527,9 +516,18 @@ TEST(SamplingParamsValidate, OutOfRangeFieldsThrowNamingTheField) {
       {"frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = -2.01f; }},
       {"frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = 2.01f; }},
       {"frequency_penalty", [=](SamplingParams& p) { p.frequency_penalty = nan; }},
-      {"logit_bias", [](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }},
-      {"logit_bias", [](SamplingParams& p) { p.logit_bias = {{3, 100.5f}}; }},
-      {"logit_bias", [=](SamplingParams& p) { p.logit_bias = {{3, nan}}; }},
+      {"logit_bias",
+       [](SamplingParams& p) {
+         p.logit_bias = {{-1, 1.0f}};
+       }},
+      {"logit_bias",
+       [](SamplingParams& p) {
+         p.logit_bias = {{3, 100.5f}};
+       }},
+      {"logit_bias",
+       [=](SamplingParams& p) {
+         p.logit_bias = {{3, nan}};
+       }},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     SamplingParams p;

@@ -6,10 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <numeric>
-#include <cstdio>
 #include <random>
 #include <vector>
 

@@ -64,8 +64,7 @@ TEST(ChatTemplateLimits, DeepNestingIsASyntaxErrorNamingTheLimit) {
   };
   for (const auto& src : deep) {
     const std::string err = error_of(src);
-    EXPECT_NE(err.find("chat template syntax error"), std::string::npos)
-        << src.substr(0, 40) << ": " << err;
+    EXPECT_NE(err.find("chat template syntax error"), std::string::npos) << src.substr(0, 40) << ": " << err;
     EXPECT_NE(err.find(kParseLimit), std::string::npos) << src.substr(0, 40) << ": " << err;
   }
   // --chat-template: the same message, from the server's constructor.
@@ -85,12 +84,11 @@ TEST(ChatTemplateLimits, SelfRecursiveMacrosEndInAnError) {
   std::string err = error_of("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}");
   EXPECT_NE(err.find("macros nested too deep"), std::string::npos) << err;
   // Few calls, each deep: the evaluation limit.
-  const std::string deep_body = "{% macro m(n) %}{% if n > 0 %}" + repeat("{% if true %}", 120) +
-                                "{{ m(n - 1)" + repeat(" ~ ''", 120) + " }}" +
-                                repeat("{% endif %}", 120) + "{% endif %}{% endmacro %}{{ m(60) }}";
+  const std::string deep_body = "{% macro m(n) %}{% if n > 0 %}" + repeat("{% if true %}", 120) + "{{ m(n - 1)" +
+                                repeat(" ~ ''", 120) + " }}" + repeat("{% endif %}", 120) +
+                                "{% endif %}{% endmacro %}{{ m(60) }}";
   err = error_of(deep_body);
-  EXPECT_NE(err.find("evaluation nested deeper than the limit of 1024 levels"), std::string::npos)
-      << err;
+  EXPECT_NE(err.find("evaluation nested deeper than the limit of 1024 levels"), std::string::npos) << err;
   // Through the server's formatter: a 400.
   const ChatFormatter f("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}", "<s>", "</s>");
   try {
@@ -121,8 +119,7 @@ TEST(ChatTemplateLimits, RecursiveSchemaMacroWithinTheLimitsRenders) {
                    : ordered_json{{"type", "object"}, {"additionalProperties", schema}};
     want = (i % 2 ? "list[" : "dict[str, ") + want + "]";
   }
-  const ordered_json ctx = {
-      {"tools", {{{"type", "function"}, {"function", {{"parameters", schema}}}}}}};
+  const ordered_json ctx = {{"tools", {{{"type", "function"}, {"function", {{"parameters", schema}}}}}}};
   EXPECT_EQ(render(tpl, ctx), want);
 }
 
@@ -131,14 +128,12 @@ TEST(ChatTemplateLimits, StoredValuesAreBounded) {
       "{% set ns = namespace(x=0) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor "
       "%}{{ ns.x }}";
   std::string err = error_of(grow);
-  EXPECT_NE(err.find("a value nested deeper than the limit of 512 levels"), std::string::npos)
-      << err;
+  EXPECT_NE(err.find("a value nested deeper than the limit of 512 levels"), std::string::npos) << err;
   err = error_of(
       "{% macro m(v, n) %}{% if n > 0 %}{{ m([[[[[[[[[[v]]]]]]]]]], n - 1) }}{% endif %}{% "
       "endmacro %}"
       "{{ m(0, 60) }}");
-  EXPECT_NE(err.find("a value nested deeper than the limit of 512 levels"), std::string::npos)
-      << err;
+  EXPECT_NE(err.find("a value nested deeper than the limit of 512 levels"), std::string::npos) << err;
   // Request values (at most 128 deep) pass through set.
   ordered_json deep = 1;
   for (int i = 0; i < 127; ++i) deep = ordered_json::array({deep});

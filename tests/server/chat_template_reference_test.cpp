@@ -47,8 +47,8 @@ std::vector<Source> template_sources() {
   }
   // Families not installed (gemma3, gptoss: large packages) are left out.
   for (const char* family : {"llama3", "llama3_1", "qwen3", "deepseek_v3", "gemini", "gemma3", "gptoss"}) {
-    const std::string path = std::string(PARALLM_TOKENIZER_NPM_DIR) + "/node_modules/@lenml/tokenizer-" +
-                             family + "/models/tokenizer_config.json";
+    const std::string path = std::string(PARALLM_TOKENIZER_NPM_DIR) + "/node_modules/@lenml/tokenizer-" + family +
+                             "/models/tokenizer_config.json";
     if (!std::filesystem::exists(path)) continue;
     const json config = json::parse(read_text_file(path));
     if (!config.contains("chat_template") || !config.at("chat_template").is_string()) continue;
@@ -80,8 +80,8 @@ bool have_jinja2() {
 std::string python_reference(const json& cases) {
   const std::string cases_path = testing::TempDir() + "chat_template_cases.json";
   std::ofstream(cases_path) << cases.dump();
-  const std::string out = command_output(std::string(PARALLM_PYTHON) + " " + PARALLM_SERVER_TEST_DIR +
-                                         "/jinja_reference.py " + cases_path);
+  const std::string out =
+      command_output(std::string(PARALLM_PYTHON) + " " + PARALLM_SERVER_TEST_DIR + "/jinja_reference.py " + cases_path);
   std::filesystem::remove(cases_path);
   return out;
 }
@@ -132,10 +132,11 @@ TEST(ChatTemplateReference, EqualsPythonJinja2) {
     for (size_t c = 0; c < conversations.size(); ++c) {
       for (bool gen : {true, false}) {
         cases.push_back({{"template", src.text},
-                         {"context", {{"messages", conversations[c]},
-                                      {"add_generation_prompt", gen},
-                                      {"bos_token", src.bos},
-                                      {"eos_token", src.eos}}}});
+                         {"context",
+                          {{"messages", conversations[c]},
+                           {"add_generation_prompt", gen},
+                           {"bos_token", src.bos},
+                           {"eos_token", src.eos}}}});
         labels.push_back(src.name + " conversation " + std::to_string(c) + (gen ? " +gen" : ""));
       }
     }
@@ -151,9 +152,11 @@ const char* const kFeatureTemplates[] = {
     "{% for m in messages %}{{ render(m) }}{% endfor %}",
     "{% for m in messages %}{% if loop.index > 2 %}{% break %}{% endif %}{{ m.role }};{% endfor %}",
     "{% for m in messages %}{% if m.role == 'user' %}{% continue %}{% endif %}{{ m.role }};{% endfor %}|"
-    "{% for i in range(3) %}{% for j in range(3) %}{% if j > i %}{% break %}{% endif %}{{ i }}{{ j }} {% endfor %}{% endfor %}",
+    "{% for i in range(3) %}{% for j in range(3) %}{% if j > i %}{% break %}{% endif %}{{ i }}{{ j }} {% endfor %}{% "
+    "endfor %}",
     "{% filter upper %}abc {{ messages[0].role }}{% endfilter %}",
-    "{{ messages | map(attribute='role') | join(',') }}|{{ messages | rejectattr('role', 'equalto', 'system') | list | length }}",
+    "{{ messages | map(attribute='role') | join(',') }}|{{ messages | rejectattr('role', 'equalto', 'system') | list | "
+    "length }}",
     "{{ tools | tojson(indent=4) }}|{{ tools[0].function.parameters.properties | dictsort | tojson }}",
     "{% for k, v in tools[0].function.parameters.properties.items() %}{{ k }}:{{ v.type }};{% endfor %}",
     "{{ messages[-1].content | indent(4) }}|{{ 'a\n\nb\n' | indent(2, true) }}|{{ 'x\ny' | indent('> ', blank=true) }}",
@@ -164,16 +167,22 @@ const char* const kFeatureTemplates[] = {
     "{% if messages[0].content is string %}S{% endif %}{% if '' %}E{% endif %}{% if none is none %}N{% endif %}"
     "{{ '' | length }}{{ 'h\\u00e9' | length }}",
     "{{ [3,1,2] | sort | join }}{{ ['b','A','c'] | sort | join }}{{ ['b','a'] | sort(reverse=true) | join }}"
-    "{{ [1,2,3] | sum }}{{ [1,5,3] | max }}{{ [4,2] | min }}{{ messages | sort(attribute='role') | map(attribute='role') | join }}",
+    "{{ [1,2,3] | sum }}{{ [1,5,3] | max }}{{ [4,2] | min }}{{ messages | sort(attribute='role') | "
+    "map(attribute='role') | join }}",
     "{{ 'x' * 3 }}{{ [1] + [2] }}{{ 10 ** 2 }}{{ 2 ** -1 }}{{ -2 ** 2 }}{{ 7 // 2 }}{{ -7 // 2 }}{{ 7 % -3 }}",
-    "{{ 'abc' | wordcount }} {{ 'a b, c-d' | wordcount }} {{ dict(a=1, b=2) | tojson }} {{ {'a': 1}.get('b', 'dflt') }}",
+    "{{ 'abc' | wordcount }} {{ 'a b, c-d' | wordcount }} {{ dict(a=1, b=2) | tojson }} {{ {'a': 1}.get('b', 'dflt') "
+    "}}",
     "{{ messages[1].content | e }}|{{ messages[1].content | escape }}|{{ messages[1].content | safe }}",
-    "{{ '\\u00e9t\\u00e9' | upper }} {{ '\\xc9T\\xc9' | lower }} {{ '\\u00e9bc' | capitalize }} {{ 'hello w\\u00f6rld-x'.title() }}",
-    "{% for c in 'h\\u00e9y' %}{{ c }}.{% endfor %}{{ 'h\\u00e9llo'[1] }}{{ 'h\\u00e9llo' | reverse }}{{ 'h\\u00e9llo' | first }}",
-    "{{ messages[0].content.strip() ~ '|' ~ messages[2].content.split('\n')[-1] }}|{{ messages[::-1] | map(attribute='role') | join }}",
+    "{{ '\\u00e9t\\u00e9' | upper }} {{ '\\xc9T\\xc9' | lower }} {{ '\\u00e9bc' | capitalize }} {{ 'hello "
+    "w\\u00f6rld-x'.title() }}",
+    "{% for c in 'h\\u00e9y' %}{{ c }}.{% endfor %}{{ 'h\\u00e9llo'[1] }}{{ 'h\\u00e9llo' | reverse }}{{ 'h\\u00e9llo' "
+    "| first }}",
+    "{{ messages[0].content.strip() ~ '|' ~ messages[2].content.split('\n')[-1] }}|{{ messages[::-1] | "
+    "map(attribute='role') | join }}",
     "{% for i in range(3) %}{{ i }}{% else %}empty{% endfor %}{% for i in [] %}x{% else %}E{% endfor %}",
     "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}",
-    "{{ {'b': 1, 'a': [true]} | tojson }}{% for k, v in {'z': 1, 'y': 2} | items %}{{ k }}{% endfor %}{{ tools | tojson }}"
+    "{{ {'b': 1, 'a': [true]} | tojson }}{% for k, v in {'z': 1, 'y': 2} | items %}{{ k }}{% endfor %}{{ tools | "
+    "tojson }}"
     "{% for k in messages[0] %}{{ k }},{% endfor %}",
     "{% break %}",
 };

@@ -2,19 +2,19 @@
 // shapes, SSE framing, stop strings, limits and error mapping, concurrency and
 // client disconnects. Expected texts are computed independently from the
 // script (script_token) and the tokenizer.
-#include <gtest/gtest.h>
+#include "server/http_server.h"
 
-#include <cstring>
+#include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <future>
 #include <sstream>
 
 #include "http_test_util.h"
 #include "scripted_backend.h"
-#include "server/http_server.h"
 #include "util/log.h"
 
 namespace parallm {
@@ -142,7 +142,8 @@ TEST_F(HttpServerTest, VersionPingAndMethodNotAllowed) {
 
 TEST_F(HttpServerTest, CompletionShapeAndText) {
   start();
-  auto r = post("/v1/completions", R"({"model":"tiny","prompt":"Once upon","max_tokens":7,"seed":5,"temperature":0.7})");
+  auto r =
+      post("/v1/completions", R"({"model":"tiny","prompt":"Once upon","max_tokens":7,"seed":5,"temperature":0.7})");
   ASSERT_EQ(r->status, 200) << r->body;
   json j = json::parse(r->body);
   EXPECT_EQ(j["object"], "text_completion");
@@ -156,7 +157,8 @@ TEST_F(HttpServerTest, CompletionShapeAndText) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 7);
   EXPECT_EQ(j["usage"]["total_tokens"], n_prompt + 7);
 
-  auto c = post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"max_completion_tokens":4,"seed":9})");
+  auto c = post("/v1/chat/completions",
+                R"({"messages":[{"role":"user","content":"hi"}],"max_completion_tokens":4,"seed":9})");
   ASSERT_EQ(c->status, 200) << c->body;
   json k = json::parse(c->body);
   EXPECT_EQ(k["object"], "chat.completion");
@@ -214,7 +216,8 @@ TEST_F(HttpServerTest, EmbeddingsRoute) {
   ASSERT_EQ(bytes.size(), 6u * 4);
   const std::vector<float> want = script_embedding({5, 6, 7}, 6);
   for (size_t k = 0; k < 6; ++k) {
-    const uint32_t u = bytes[4 * k] | (bytes[4 * k + 1] << 8) | (bytes[4 * k + 2] << 16) | (uint32_t{bytes[4 * k + 3]} << 24);
+    const uint32_t u =
+        bytes[4 * k] | (bytes[4 * k + 1] << 8) | (bytes[4 * k + 2] << 16) | (uint32_t{bytes[4 * k + 3]} << 24);
     float f;
     std::memcpy(&f, &u, 4);
     EXPECT_EQ(f, want[k]) << k;
@@ -236,8 +239,9 @@ TEST_F(HttpServerTest, StreamedEqualsNonStreamedAndEndsWithDone) {
     const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
     const std::string input = chat ? R"("messages":[{"role":"user","content":"x"}])" : R"("prompt":"x")";
     auto whole = post(path, "{" + input + R"(,"max_tokens":20,"seed":3})");
-    const std::string resp = raw_http(port_, "POST", path,
-                                      "{" + input + R"(,"max_tokens":20,"seed":3,"stream":true,"stream_options":{"include_usage":true}})");
+    const std::string resp =
+        raw_http(port_, "POST", path,
+                 "{" + input + R"(,"max_tokens":20,"seed":3,"stream":true,"stream_options":{"include_usage":true}})");
     ASSERT_EQ(test::status_of(resp), 200) << resp;
     EXPECT_NE(resp.find("Content-Type: text/event-stream"), std::string::npos);
     auto data = test::sse_data(resp);
@@ -263,7 +267,8 @@ TEST_F(HttpServerTest, StreamIntervalGroupsWritesAndKeepsEveryToken) {
   ServerOptions o;
   o.stream_interval = 5;
   start(o);
-  const std::string resp = raw_http(port_, "POST", "/v1/completions", R"({"prompt":"x","max_tokens":20,"seed":4,"stream":true})");
+  const std::string resp =
+      raw_http(port_, "POST", "/v1/completions", R"({"prompt":"x","max_tokens":20,"seed":4,"stream":true})");
   ASSERT_EQ(test::status_of(resp), 200) << resp;
   auto data = test::sse_data(resp);
   ASSERT_EQ(data.size(), 22u);  // 20 tokens, the finish chunk, [DONE]
@@ -396,7 +401,9 @@ TEST_F(HttpServerTest, LogprobsInCompletionAndChatFormats) {
   }
   // Streamed: the chunks' logprobs, joined, are the same lists.
   const std::string resp = raw_http(port_, "POST", "/v1/completions", body + R"(,"stream":true})");
-  json joined = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+  json joined = {{"tokens", json::array()},
+                 {"token_logprobs", json::array()},
+                 {"top_logprobs", json::array()},
                  {"text_offset", json::array()}};
   for (const auto& d : test::sse_data(resp)) {
     if (d == "[DONE]") break;
@@ -430,7 +437,9 @@ TEST_F(HttpServerTest, LogprobsInCompletionAndChatFormats) {
   EXPECT_EQ(elp["tokens"][3], piece(script_token(seed, 0)));
   EXPECT_FLOAT_EQ(elp["token_logprobs"][3].get<float>(), script_logprob(seed, 0));
   EXPECT_EQ(elp["text_offset"][3], eoff);
-  json ejoined = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+  json ejoined = {{"tokens", json::array()},
+                  {"token_logprobs", json::array()},
+                  {"top_logprobs", json::array()},
                   {"text_offset", json::array()}};
   for (const auto& d : test::sse_data(raw_http(port_, "POST", "/v1/completions", echo_body + R"(,"stream":true})"))) {
     if (d == "[DONE]") break;
@@ -445,7 +454,8 @@ TEST_F(HttpServerTest, LogprobsInCompletionAndChatFormats) {
   EXPECT_EQ(ejoined, elp);
 
   // Chat: logprobs true, top_logprobs 3.
-  const std::string chat = R"({"messages":[{"role":"user","content":"x"}],"max_tokens":5,"seed":4,"logprobs":true,"top_logprobs":3)";
+  const std::string chat =
+      R"({"messages":[{"role":"user","content":"x"}],"max_tokens":5,"seed":4,"logprobs":true,"top_logprobs":3)";
   auto c = post("/v1/chat/completions", chat + "}");
   ASSERT_EQ(c->status, 200) << c->body;
   const json content = json::parse(c->body)["choices"][0]["logprobs"]["content"];
@@ -485,10 +495,12 @@ TEST_F(HttpServerTest, LogprobsInCompletionAndChatFormats) {
 // tool_calls (streamed: content until the block, then one tool_calls delta).
 TEST_F(HttpServerTest, HermesToolCallsAreParsed) {
   ServerOptions o;
-  o.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}{{ tools | tojson }}<tool_call>{% endif %}";
+  o.chat_template =
+      "{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}{{ tools | tojson }}<tool_call>{% endif %}";
   start(o);
   const auto& tok = backend_->tokenizer();
-  const std::string answer = "Sure.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  const std::string answer =
+      "Sure.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
   backend_->fixed_tokens = tok.encode(answer, false, false);
   // As streamed (SentencePiece keeps the first piece's space): the content before the block.
   std::string full;
@@ -513,7 +525,8 @@ TEST_F(HttpServerTest, HermesToolCallsAreParsed) {
   EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()), json::parse(R"({"city":"Paris"})"));
   // The template saw the tools in the request's key order ("type" before "function").
   const int64_t with_tools = json::parse(r->body)["usage"]["prompt_tokens"];
-  const std::string rendered = std::string("Weather?") +
+  const std::string rendered =
+      std::string("Weather?") +
       R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]<tool_call>)";
   EXPECT_EQ(with_tools, static_cast<int64_t>(tok.encode(rendered, false, true).size()));
 
@@ -537,8 +550,8 @@ TEST_F(HttpServerTest, HermesToolCallsAreParsed) {
   EXPECT_EQ(streamed_calls[0]["function"]["name"], "get_weather");
 
   // Without tools (or with tool_choice "none") the answer is plain content.
-  for (const std::string& body : {std::string(R"({"messages":[{"role":"user","content":"Weather?"}]})"),
-                                  req + R"(,"tool_choice":"none"})"}) {
+  for (const std::string& body :
+       {std::string(R"({"messages":[{"role":"user","content":"Weather?"}]})"), req + R"(,"tool_choice":"none"})"}) {
     auto p = post("/v1/chat/completions", body);
     ASSERT_EQ(p->status, 200) << p->body;
     json pc = json::parse(p->body)["choices"][0];
@@ -556,7 +569,8 @@ TEST_F(HttpServerTest, HermesToolCallsAreParsed) {
     HttpServer llama(lo);
     const int lport = llama.bind();
     llama.start();
-    backend_->fixed_tokens = tok.encode("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", false, false);
+    backend_->fixed_tokens =
+        tok.encode("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", false, false);
     llama.set_backend(backend_.get());
     httplib::Client lc("127.0.0.1", lport);
     auto lr = lc.Post("/v1/chat/completions", req + "}", "application/json");
@@ -575,10 +589,12 @@ TEST_F(HttpServerTest, HermesToolCallsAreParsed) {
   server_->set_backend(backend_.get());
   // tool_choice "required" and named functions are constrained (structured_output_test.py);
   // naming a function that is not in tools, or "required" without tools, is a 400.
-  for (const std::string& body : {req + R"(,"tool_choice":{"type":"function","function":{"name":"not_a_tool"}}})",
-                                  std::string(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})"),
-                                  std::string(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})"),
-                                  std::string(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":""}}]})")}) {
+  for (const std::string& body :
+       {req + R"(,"tool_choice":{"type":"function","function":{"name":"not_a_tool"}}})",
+        std::string(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})"),
+        std::string(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})"),
+        std::string(
+            R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":""}}]})")}) {
     EXPECT_EQ(post("/v1/chat/completions", body)->status, 400) << body;
   }
 }
@@ -591,9 +607,10 @@ TEST_F(HttpServerTest, ReasoningContentIsSplitOff) {
   o.reasoning_format = ReasoningFormat::kQwen3;
   start(o);
   const auto& tok = backend_->tokenizer();
-  backend_->fixed_tokens = tok.encode("<think>Check the weather first.</think>\n<tool_call>\n{\"name\": \"get_weather\", "
-                                      "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
-                                      false, false);
+  backend_->fixed_tokens = tok.encode(
+      "<think>Check the weather first.</think>\n<tool_call>\n{\"name\": \"get_weather\", "
+      "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+      false, false);
   const std::string tools = R"("tools":[{"type":"function","function":{"name":"get_weather"}}])";
   const std::string req = R"({"messages":[{"role":"user","content":"Weather?"}],"max_tokens":100,)" + tools;
   auto r = post("/v1/chat/completions", req + "}");
@@ -652,10 +669,15 @@ TEST_F(HttpServerTest, TokenizerRoutesAndModelCard) {
   r = post("/detokenize", json({{"tokens", tok.encode("Once upon a time", false)}}).dump());
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["prompt"], "Once upon a time");
-  for (const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
-           {"/tokenize", "{}"}, {"/tokenize", R"({"prompt":5})"}, {"/tokenize", "nope"},
-           {"/tokenize", R"({"messages":"x"})"}, {"/tokenize", R"({"prompt":"a","add_special_tokens":1})"},
-           {"/detokenize", R"({"tokens":[1,-1]})"}, {"/detokenize", R"({"tokens":[99999]})"}, {"/detokenize", "{}"}}) {
+  for (const auto& [path, body] :
+       std::vector<std::pair<std::string, std::string>>{{"/tokenize", "{}"},
+                                                        {"/tokenize", R"({"prompt":5})"},
+                                                        {"/tokenize", "nope"},
+                                                        {"/tokenize", R"({"messages":"x"})"},
+                                                        {"/tokenize", R"({"prompt":"a","add_special_tokens":1})"},
+                                                        {"/detokenize", R"({"tokens":[1,-1]})"},
+                                                        {"/detokenize", R"({"tokens":[99999]})"},
+                                                        {"/detokenize", "{}"}}) {
     EXPECT_EQ(post(path, body)->status, 400) << path << " " << body;
   }
   EXPECT_EQ(post("/tokenize", R"({"model":"other","prompt":"a"})")->status, 404);
@@ -687,9 +709,10 @@ TEST_F(HttpServerTest, StopStringsEndGenerationAndAreNotIncluded) {
   EXPECT_EQ(finish, "stop");
   // vLLM's include_stop_str_in_output: the text goes on to the end of the stop string.
   for (const char* stream : {"false", "true"}) {
-    const std::string inc = raw_http(port_, "POST", "/v1/completions",
-                                     R"({"prompt":"a","max_tokens":30,"seed":11,"include_stop_str_in_output":true,"stop":")" +
-                                         stop + R"(","stream":)" + stream + "}");
+    const std::string inc =
+        raw_http(port_, "POST", "/v1/completions",
+                 R"({"prompt":"a","max_tokens":30,"seed":11,"include_stop_str_in_output":true,"stop":")" + stop +
+                     R"(","stream":)" + stream + "}");
     const std::string body = inc.substr(inc.find("\r\n\r\n") + 4);
     const std::string text = std::string(stream) == "true" ? test::sse_text(test::sse_data(inc))
                                                            : json::parse(body)["choices"][0]["text"].get<std::string>();
@@ -757,7 +780,8 @@ TEST_F(HttpServerTest, BadRequestCorpusThenHealthy) {
       {"/v1/completions", R"({"prompt":"a","stop_token_ids":5})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","skip_special_tokens":"no"})", auth, 400},
       {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", auth, 400},
-      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":30})", auth, 400},
+      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":30})",
+       auth, 400},
       {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"logprobs":1})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","stream":"yes"})", auth, 400},
       {"/v1/completions", R"({"prompt":"a","stream_options":{"include_usage":true}})", auth, 400},
@@ -812,7 +836,8 @@ TEST_F(HttpServerTest, QueueFullAndRateLimitGive429) {
   EXPECT_GE(std::stoi(limited->get_header_value("Retry-After")), 1);
   // Without configured keys a bearer token buys no bucket of its own: the
   // client's address is the key (random tokens used to bypass the limit).
-  EXPECT_EQ(post("/v1/completions", R"({"prompt":"a","max_tokens":1})", {{"Authorization", "Bearer other"}})->status, 429);
+  EXPECT_EQ(post("/v1/completions", R"({"prompt":"a","max_tokens":1})", {{"Authorization", "Bearer other"}})->status,
+            429);
 }
 
 // With keys configured, each (verified) key has its own bucket, and an
@@ -823,7 +848,8 @@ TEST_F(HttpServerTest, RateLimitIsPerVerifiedKey) {
   o.api_keys = {"key-a", "key-b"};
   start(o);
   const std::string body = R"({"prompt":"a","max_tokens":1})";
-  for (int i = 0; i < 2; ++i) EXPECT_EQ(post("/v1/completions", body, {{"Authorization", "Bearer key-a"}})->status, 200);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(post("/v1/completions", body, {{"Authorization", "Bearer key-a"}})->status, 200);
   EXPECT_EQ(post("/v1/completions", body, {{"Authorization", "Bearer key-a"}})->status, 429);
   EXPECT_EQ(post("/v1/completions", body, {{"Authorization", "Bearer key-b"}})->status, 200);
   for (int i = 0; i < 5; ++i) {
@@ -875,13 +901,15 @@ TEST_F(HttpServerTest, FiveHundredTwelveStreamsAreHeldOpenTogether) {
 
 TEST_F(HttpServerTest, DisconnectMidStreamAbortsTheRequest) {
   start({}, std::chrono::milliseconds(5));
-  const std::string part = raw_http(port_, "POST", "/v1/completions",
-                                    R"({"prompt":"a","stream":true,"max_tokens":100000000,"ignore_eos":true})", "", 600);
+  const std::string part =
+      raw_http(port_, "POST", "/v1/completions",
+               R"({"prompt":"a","stream":true,"max_tokens":100000000,"ignore_eos":true})", "", 600);
   EXPECT_EQ(test::status_of(part), 400);  // max_tokens over the model length
   const std::string part2 = raw_http(port_, "POST", "/v1/completions",
                                      R"({"prompt":"a","stream":true,"max_tokens":500,"ignore_eos":true})", "", 800);
   EXPECT_EQ(test::status_of(part2), 200);
-  for (int i = 0; i < 200 && backend_->aborted.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 200 && backend_->aborted.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(backend_->aborted.load(), 1);
   const std::string metrics = get("/metrics")->body;
   EXPECT_EQ(test::metric(metrics, "parallm:num_requests_running"), 0);
@@ -892,10 +920,11 @@ TEST_F(HttpServerTest, MetricsExposition) {
   start();
   ASSERT_EQ(post("/v1/completions", R"({"prompt":"a","max_tokens":5})")->status, 200);
   const std::string m = get("/metrics")->body;
-  for (const char* name : {"parallm:num_requests_running", "parallm:num_requests_waiting", "parallm:prefix_cache_hit_rate",
-                           "parallm:num_preemptions_total", "parallm:prompt_tokens_total", "parallm:generation_tokens_total",
-                           "parallm:time_to_first_token_seconds_count", "parallm:time_per_output_token_seconds_count",
-                           "parallm:e2e_request_latency_seconds_count"}) {
+  for (const char* name :
+       {"parallm:num_requests_running", "parallm:num_requests_waiting", "parallm:prefix_cache_hit_rate",
+        "parallm:num_preemptions_total", "parallm:prompt_tokens_total", "parallm:generation_tokens_total",
+        "parallm:time_to_first_token_seconds_count", "parallm:time_per_output_token_seconds_count",
+        "parallm:e2e_request_latency_seconds_count"}) {
     EXPECT_GE(test::metric(m, name), 0) << name;
   }
   EXPECT_EQ(test::metric(m, "parallm:e2e_request_latency_seconds_count"), 1);
@@ -904,7 +933,6 @@ TEST_F(HttpServerTest, MetricsExposition) {
   EXPECT_EQ(test::metric(m, "parallm:device_memory_used_bytes{device=\"cpu:0\"}"), 12345);
   EXPECT_NE(m.find("# TYPE parallm:time_to_first_token_seconds histogram"), std::string::npos);
 }
-
 
 // vLLM's families after a mix of requests: streamed and not, n = 2, a stop
 // string, and a stream whose client hangs up. Every family exists with
@@ -921,8 +949,9 @@ TEST_F(HttpServerTest, VllmMetricFamilies) {
   prompt_sum += 2 * n_once;
   generation_sum += json::parse(r->body)["usage"]["completion_tokens"].get<int64_t>();
   // Streamed completion, one choice.
-  std::string resp = raw_http(port_, "POST", "/v1/completions",
-                              R"({"prompt":"Once","max_tokens":4,"seed":2,"stream":true,"stream_options":{"include_usage":true}})");
+  std::string resp =
+      raw_http(port_, "POST", "/v1/completions",
+               R"({"prompt":"Once","max_tokens":4,"seed":2,"stream":true,"stream_options":{"include_usage":true}})");
   ASSERT_EQ(test::status_of(resp), 200) << resp;
   json usage;
   test::sse_text(test::sse_data(resp), nullptr, &usage);
@@ -950,7 +979,8 @@ TEST_F(HttpServerTest, VllmMetricFamilies) {
                                     R"({"prompt":"Once","stream":true,"max_tokens":400,"ignore_eos":true})", "", 800);
   ASSERT_EQ(test::status_of(part), 200);
   // Aborted in the backend: the stop string's sequence and the hung-up one.
-  for (int i = 0; i < 250 && backend_->aborted.load() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 250 && backend_->aborted.load() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_EQ(backend_->aborted.load(), 2);
   constexpr int kDelivered = 6;  // choices of delivered responses: 2 + 1 + 2 + 1
   constexpr int kLength = 5, kStop = 1;
@@ -1038,13 +1068,13 @@ TEST_F(HttpServerTest, VllmMetricFamilies) {
   };
   EXPECT_EQ(success("length"), kLength);
   EXPECT_EQ(success("stop"), kStop);
-  EXPECT_EQ(success("abort"), 0);  // the hung-up stream was not delivered
+  EXPECT_EQ(success("abort"), 0);                          // the hung-up stream was not delivered
   EXPECT_EQ(m.value("parallm:request_success_total"), 4);  // responses, not choices
   // Per-request histograms: one observation per delivered choice.
-  for (const char* name : {"vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
-                           "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds",
-                           "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
-                           "vllm:time_per_output_token_seconds", "vllm:request_time_per_output_token_seconds"}) {
+  for (const char* name :
+       {"vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
+        "vllm:request_decode_time_seconds", "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
+        "vllm:time_per_output_token_seconds", "vllm:request_time_per_output_token_seconds"}) {
     EXPECT_EQ(m.value(std::string(name) + "_count"), kDelivered) << name;
   }
   // Once per delivered response, its longest choice: no more than all tokens, no less than the mean choice.

@@ -29,7 +29,8 @@ inline std::string raw_http(int port, const std::string& method, const std::stri
     return "";
   }
   std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + extra_headers +
-                    "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+                    "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+                    body;
   size_t off = 0;
   while (off < req.size()) {
     ssize_t n = ::send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);
@@ -67,7 +68,8 @@ inline std::vector<std::string> sse_data(const std::string& response) {
 }
 
 // The text of a streamed completion / chat completion, and its finish_reason.
-inline std::string sse_text(const std::vector<std::string>& data, std::string* finish = nullptr, nlohmann::json* usage = nullptr) {
+inline std::string sse_text(const std::vector<std::string>& data, std::string* finish = nullptr,
+                            nlohmann::json* usage = nullptr) {
   std::string text;
   for (const auto& d : data) {
     if (d == "[DONE]") break;

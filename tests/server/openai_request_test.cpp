@@ -37,22 +37,30 @@ std::string error_of(const std::string& body, bool chat, const JsonLimits& limit
 // be honoured is a 400 naming the field; a null is the field's absence.
 TEST(OpenAiRequest, ConstraintFieldsCompileOr400NamingThem) {
   const std::vector<std::pair<std::string, std::string>> ok = {
-      {"guided_json", R"({"type":"object"})"}, {"guided_json", R"("{\"type\":\"integer\"}")"},
-      {"guided_regex", R"("[0-9]+")"}, {"guided_choice", R"(["a","b"])"}, {"guided_grammar", R"("root ::= [a-z]+")"},
-      {"structured_outputs", R"({"choice":["a"]})"}, {"structured_outputs", R"({"json":{"type":"string"}})"},
+      {"guided_json", R"({"type":"object"})"},
+      {"guided_json", R"("{\"type\":\"integer\"}")"},
+      {"guided_regex", R"("[0-9]+")"},
+      {"guided_choice", R"(["a","b"])"},
+      {"guided_grammar", R"("root ::= [a-z]+")"},
+      {"structured_outputs", R"({"choice":["a"]})"},
+      {"structured_outputs", R"({"json":{"type":"string"}})"},
       {"response_format", R"({"type":"json_schema","json_schema":{"name":"n","schema":{"type":"boolean"}}})"},
       {"response_format", R"({"type":"json_object"})"}};
   for (const auto& [key, value] : ok) {
     for (bool chat : {false, true}) {
-      const std::string body = std::string(chat ? R"({"messages":[{"role":"user","content":"hi"}],)" : R"({"prompt":"hi",)") +
-                               "\"" + key + "\":" + value + "}";
+      const std::string body =
+          std::string(chat ? R"({"messages":[{"role":"user","content":"hi"}],)" : R"({"prompt":"hi",)") + "\"" + key +
+          "\":" + value + "}";
       const CompletionParams p = parse_completion_request(body, chat);
       EXPECT_NE(p.sampling.constraint, nullptr) << body;
     }
   }
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"guided_json", R"({"type":"object","not":{}})"}, {"guided_regex", R"("(?<=a)b")"}, {"guided_choice", "[]"},
-      {"guided_grammar", R"("root ::= nope")"}, {"structured_outputs", R"({"regex":"a","whitespace_pattern":" "})"},
+      {"guided_json", R"({"type":"object","not":{}})"},
+      {"guided_regex", R"("(?<=a)b")"},
+      {"guided_choice", "[]"},
+      {"guided_grammar", R"("root ::= nope")"},
+      {"structured_outputs", R"({"regex":"a","whitespace_pattern":" "})"},
       {"response_format", R"({"type":"json_schema","json_schema":{"name":"n"}})"}};
   for (const auto& [key, value] : bad) {
     const std::string body = R"({"prompt":"hi",")" + key + "\":" + value + "}";
@@ -93,8 +101,7 @@ TEST(OpenAiRequest, DeepBodiesAre400NamingTheLimit) {
         {R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"p":)" +
              d + "}}}]}",
          true},
-        {R"({"messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"k":)" + d + "}}",
-         true},
+        {R"({"messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"k":)" + d + "}}", true},
         {R"({"prompt":"hi","x":)" + d + "}", false},
         {d, false},
     };
@@ -108,12 +115,10 @@ TEST(OpenAiRequest, DeepBodiesAre400NamingTheLimit) {
 TEST(OpenAiRequest, DepthAtTheLimitIsAccepted) {
   // The body object is level 1, so 127 nested arrays inside it make 128.
   EXPECT_EQ(error_of(R"({"prompt":"hi","x":)" + nested(127) + "}", false), "");
-  EXPECT_NE(error_of(R"({"prompt":"hi","x":)" + nested(128) + "}", false).find("limit of 128"),
-            std::string::npos);
+  EXPECT_NE(error_of(R"({"prompt":"hi","x":)" + nested(128) + "}", false).find("limit of 128"), std::string::npos);
   // A server option can lower (or raise) it.
   EXPECT_EQ(error_of(R"({"prompt":"hi","x":)" + nested(15) + "}", false, JsonLimits{16}), "");
-  EXPECT_NE(error_of(R"({"prompt":"hi","x":)" + nested(16) + "}", false, JsonLimits{16})
-                .find("limit of 16 levels"),
+  EXPECT_NE(error_of(R"({"prompt":"hi","x":)" + nested(16) + "}", false, JsonLimits{16}).find("limit of 16 levels"),
             std::string::npos);
   EXPECT_EQ(error_of(R"({"prompt":"hi","x":)" + nested(300) + "}", false, JsonLimits{400}), "");
 }
@@ -121,8 +126,7 @@ TEST(OpenAiRequest, DepthAtTheLimitIsAccepted) {
 // The deepest real schemas a client may send as tool parameters (Kubernetes
 // objects, up to 27 levels) pass well inside the limit, unchanged.
 TEST(OpenAiRequest, RealToolSchemasPass) {
-  const std::filesystem::path dir =
-      std::filesystem::path(PARALLM_SHARED_DIR) / "schemas" / "kubernetes";
+  const std::filesystem::path dir = std::filesystem::path(PARALLM_SHARED_DIR) / "schemas" / "kubernetes";
   if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << dir << " not found";
   int n = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -130,13 +134,11 @@ TEST(OpenAiRequest, RealToolSchemasPass) {
     std::ifstream f(entry.path());
     std::stringstream ss;
     ss << f.rdbuf();
-    const std::string body =
-        R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":)"
-        R"({"name":"apply","parameters":)" +
-        ss.str() + "}}]}";
+    const std::string body = R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":)"
+                             R"({"name":"apply","parameters":)" +
+                             ss.str() + "}}]}";
     const CompletionParams p = parse_completion_request(body, true);
-    EXPECT_EQ(p.tools[0]["function"]["parameters"].dump(), ordered_json::parse(ss.str()).dump())
-        << entry.path();
+    EXPECT_EQ(p.tools[0]["function"]["parameters"].dump(), ordered_json::parse(ss.str()).dump()) << entry.path();
     ++n;
   }
   EXPECT_GT(n, 0);
@@ -146,8 +148,8 @@ TEST(OpenAiRequest, WideBodiesParseWithKeyOrderKept) {
   constexpr int n = 200'000;
   std::string extra;
   for (int i = 0; i < n; ++i) extra += ",\"k" + std::to_string(n - i) + "\":" + std::to_string(i);
-  const CompletionParams p = parse_completion_request(
-      R"({"messages":[{"role":"user","content":"hi")" + extra + "}]}", true);
+  const CompletionParams p =
+      parse_completion_request(R"({"messages":[{"role":"user","content":"hi")" + extra + "}]}", true);
   const ordered_json& m = p.messages[0];
   ASSERT_EQ(m.size(), static_cast<size_t>(n + 2));
   auto it = m.begin();
@@ -160,8 +162,7 @@ TEST(OpenAiRequest, WideBodiesParseWithKeyOrderKept) {
   }
   // A wide array of messages too.
   std::string many = R"({"messages":[)";
-  for (int i = 0; i < n; ++i)
-    many += std::string(i ? "," : "") + R"({"role":"user","content":"m"})";
+  for (int i = 0; i < n; ++i) many += std::string(i ? "," : "") + R"({"role":"user","content":"m"})";
   EXPECT_EQ(parse_completion_request(many + "]}", true).messages.size(), static_cast<size_t>(n));
 }
 
@@ -178,15 +179,13 @@ TEST(OpenAiRequest, KeyOrderAndDuplicateKeysAsBefore) {
 }
 
 TEST(OpenAiRequest, SyntaxErrorsNameTheByte) {
-  EXPECT_NE(error_of(R"({"prompt": "a",)", false)
-                .find("request body is not valid JSON at byte 16: syntax error"),
+  EXPECT_NE(error_of(R"({"prompt": "a",)", false).find("request body is not valid JSON at byte 16: syntax error"),
             std::string::npos)
       << error_of(R"({"prompt": "a",)", false);
   std::string bad_utf8 = R"({"prompt":"ab)";
   bad_utf8 += "\xff\xfe";
   bad_utf8 += R"("})";
-  EXPECT_NE(error_of(bad_utf8, false).find("request body is not valid JSON at byte"),
-            std::string::npos);
+  EXPECT_NE(error_of(bad_utf8, false).find("request body is not valid JSON at byte"), std::string::npos);
   EXPECT_NE(error_of(R"({"prompt":"\ud800"})", false).find("surrogate"), std::string::npos);
   EXPECT_EQ(error_of("[1,2]", false), "request body must be a JSON object");
 }

@@ -1,11 +1,12 @@
 // Router: the least-outstanding-tokens policy and the bookkeeping of
 // ReplicaSetBackend over scripted replicas.
+#include "router/router.h"
+
 #include <gtest/gtest.h>
 
 #include <future>
 
 #include "router/least_outstanding_tokens.h"
-#include "router/router.h"
 #include "scripted_backend.h"
 #include "server/replica_set_backend.h"
 #include "util/check.h"
@@ -60,7 +61,12 @@ TEST(ReplicaSetBackend, SpreadsRequestsAndReturnsToZero) {
     auto p = std::make_shared<std::promise<std::string>>();
     done.push_back(p);
     uint64_t id = 0;
-    ASSERT_EQ(set.submit(q, [p](const TokenEvent& e) { if (e.finished) p->set_value(e.finish_reason); }, &id),
+    ASSERT_EQ(set.submit(
+                  q,
+                  [p](const TokenEvent& e) {
+                    if (e.finished) p->set_value(e.finish_reason);
+                  },
+                  &id),
               SubmitStatus::kOk);
   }
   EXPECT_EQ(r0->submitted.load(), 4);

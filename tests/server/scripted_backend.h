@@ -38,7 +38,8 @@ inline float script_logprob(uint64_t seed, int64_t i) {
 }
 inline std::vector<TokenLogprob> script_top(uint64_t seed, int64_t i, int32_t k) {
   std::vector<TokenLogprob> top;
-  for (int32_t a = 0; a < k; ++a) top.push_back({script_token(seed, i) + a, script_logprob(seed, i) - static_cast<float>(a)});
+  for (int32_t a = 0; a < k; ++a)
+    top.push_back({script_token(seed, i) + a, script_logprob(seed, i) - static_cast<float>(a)});
   return top;
 }
 

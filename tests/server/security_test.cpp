@@ -126,8 +126,8 @@ TEST_F(SecurityHttpTest, NoCorsHeadersUnlessOriginsAreAllowed) {
   const std::string r = raw("POST", "/v1/completions", "Origin: http://evil.example\r\n");
   EXPECT_EQ(test::status_of(r), 200);
   EXPECT_EQ(r.find("Access-Control-Allow-Origin"), std::string::npos) << r;
-  const std::string pre = raw("OPTIONS", "/v1/completions",
-                              "Origin: http://evil.example\r\nAccess-Control-Request-Method: POST\r\n");
+  const std::string pre =
+      raw("OPTIONS", "/v1/completions", "Origin: http://evil.example\r\nAccess-Control-Request-Method: POST\r\n");
   EXPECT_EQ(test::status_of(pre), 204);
   EXPECT_EQ(pre.find("Access-Control-Allow-"), std::string::npos) << pre;
 }
@@ -170,8 +170,9 @@ TEST_F(SecurityHttpTest, MetricsKeyAndSeveralApiKeys) {
   EXPECT_EQ(c.Get("/health")->status, 200);  // probes stay open
   const std::string body = R"({"prompt":"Once","max_tokens":2})";
   for (const char* key : {"k1", "k2"}) {
-    EXPECT_EQ(c.Post("/v1/completions", {{"Authorization", std::string("Bearer ") + key}}, body, "application/json")->status,
-              200);
+    EXPECT_EQ(
+        c.Post("/v1/completions", {{"Authorization", std::string("Bearer ") + key}}, body, "application/json")->status,
+        200);
   }
   EXPECT_EQ(c.Post("/v1/completions", {{"Authorization", "Bearer scrape"}}, body, "application/json")->status, 401);
   EXPECT_EQ(c.Post("/v1/completions", body, "application/json")->status, 401);

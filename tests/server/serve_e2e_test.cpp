@@ -28,9 +28,13 @@ class Serve {
   explicit Serve(std::vector<std::string> extra) {
     std::signal(SIGPIPE, SIG_IGN);
     log_ = "/tmp/parallm_serve_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++) + ".log";
-    std::vector<std::string> args = {PARALLM_BINARY, "serve", "--model",
-                                     std::string(PARALLM_SHARED_DIR) + "/models/stories260K/stories260K.gguf",
-                                     "--ctx-size", "512", "--port", "0", "--device-memory", "256M", "--threads", "1"};
+    std::vector<std::string> args = {
+        PARALLM_BINARY,    "serve",
+        "--model",         std::string(PARALLM_SHARED_DIR) + "/models/stories260K/stories260K.gguf",
+        "--ctx-size",      "512",
+        "--port",          "0",
+        "--device-memory", "256M",
+        "--threads",       "1"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -129,8 +133,10 @@ TEST_F(ServeE2E, SameSeedSameText) {
 TEST_F(ServeE2E, StreamedEqualsNonStreamed) {
   for (bool chat : {false, true}) {
     json req = {{"max_tokens", 20}, {"temperature", 0.7}, {"seed", 7}};
-    if (chat) req["messages"] = json::array({{{"role", "user"}, {"content", "Tell me about a cat."}}});
-    else req["prompt"] = "The little dog";
+    if (chat)
+      req["messages"] = json::array({{{"role", "user"}, {"content", "Tell me about a cat."}}});
+    else
+      req["prompt"] = "The little dog";
     const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
     const std::string whole = text_of(serve_->post(path, req));
     req["stream"] = true;
@@ -145,11 +151,13 @@ TEST_F(ServeE2E, StreamedEqualsNonStreamed) {
 TEST_F(ServeE2E, ConcurrentStreamsCompleteAndMatchAlone) {
   const int n = 64;
   std::vector<std::string> prompts;
-  for (int i = 0; i < n; ++i) prompts.push_back(i % 2 ? "Once upon a time" : "Tom and Lily went to the park " + std::to_string(i % 8));
+  for (int i = 0; i < n; ++i)
+    prompts.push_back(i % 2 ? "Once upon a time" : "Tom and Lily went to the park " + std::to_string(i % 8));
   std::vector<std::future<std::string>> fs;
   for (int i = 0; i < n; ++i) {
     fs.push_back(std::async(std::launch::async, [&, i] {
-      json req = {{"prompt", prompts[static_cast<size_t>(i)]}, {"max_tokens", 16}, {"temperature", 0}, {"stream", true}};
+      json req = {
+          {"prompt", prompts[static_cast<size_t>(i)]}, {"max_tokens", 16}, {"temperature", 0}, {"stream", true}};
       return test::raw_http(serve_->port(), "POST", "/v1/completions", req.dump());
     }));
   }
@@ -185,11 +193,16 @@ TEST_F(ServeE2E, DisconnectFreesTheSequence) {
 
 TEST_F(ServeE2E, BadRequestsThenHealthy) {
   const std::vector<std::pair<std::string, int>> cases = {
-      {R"({"prompt": )", 400}, {R"({"prompt":1})", 400}, {R"({})", 400}, {R"({"prompt":"a","n":0})", 400},
-      {R"({"prompt":")" + std::string(4000, 'b') + R"("})", 400}, {R"({"prompt":"a","max_tokens":600})", 400},
+      {R"({"prompt": )", 400},
+      {R"({"prompt":1})", 400},
+      {R"({})", 400},
+      {R"({"prompt":"a","n":0})", 400},
+      {R"({"prompt":")" + std::string(4000, 'b') + R"("})", 400},
+      {R"({"prompt":"a","max_tokens":600})", 400},
       {R"({"prompt":")" + std::string(9 << 20, 'c') + R"("})", 413}};
   for (const auto& [body, status] : cases) {
-    EXPECT_EQ(test::status_of(test::raw_http(serve_->port(), "POST", "/v1/completions", body)), status) << body.substr(0, 80);
+    EXPECT_EQ(test::status_of(test::raw_http(serve_->port(), "POST", "/v1/completions", body)), status)
+        << body.substr(0, 80);
   }
   httplib::Client c("127.0.0.1", serve_->port());
   EXPECT_EQ(status(c.Get("/health")), 200);
@@ -197,7 +210,8 @@ TEST_F(ServeE2E, BadRequestsThenHealthy) {
 
 TEST_F(ServeE2E, OpenAiNodeSdk) {
   const std::string dir = PARALLM_SERVER_NPM_DIR;
-  if (::access((dir + "/node_modules/openai/package.json").c_str(), R_OK) != 0 || std::system("node --version > /dev/null 2>&1") != 0) {
+  if (::access((dir + "/node_modules/openai/package.json").c_str(), R_OK) != 0 ||
+      std::system("node --version > /dev/null 2>&1") != 0) {
     GTEST_SKIP() << "node or the openai npm package is unavailable (npm install at configure time failed)";
   }
   const std::string cmd = "node " + dir + "/openai_client_test.mjs " + std::to_string(serve_->port()) + " 2>&1";
@@ -216,8 +230,11 @@ TEST(ServeE2EAuth, ApiKeyRequired) {
   ASSERT_NE(s.port(), 0);
   httplib::Client c("127.0.0.1", s.port());
   EXPECT_EQ(status(c.Post("/v1/completions", R"({"prompt":"a"})", "application/json")), 401);
-  EXPECT_EQ(status(c.Post("/v1/completions", {{"Authorization", "Bearer nope"}}, R"({"prompt":"a"})", "application/json")), 401);
-  auto ok = c.Post("/v1/completions", {{"Authorization", "Bearer k1"}}, R"({"prompt":"a","max_tokens":2})", "application/json");
+  EXPECT_EQ(
+      status(c.Post("/v1/completions", {{"Authorization", "Bearer nope"}}, R"({"prompt":"a"})", "application/json")),
+      401);
+  auto ok = c.Post("/v1/completions", {{"Authorization", "Bearer k1"}}, R"({"prompt":"a","max_tokens":2})",
+                   "application/json");
   ASSERT_TRUE(ok) << "the server did not answer";
   EXPECT_TRUE(ok->status == 200 || ok->status == 429) << ok->body;  // --max-queue 0 may refuse
   EXPECT_EQ(status(c.Get("/health")), 200);

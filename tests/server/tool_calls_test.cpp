@@ -63,8 +63,9 @@ TEST(LlamaToolCalls, ParsesParametersAndSeveralCalls) {
   ASSERT_EQ(calls->size(), 1u);
   EXPECT_EQ((*calls)[0]["function"]["name"], "get_weather");
   EXPECT_EQ((*calls)[0]["function"]["arguments"], "{\"city\":\"Paris\"}");
-  calls = parse_tool_calls(ToolCallFormat::kLlamaJson,
-                           "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"arguments\": {\"x\": 1}}");
+  calls = parse_tool_calls(
+      ToolCallFormat::kLlamaJson,
+      "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"arguments\": {\"x\": 1}}");
   ASSERT_TRUE(calls.has_value());
   ASSERT_EQ(calls->size(), 2u);
   EXPECT_EQ((*calls)[1]["function"]["name"], "b");
@@ -95,10 +96,11 @@ TEST(HermesToolCalls, ParsesOneOrSeveralCalls) {
 }
 
 TEST(HermesToolCalls, MalformedAnswersAreNotCalls) {
-  for (const char* bad : {"<tool_call>not json</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>",
-                          "<tool_call>{\"name\": 3}</tool_call>", "<tool_call>{\"name\": \"f\", \"arguments\": 5}</tool_call>",
-                          "<tool_call>{\"name\": \"f\"}</tool_call> and some text", "<tool_call>[1, 2]</tool_call>",
-                          "<tool_call></tool_call>", ""}) {
+  for (const char* bad :
+       {"<tool_call>not json</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>",
+        "<tool_call>{\"name\": 3}</tool_call>", "<tool_call>{\"name\": \"f\", \"arguments\": 5}</tool_call>",
+        "<tool_call>{\"name\": \"f\"}</tool_call> and some text", "<tool_call>[1, 2]</tool_call>",
+        "<tool_call></tool_call>", ""}) {
     EXPECT_FALSE(parse_hermes_tool_calls(bad).has_value()) << bad;
   }
 }

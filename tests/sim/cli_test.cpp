@@ -54,8 +54,7 @@ TEST_F(SimulateCli, TraceAndHtml) {
     t << "{\"arrival_s\": 0, \"input_tokens\": 100, \"output_tokens\": 20}\n"
          "{\"arrival_s\": 0.5, \"input_tokens\": 300, \"output_tokens\": 5}\n";
   }
-  Result r = run(kBase + "--trace " + (dir / "ok.jsonl").string() + " --json - --html " +
-                 (dir / "r.html").string());
+  Result r = run(kBase + "--trace " + (dir / "ok.jsonl").string() + " --json - --html " + (dir / "r.html").string());
   ASSERT_EQ(r.code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["config"]["mode"], "trace");
@@ -117,12 +116,11 @@ TEST_F(SimulateCli, PlanChecksItsSloCapacityWithTheSimulator) {
   const nlohmann::json& c = j["simulate_check"][0];
   const std::string layout = c["layout"];
   const int streams = static_cast<int>(c["load"].get<double>());
-  Result s =
-      run("simulate --model llama-3.1-8b --gpu H100-SXM --layout " +
-          layout.substr(0, layout.rfind(',')) + ",dp=1 --concurrency " + std::to_string(streams) +
-          " --num-requests " + std::to_string(std::max(200, 8 * streams)) +
-          " --input-len 512 --output-len 128 --max-num-batched-tokens 8192 --max-model-len 640 "
-          "--json -");
+  Result s = run("simulate --model llama-3.1-8b --gpu H100-SXM --layout " + layout.substr(0, layout.rfind(',')) +
+                 ",dp=1 --concurrency " + std::to_string(streams) + " --num-requests " +
+                 std::to_string(std::max(200, 8 * streams)) +
+                 " --input-len 512 --output-len 128 --max-num-batched-tokens 8192 --max-model-len 640 "
+                 "--json -");
   ASSERT_EQ(s.code, 0) << s.err;
   const nlohmann::json r = nlohmann::json::parse(s.out)["results"][0];
   EXPECT_NEAR(c["p95_ttft_ms"].get<double>(), r["ttft_ms"]["p95"].get<double>(), 1e-6);
@@ -131,8 +129,7 @@ TEST_F(SimulateCli, PlanChecksItsSloCapacityWithTheSimulator) {
             r["ttft_ms"]["p95"].get<double>() <= 400 && r["tpot_ms"]["p95"].get<double>() <= 40);
   Result none = run("plan --model llama-3.1-8b --gpu H100-SXM --gpus 2 --concurrency 40 --json");
   ASSERT_EQ(none.code, 0);
-  EXPECT_FALSE(
-      nlohmann::json::parse(none.out).contains("simulate_check"));  // no SLO, nothing to check
+  EXPECT_FALSE(nlohmann::json::parse(none.out).contains("simulate_check"));  // no SLO, nothing to check
 }
 
 }  // namespace

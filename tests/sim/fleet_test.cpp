@@ -26,8 +26,7 @@ TEST(Fleet, OneRequestAloneMatchesPrefillAndDecodeSteps) {
   const ReplicaModel m = replica_model(s.request, s.layout, r.max_model_len, 16);
   const loadtest::LevelResult& lv = r.report.results.at(0);
   ASSERT_EQ(lv.completed, 1);
-  const double ttft_ms =
-      (m.perf.k.request_overhead_ms * 1e-3 + planner::prefill_s(m.perf, 1, 700)) * 1e3;
+  const double ttft_ms = (m.perf.k.request_overhead_ms * 1e-3 + planner::prefill_s(m.perf, 1, 700)) * 1e3;
   EXPECT_NEAR(lv.ttft_ms.p50, ttft_ms, 1e-6 * ttft_ms);
   double decode_s = 0;
   for (int i = 1; i < 40; ++i) decode_s += planner::decode_step_s(m.perf, 1, 700 + i);

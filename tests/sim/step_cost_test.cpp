@@ -21,15 +21,13 @@ TEST(StepCost, LonePromptIsPrefillAndDecodeIsDecodeStep) {
       prompt.n_tokens = static_cast<int64_t>(len);
       prompt.n_sampled = 1;
       prompt.prefill_pairs = len * len / 2;
-      EXPECT_NEAR(cost.step_s(prompt), planner::prefill_s(m.perf, 1, len),
-                  1e-9 * planner::prefill_s(m.perf, 1, len));
+      EXPECT_NEAR(cost.step_s(prompt), planner::prefill_s(m.perf, 1, len), 1e-9 * planner::prefill_s(m.perf, 1, len));
     }
     for (int64_t batch : {1, 7, 64}) {
       StepShape d;
       d.n_tokens = d.n_sampled = d.n_decode = batch;
       d.decode_ctx_tokens = 300.0 * static_cast<double>(batch);
-      EXPECT_DOUBLE_EQ(cost.step_s(d),
-                       planner::decode_step_s(m.perf, static_cast<double>(batch), 300.0));
+      EXPECT_DOUBLE_EQ(cost.step_s(d), planner::decode_step_s(m.perf, static_cast<double>(batch), 300.0));
     }
   }
 }
@@ -47,8 +45,7 @@ TEST(StepCost, MixedStepAddsAttentionLinearly) {
   StepShape b = a;
   b.decode_ctx_tokens *= 2;
   b.prefill_pairs *= 3;
-  const double expected_delta =
-      8000 * cost.decode_ctx_token_s() + 2 * a.prefill_pairs * cost.prefill_pair_s();
+  const double expected_delta = 8000 * cost.decode_ctx_token_s() + 2 * a.prefill_pairs * cost.prefill_pair_s();
   EXPECT_NEAR(cost.step_s(b) - cost.step_s(a), expected_delta, 1e-12);
   EXPECT_GT(cost.prefill_pair_s(), 0);
   EXPECT_GT(cost.decode_ctx_token_s(), 0);

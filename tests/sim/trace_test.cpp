@@ -41,8 +41,7 @@ TEST(Trace, BadLinesNameTheLineAndTheReason) {
   } cases[] = {
       {"{\"arrival_s\": 0, \"input_tokens\": 1}", "t.jsonl:2: missing \"output_tokens\""},
       {"{\"input_tokens\": 1, \"output_tokens\": 1}", "t.jsonl:2: missing \"arrival_s\""},
-      {"{\"arrival_s\": -1, \"input_tokens\": 1, \"output_tokens\": 1}",
-       "t.jsonl:2: \"arrival_s\" must be between 0"},
+      {"{\"arrival_s\": -1, \"input_tokens\": 1, \"output_tokens\": 1}", "t.jsonl:2: \"arrival_s\" must be between 0"},
       {"{\"arrival_s\": \"0\", \"input_tokens\": 1, \"output_tokens\": 1}",
        "t.jsonl:2: \"arrival_s\" must be a number"},
       {"{\"arrival_s\": 0, \"input_tokens\": 0, \"output_tokens\": 1}",

@@ -62,8 +62,7 @@ void write_gguf_vocab(const std::string& tokenizer_json, const char* pre, const 
   }
   std::vector<std::string> merges;
   for (const auto& m : root.at("model").at("merges")) {
-    merges.push_back(m.is_string() ? m.get<std::string>()
-                                   : m[0].get<std::string>() + " " + m[1].get<std::string>());
+    merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
   }
   GgufWriter w;
   w.set_string("general.architecture", "llama");
@@ -84,8 +83,8 @@ TEST_P(HfReference, IdsEqualTransformersJs) {
   if (command_output("command -v node").empty()) GTEST_SKIP() << "node not found";
   const std::string here = PARALLM_TOKENIZER_TEST_DIR;
   const std::string corpus_path = here + "/hf_corpus.json";
-  const std::string out = command_output("node " + here + "/hf_reference.mjs " + PARALLM_TOKENIZER_NPM_DIR +
-                              " " + family + " " + corpus_path);
+  const std::string out = command_output("node " + here + "/hf_reference.mjs " + PARALLM_TOKENIZER_NPM_DIR + " " +
+                                         family + " " + corpus_path);
   ASSERT_FALSE(out.empty()) << "hf_reference.mjs gave no output for " << family;
   const json reference = json::parse(out);
   const json corpus = json::parse(read_text_file(corpus_path));
@@ -130,11 +129,9 @@ TEST_P(HfReference, IdsEqualTransformersJs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfReference,
-                         testing::Values("llama2", "llama3", "llama3_1", "qwen3", "deepseek_v3",
-                                         "gemini", "claude", "gpt35turbo", "gpt4o"),
-                         [](const testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+                         testing::Values("llama2", "llama3", "llama3_1", "qwen3", "deepseek_v3", "gemini", "claude",
+                                         "gpt35turbo", "gpt4o"),
+                         [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace parallm::test

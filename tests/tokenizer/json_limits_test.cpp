@@ -31,13 +31,11 @@ std::string sequence(int depth, const std::string& list, const std::string& inne
 
 std::string tokenizer_json(int pre_depth, int norm_depth) {
   return std::string("{") + kModel + R"(, "pre_tokenizer": )" +
-         sequence(pre_depth, "pretokenizers",
-                  R"({"type": "ByteLevel", "add_prefix_space": false})") +
+         sequence(pre_depth, "pretokenizers", R"({"type": "ByteLevel", "add_prefix_space": false})") +
          R"(, "normalizer": )" + sequence(norm_depth, "normalizers", R"({"type": "NFC"})") + "}";
 }
 
-fs::path write_dir(const std::string& name, const std::string& tokenizer,
-                   const std::string& config = "") {
+fs::path write_dir(const std::string& name, const std::string& tokenizer, const std::string& config = "") {
   const fs::path dir = fs::path(testing::TempDir()) / name;
   fs::create_directories(dir);
   std::ofstream(dir / "tokenizer.json") << tokenizer;
@@ -60,20 +58,17 @@ TEST(TokenizerJsonLimits, DeepSequencesAreRefusedAtParse) {
     const fs::path dir = write_dir("deep_sequence", tokenizer_json(pre, norm));
     for (const fs::path& p : {dir, dir / "tokenizer.json"}) {
       const std::string err = load_error(p.string());
-      EXPECT_NE(err.find("tokenizer.json: " + limit), std::string::npos)
-          << pre << "/" << norm << ": " << err;
+      EXPECT_NE(err.find("tokenizer.json: " + limit), std::string::npos) << pre << "/" << norm << ": " << err;
     }
   }
-  const std::string deep_config =
-      "{\"x\": " + std::string(50'000, '[') + std::string(50'000, ']') + "}";
+  const std::string deep_config = "{\"x\": " + std::string(50'000, '[') + std::string(50'000, ']') + "}";
   EXPECT_NE(load_error(write_dir("deep_config", tokenizer_json(1, 1), deep_config).string())
                 .find("tokenizer_config.json: " + limit),
             std::string::npos);
   const fs::path dir = write_dir("deep_chat_template", tokenizer_json(1, 1));
   std::ofstream(dir / "chat_template.json")
       << "{\"chat_template\": " << std::string(100, '[') << std::string(100, ']') << "}";
-  EXPECT_NE(load_error(dir.string()).find("chat_template.json is malformed: " + limit),
-            std::string::npos)
+  EXPECT_NE(load_error(dir.string()).find("chat_template.json is malformed: " + limit), std::string::npos)
       << load_error(dir.string());
 }
 

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "loader/gguf_reader.h"
@@ -44,10 +44,12 @@ std::string llama2_tokenizer_json() {
   nlohmann::json added = nlohmann::json::array();
   for (int id : {0, 1, 2}) added.push_back({{"id", id}, {"content", pieces[id]}, {"special", true}});
   const nlohmann::json root = {
-      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list},
-                 {"byte_fallback", true}, {"unk_token", "<unk>"}}},
-      {"normalizer", {{"type", "Sequence"}, {"normalizers", {
-          {{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}},
+      {"model",
+       {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}, {"byte_fallback", true}, {"unk_token", "<unk>"}}},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         {{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}},
           {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}}}}},
       {"pre_tokenizer", nullptr},
       {"added_tokens", added}};
@@ -55,8 +57,8 @@ std::string llama2_tokenizer_json() {
 }
 
 TEST(SentencePieceTokenizerJson, RankedMergesReproduceLlamaSpmVectors) {
-  const auto tok = parse_tokenizer_json(
-      llama2_tokenizer_json(), R"({"add_bos_token": true, "bos_token": "<s>", "eos_token": "</s>"})");
+  const auto tok = parse_tokenizer_json(llama2_tokenizer_json(),
+                                        R"({"add_bos_token": true, "bos_token": "<s>", "eos_token": "</s>"})");
   EXPECT_EQ(tok->kind_name(), "sentencepiece");
   EXPECT_EQ(tok->bos_id(), 1);
   EXPECT_TRUE(tok->add_bos());

@@ -53,7 +53,9 @@ TEST(StreamDecoder, IncompleteSequenceIsHeldThenFlushedAsReplacement) {
   EXPECT_EQ(stream.flush(), "\xEF\xBF\xBD\xEF\xBF\xBD");
   // A lead byte followed by ASCII: the broken byte becomes U+FFFD at once.
   EXPECT_EQ(stream.push(0xE2 + 3), "");
-  EXPECT_EQ(stream.push('A' + 3), "\xEF\xBF\xBD" "A");
+  EXPECT_EQ(stream.push('A' + 3),
+            "\xEF\xBF\xBD"
+            "A");
 }
 
 TEST(StreamDecoder, LeadingSpaceStrippedOnlyAfterBos) {

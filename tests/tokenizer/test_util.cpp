@@ -10,9 +10,7 @@
 
 namespace parallm::test {
 
-std::string shared_path(const std::string& relative) {
-  return std::string(PARALLM_SHARED_DIR) + "/" + relative;
-}
+std::string shared_path(const std::string& relative) { return std::string(PARALLM_SHARED_DIR) + "/" + relative; }
 
 std::string npm_tokenizer_dir(const std::string& family) {
   const std::string dir =
@@ -28,8 +26,7 @@ static std::string read_all(const std::string& path) {
   return ss.str();
 }
 
-std::vector<VocabVector> read_vocab_vectors(const std::string& inp_path,
-                                            const std::string& out_path) {
+std::vector<VocabVector> read_vocab_vectors(const std::string& inp_path, const std::string& out_path) {
   // The .inp file ends with a separator, so the piece after the last one is
   // not an input; the .out file ends with a newline, one line per input.
   const std::string sep = "\n__ggml_vocab_test__\n";
@@ -48,8 +45,8 @@ std::vector<VocabVector> read_vocab_vectors(const std::string& inp_path,
     outputs.push_back(std::move(row));
   }
   if (inputs.size() != outputs.size()) {
-    throw std::runtime_error("vocab vectors disagree: " + std::to_string(inputs.size()) +
-                             " inputs, " + std::to_string(outputs.size()) + " outputs");
+    throw std::runtime_error("vocab vectors disagree: " + std::to_string(inputs.size()) + " inputs, " +
+                             std::to_string(outputs.size()) + " outputs");
   }
   std::vector<VocabVector> cases;
   for (size_t i = 0; i < inputs.size(); ++i) cases.emplace_back(inputs[i], outputs[i]);

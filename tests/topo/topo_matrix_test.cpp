@@ -2,13 +2,14 @@
 // codes and NIC rows, PCIe-only 4090s across two sockets, NVLink pairs on a
 // PCIe host bridge, a single GPU) and on malformed ones; local discovery
 // never fails.
+#include "topo/topo_matrix.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
 #include "topo/local_devices.h"
-#include "topo/topo_matrix.h"
 #include "util/check.h"
 
 namespace parallm::topo {
@@ -27,7 +28,8 @@ TEST(TopoMatrix, DgxH100) {
   EXPECT_EQ(t.nics, (std::vector<std::string>{"NIC0", "NIC1"}));
   for (int a = 0; a < 8; ++a)
     for (int b = 0; b < 8; ++b) {
-      if (a == b) EXPECT_EQ(t.gpu_links[a][b].kind, LinkKind::kSelf);
+      if (a == b)
+        EXPECT_EQ(t.gpu_links[a][b].kind, LinkKind::kSelf);
       else {
         EXPECT_EQ(t.gpu_links[a][b].kind, LinkKind::kNvLink);
         EXPECT_EQ(t.gpu_links[a][b].nv_links, 18);

@@ -1,13 +1,13 @@
 // HugeVector: large buffers are 2 MiB-aligned mappings that keep their
 // contents across growth, small ones come from operator new, and the
 // mappings go back to the kernel (no address-space leak over many grows).
+#include "util/huge_pages.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <fstream>
 #include <string>
-
-#include "util/huge_pages.h"
 
 namespace parallm {
 namespace {

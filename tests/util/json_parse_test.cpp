@@ -43,8 +43,7 @@ TYPED_TEST(JsonParseTest, DepthAtTheLimitIsAcceptedOneMoreIsRefused) {
       JsonError e;
       EXPECT_FALSE(try_parse_json<Json>(make(limit + 1), limits, &e));
       EXPECT_TRUE(e.too_deep);
-      EXPECT_EQ(e.message,
-                "JSON nested deeper than the limit of " + std::to_string(limit) + " levels");
+      EXPECT_EQ(e.message, "JSON nested deeper than the limit of " + std::to_string(limit) + " levels");
       try {
         parse_json<Json>(make(limit + 1), limits);
         ADD_FAILURE() << "depth " << limit + 1 << " accepted";
@@ -67,16 +66,14 @@ TYPED_TEST(JsonParseTest, DepthAtTheLimitIsAcceptedOneMoreIsRefused) {
 TYPED_TEST(JsonParseTest, FarTooDeepIsRefusedWithoutACrash) {
   using Json = TypeParam;
   for (int depth : {50'000, 200'000}) {
-    for (const std::string& text :
-         {nested_arrays(depth), nested_objects(depth), std::string(depth, '[')}) {
+    for (const std::string& text : {nested_arrays(depth), nested_objects(depth), std::string(depth, '[')}) {
       JsonError e;
       EXPECT_FALSE(try_parse_json<Json>(text, JsonLimits{}, &e)) << depth;
       EXPECT_TRUE(e.too_deep);
       EXPECT_THROW(parse_json<Json>(text, JsonLimits{kFileJsonDepth}), InputError);
     }
     // Deep inside a request's extra field, as an attack would put it.
-    const std::string body =
-        R"({"messages":[{"role":"user","content":"hi","x":)" + nested_arrays(depth) + "}]}";
+    const std::string body = R"({"messages":[{"role":"user","content":"hi","x":)" + nested_arrays(depth) + "}]}";
     EXPECT_THROW(parse_json<Json>(body, JsonLimits{}), InputError);
   }
 }
@@ -108,8 +105,7 @@ TYPED_TEST(JsonParseTest, WideObjectsAndArraysParse) {
   for (int i = 0; i < n; ++i) ASSERT_EQ(a[static_cast<size_t>(i)], i);
   // A wide object full of duplicates: each key once, in first-seen place, last value.
   std::string dup = "{";
-  for (int i = 0; i < n; ++i)
-    dup += (i ? ",\"d" : "\"d") + std::to_string(i % 100) + "\":" + std::to_string(i);
+  for (int i = 0; i < n; ++i) dup += (i ? ",\"d" : "\"d") + std::to_string(i % 100) + "\":" + std::to_string(i);
   dup += "}";
   const Json d = parse_json<Json>(dup, JsonLimits{});
   ASSERT_EQ(d.size(), 100u);
@@ -148,10 +144,9 @@ TYPED_TEST(JsonParseTest, DuplicateKeysAsNlohmann) {
   // Duplicates of early and late keys in objects past the index threshold.
   for (int width : {15, 16, 17, 40}) {
     std::string s = "{";
-    for (int i = 0; i < width; ++i)
-      s += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
-    s += "\"k0\":\"first\",\"k" + std::to_string(width - 1) +
-         "\":{\"k0\":1,\"k0\":[2]},\"k3\":null,\"new\":1,\"k0\":9}";
+    for (int i = 0; i < width; ++i) s += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
+    s +=
+        "\"k0\":\"first\",\"k" + std::to_string(width - 1) + "\":{\"k0\":1,\"k0\":[2]},\"k3\":null,\"new\":1,\"k0\":9}";
     cases.push_back(s);
   }
   for (const auto& c : cases) expect_as_nlohmann<TypeParam>(c);
@@ -250,9 +245,7 @@ TEST(JsonParse, SyntaxErrorsNameTheByte) {
     want_byte = p.byte;
   }
   EXPECT_EQ(e.byte, want_byte);
-  EXPECT_EQ(
-      e.message.rfind("invalid JSON at byte " + std::to_string(want_byte) + ": syntax error", 0),
-      0u)
+  EXPECT_EQ(e.message.rfind("invalid JSON at byte " + std::to_string(want_byte) + ": syntax error", 0), 0u)
       << e.message;
   try {
     parse_json<json>("[1e400]", JsonLimits{});
@@ -301,7 +294,8 @@ TEST(JsonParseMembers, LimitIsExactAndNamed) {
 // nlohmann's lexer ends the input at a NUL byte; here a raw NUL is an error
 // wherever it is (JSON text has none: inside strings it is escaped).
 TEST(JsonParseMembers, RawNulIsAnErrorAnywhere) {
-  for (const std::string& doc : {std::string("{}\0junk", 7), std::string("{\"a\":\"x\0y\"}", 11), std::string("\0", 1)}) {
+  for (const std::string& doc :
+       {std::string("{}\0junk", 7), std::string("{\"a\":\"x\0y\"}", 11), std::string("\0", 1)}) {
     JsonError e;
     EXPECT_FALSE(try_parse_json<nlohmann::json>(doc, JsonLimits{}, &e).has_value());
     EXPECT_NE(e.message.find("NUL"), std::string::npos) << e.message;

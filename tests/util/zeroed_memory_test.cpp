@@ -1,12 +1,13 @@
 // ZeroedMemory: zero-filled on first touch, writable, moves ownership, and an
 // impossible size is a CapacityError rather than a crash.
+#include "util/zeroed_memory.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <utility>
 
 #include "util/check.h"
-#include "util/zeroed_memory.h"
 
 namespace parallm {
 namespace {

@@ -158,9 +158,11 @@ namespace {
 // NOTE: calling ops.h's dot/axpy per key row cost ~40 ns a call through the
 // ISA table, which at 160 positions x 12 heads x 12 layers was a third of a
 // llama-110m decode step; one dispatched call per item removes that.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void attend_item(float* og, const float* qg, const PagedKv& kv, const int32_t* table, int64_t len, int64_t h_kv,
-                 int64_t group, int64_t max_len, float scale, Scratch& s) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void attend_item(float* og, const float* qg,
+                                                                              const PagedKv& kv, const int32_t* table,
+                                                                              int64_t len, int64_t h_kv, int64_t group,
+                                                                              int64_t max_len, float scale,
+                                                                              Scratch& s) {
   const int64_t hd = kv.head_dim, bs = kv.block_size;
   float* scores = s.scores.data();
   if (kv.dtype == DType::kQ8_0) {  // queries rounded through q8_0 too (attention.h)
@@ -236,8 +238,8 @@ void prefetch_item_start(const PagedKv& kv, const int32_t* table, int64_t h_kv, 
 }  // namespace
 
 void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_t* positions,
-                     const int32_t* seq_of_token, const int32_t* const* block_tables, int64_t n_tokens,
-                     int64_t n_head, float scale, ThreadPool& pool, const KvRows* write) {
+                     const int32_t* seq_of_token, const int32_t* const* block_tables, int64_t n_tokens, int64_t n_head,
+                     float scale, ThreadPool& pool, const KvRows* write) {
   const int64_t n_kv_head = kv.n_kv_head, hd = kv.head_dim, bs = kv.block_size;
   PARALLM_CHECK(n_head % n_kv_head == 0 && kv_dtype_supported(kv.dtype, hd));
   const int64_t group = n_head / n_kv_head;
@@ -356,9 +358,21 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
       const int64_t tile = item / n_runs, t = tile_first[tile], h0 = (item % n_runs) * run_len;
       const int64_t offset = (t * n_head + h0 * group) * hd;
       if (fast != nullptr) {
-        AttendTask task{out + offset, q + offset, static_cast<const char*>(kv.k), static_cast<const char*>(kv.v),
-                        kv.dtype, block_tables[seq_of_token[t]], positions[t] + 1, h0, n_kv_head, bs, hd,
-                        group, scale, s.scores.data(), run_heads(item % n_runs)};
+        AttendTask task{out + offset,
+                        q + offset,
+                        static_cast<const char*>(kv.k),
+                        static_cast<const char*>(kv.v),
+                        kv.dtype,
+                        block_tables[seq_of_token[t]],
+                        positions[t] + 1,
+                        h0,
+                        n_kv_head,
+                        bs,
+                        hd,
+                        group,
+                        scale,
+                        s.scores.data(),
+                        run_heads(item % n_runs)};
         task.n_queries = tile_first[tile + 1] - t;
         task.q_stride = task.out_stride = n_head * hd;
         if (next >= 0) {

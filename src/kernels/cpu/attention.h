@@ -43,7 +43,7 @@ void kv_write(const PagedKv& kv, const float* k, const float* v, const int64_t* 
 
 // The batch's own K/V rows, for paged_attention to store before it attends.
 struct KvRows {
-  const float* k;        // [n_tokens, n_kv_head * head_dim]
+  const float* k;  // [n_tokens, n_kv_head * head_dim]
   const float* v;
   const int64_t* slots;  // [n_tokens]
 };
@@ -53,7 +53,7 @@ struct KvRows {
 // With `write`, the batch's rows are stored first (as kv_write does), shared
 // by the threads of the same parallel region when the batch is large.
 void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_t* positions,
-                     const int32_t* seq_of_token, const int32_t* const* block_tables, int64_t n_tokens,
-                     int64_t n_head, float scale, ThreadPool& pool, const KvRows* write = nullptr);
+                     const int32_t* seq_of_token, const int32_t* const* block_tables, int64_t n_tokens, int64_t n_head,
+                     float scale, ThreadPool& pool, const KvRows* write = nullptr);
 
 }  // namespace parallm::cpu

@@ -249,7 +249,8 @@ inline __m512 fold16(__m512 a[16]) {
     c[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
   }
   for (int i = 0; i < 4; ++i) {  // 128-bit lane: [r0 r1 r2 r3] of rows 4i..4i+3
-    d[i] = _mm512_add_ps(_mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0x44), _mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0xee));
+    d[i] =
+        _mm512_add_ps(_mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0x44), _mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0xee));
   }
   for (int i = 0; i < 2; ++i) {  // lanes 0-1: rows 8i..8i+3 (halves), lanes 2-3: rows 8i+4..8i+7
     e[i] = _mm512_add_ps(_mm512_shuffle_f32x4(d[2 * i], d[2 * i + 1], 0x88),
@@ -262,8 +263,8 @@ inline __m512 fold16(__m512 a[16]) {
 // Rows past n repeat the last one (never read past the block), and only n
 // scores are stored.
 template <class L>
-inline void key_scores(const char* kh, int64_t n, int64_t row_bytes, int64_t hd, const float* q, float scale,
-                       float* sc, const Ahead& ahead) {
+inline void key_scores(const char* kh, int64_t n, int64_t row_bytes, int64_t hd, const float* q, float scale, float* sc,
+                       const Ahead& ahead) {
   const char* rows[16];
   for (int r = 0; r < 16; ++r) rows[r] = kh + std::min<int64_t>(r, n - 1) * row_bytes;
   __m512 acc[16];
@@ -341,8 +342,8 @@ QuantQueries quantize_queries(const float* q, int64_t n_q, int64_t hd, float att
         part[2 * half + 1] = b.hi;
         d[half] = _cvtsh_ss(_cvtss_sh(b.d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
       }
-      const __m512i z = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm256_set_m128i(part[1], part[0])), _mm256_set_m128i(part[3], part[2]), 1);
+      const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(part[1], part[0])),
+                                           _mm256_set_m128i(part[3], part[2]), 1);
       const int64_t at = i * n_cols + c;
       buf.neg[static_cast<size_t>(at)] = _mm512_movepi8_mask(z);
       _mm512_storeu_si512(buf.abs.data() + at * 64, _mm512_abs_epi8(z));
@@ -362,12 +363,12 @@ QuantQueries quantize_queries(const float* q, int64_t n_q, int64_t hd, float att
 inline void fold_pairs(__m512i a[16], __m512i e[2]) {
   __m512i c[8], d[4];
   for (int i = 0; i < 8; ++i) {
-    c[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1]),
-                            _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1]));
+    c[i] =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1]));
   }
   for (int i = 0; i < 4; ++i) {
-    d[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(c[2 * i], c[2 * i + 1]),
-                            _mm512_unpackhi_epi64(c[2 * i], c[2 * i + 1]));
+    d[i] =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(c[2 * i], c[2 * i + 1]), _mm512_unpackhi_epi64(c[2 * i], c[2 * i + 1]));
   }
   for (int i = 0; i < 2; ++i) {
     e[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(d[2 * i], d[2 * i + 1], 0x88),
@@ -408,7 +409,8 @@ inline void key_scores_q8(const char* kc, int64_t r0, int64_t n, int64_t bs, int
     __m512i e[2];
     fold_pairs(a, e);
     const __m512 d0 = LoadF16::load_mask(scales + 2 * (2 * c) * bs, 0, live);
-    const __m512 d1 = 2 * c + 1 < nblk ? LoadF16::load_mask(scales + 2 * (2 * c + 1) * bs, 0, live) : _mm512_setzero_ps();
+    const __m512 d1 =
+        2 * c + 1 < nblk ? LoadF16::load_mask(scales + 2 * (2 * c + 1) * bs, 0, live) : _mm512_setzero_ps();
     const __m512 qs = _mm512_loadu_ps(qq.scale + at * 16);
     f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(e[0]), _mm512_mul_ps(_mm512_permutex2var_ps(d0, idx0, d1), qs), f0);
     f1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(e[1]), _mm512_mul_ps(_mm512_permutex2var_ps(d0, idx1, d1), qs), f1);
@@ -664,9 +666,15 @@ void attend_tile(const AttendTask& a) {
 template <class L>
 void attend_dtype(const AttendTask& a) {
   switch (a.head_dim) {
-    case 64: attend_t<L, 4>(a); return;
-    case 128: attend_t<L, 8>(a); return;
-    default: attend_t<L, 0>(a); return;
+    case 64:
+      attend_t<L, 4>(a);
+      return;
+    case 128:
+      attend_t<L, 8>(a);
+      return;
+    default:
+      attend_t<L, 0>(a);
+      return;
   }
 }
 
@@ -678,19 +686,28 @@ bool attend_tile_dtype(const AttendTask& a) {
     return false;
   } else {
     switch (a.head_dim) {
-      case 64: attend_tile<L, 4>(a); return true;
-      case 128: attend_tile<L, 8>(a); return true;
-      default: return false;
+      case 64:
+        attend_tile<L, 4>(a);
+        return true;
+      case 128:
+        attend_tile<L, 8>(a);
+        return true;
+      default:
+        return false;
     }
   }
 }
 
 bool attend_tile_any(const AttendTask& a) {
   switch (a.dtype) {
-    case DType::kF32: return attend_tile_dtype<LoadF32>(a);
-    case DType::kF16: return attend_tile_dtype<LoadF16>(a);
-    case DType::kBF16: return attend_tile_dtype<LoadBF16>(a);
-    default: return false;
+    case DType::kF32:
+      return attend_tile_dtype<LoadF32>(a);
+    case DType::kF16:
+      return attend_tile_dtype<LoadF16>(a);
+    case DType::kBF16:
+      return attend_tile_dtype<LoadBF16>(a);
+    default:
+      return false;
   }
 }
 
@@ -712,11 +729,20 @@ void attend(const AttendTask& a) {
     return;
   }
   switch (a.dtype) {
-    case DType::kF32: attend_dtype<LoadF32>(a); return;
-    case DType::kF16: attend_dtype<LoadF16>(a); return;
-    case DType::kBF16: attend_dtype<LoadBF16>(a); return;
-    case DType::kQ8_0: attend_dtype<LoadQ8_0>(a); return;
-    default: PARALLM_CHECK_MSG(false, "attention: unsupported KV dtype");
+    case DType::kF32:
+      attend_dtype<LoadF32>(a);
+      return;
+    case DType::kF16:
+      attend_dtype<LoadF16>(a);
+      return;
+    case DType::kBF16:
+      attend_dtype<LoadBF16>(a);
+      return;
+    case DType::kQ8_0:
+      attend_dtype<LoadQ8_0>(a);
+      return;
+    default:
+      PARALLM_CHECK_MSG(false, "attention: unsupported KV dtype");
   }
 }
 

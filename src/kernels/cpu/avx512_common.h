@@ -13,9 +13,7 @@ namespace parallm::cpu::avx512 {
 // 16 consecutive weights of a row starting at element k, as f32.
 struct LoadF32 {
   static constexpr int64_t kBytes = 4;  // per element
-  static __m512 load(const char* row, int64_t k) {
-    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k);
-  }
+  static __m512 load(const char* row, int64_t k) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k); }
   static __m512 load_mask(const char* row, int64_t k, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
   }
@@ -31,9 +29,7 @@ struct LoadF16 {
 };
 struct LoadBF16 {
   static constexpr int64_t kBytes = 2;
-  static __m512 widen(__m256i h) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
+  static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
   static __m512 load(const char* row, int64_t k) {
     return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * k)));
   }
@@ -124,12 +120,12 @@ void gemm_q8_rows(const RowsTask& task);
 // x quantized per 32-block like ggml's q8_0 (quantize_x in isa_avx512.cpp,
 // which documents the layout), one token's view.
 struct XqView {
-  const int8_t* q8;      // [n_in] natural order
-  const int8_t* q4;      // [n_in] regrouped for the GGUF q4_0 kernel
-  const float* d;        // [nb] block scales
-  const int32_t* corr;   // [nb*4] q4_0 nibble corrections
-  const int32_t* c4;     // [nb] -8 * (sum of the block's 32 q)
-  const int32_t* c8;     // [nb] -128 * (sum of the block's 32 q)
+  const int8_t* q8;     // [n_in] natural order
+  const int8_t* q4;     // [n_in] regrouped for the GGUF q4_0 kernel
+  const float* d;       // [nb] block scales
+  const int32_t* corr;  // [nb*4] q4_0 nibble corrections
+  const int32_t* c4;    // [nb] -8 * (sum of the block's 32 q)
+  const int32_t* c8;    // [nb] -128 * (sum of the block's 32 q)
 };
 inline size_t xq_token_bytes(int64_t n_in) {
   const int64_t nb = n_in / 32;
@@ -138,7 +134,8 @@ inline size_t xq_token_bytes(int64_t n_in) {
 inline XqView xq_view(const void* xq, int64_t t, int64_t n_in) {
   const char* base = static_cast<const char*>(xq) + t * xq_token_bytes(n_in);
   const int64_t nb = n_in / 32;
-  return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const int8_t*>(base + n_in),
+  return {reinterpret_cast<const int8_t*>(base),
+          reinterpret_cast<const int8_t*>(base + n_in),
           reinterpret_cast<const float*>(base + 2 * n_in),
           reinterpret_cast<const int32_t*>(base + 2 * n_in + nb * 4),
           reinterpret_cast<const int32_t*>(base + 2 * n_in + nb * 20),

@@ -68,7 +68,8 @@ void widen_row(const char* row, float* y, int64_t n) {
     // 30-31 of 40 pairs at 32 tokens (median +5%), 29 at 64 (+2%), 23-31 at
     // 128 (+1-2%), 16 at 256 (same).
 #pragma GCC unroll 2
-    for (int64_t b = 0; b < 32 * L::kBytes; b += 64) _mm_prefetch(row + L::kBytes * k + kPrefetchAhead + b, _MM_HINT_T0);
+    for (int64_t b = 0; b < 32 * L::kBytes; b += 64)
+      _mm_prefetch(row + L::kBytes * k + kPrefetchAhead + b, _MM_HINT_T0);
     _mm512_storeu_ps(y + k, L::load(row, k));
     _mm512_storeu_ps(y + k + 16, L::load(row, k + 16));
   }
@@ -126,7 +127,8 @@ void dequant_q4_k(const BlockQ4_K* x, float* y, int64_t nb) {
 void dequant_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
   const __m512i low4 = _mm512_set1_epi32(15), low2 = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
   auto six = [&](__m512i lo4, __m512i hi2) {
-    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_or_si512(lo4, _mm512_slli_epi32(_mm512_and_si512(hi2, low2), 4)), bias));
+    return _mm512_cvtepi32_ps(
+        _mm512_sub_epi32(_mm512_or_si512(lo4, _mm512_slli_epi32(_mm512_and_si512(hi2, low2), 4)), bias));
   };
   for (int64_t b = 0; b < nb; ++b) {
     const float d = _cvtsh_ss(x[b].d);
@@ -156,13 +158,27 @@ void dequant_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
 
 void dequant_row(DType t, const char* row, float* y, int64_t n) {
   switch (t) {
-    case DType::kF32: widen_row<LoadF32>(row, y, n); return;
-    case DType::kF16: widen_row<LoadF16>(row, y, n); return;
-    case DType::kBF16: widen_row<LoadBF16>(row, y, n); return;
-    case DType::kQ8_0: dequant_q8_0(reinterpret_cast<const BlockQ8_0*>(row), y, n / kQK8_0); return;
-    case DType::kQ4_0: dequant_q4_0(reinterpret_cast<const BlockQ4_0*>(row), y, n / kQK4_0); return;
-    case DType::kQ4_K: dequant_q4_k(reinterpret_cast<const BlockQ4_K*>(row), y, n / kQK_K); return;
-    case DType::kQ6_K: dequant_q6_k(reinterpret_cast<const BlockQ6_K*>(row), y, n / kQK_K); return;
+    case DType::kF32:
+      widen_row<LoadF32>(row, y, n);
+      return;
+    case DType::kF16:
+      widen_row<LoadF16>(row, y, n);
+      return;
+    case DType::kBF16:
+      widen_row<LoadBF16>(row, y, n);
+      return;
+    case DType::kQ8_0:
+      dequant_q8_0(reinterpret_cast<const BlockQ8_0*>(row), y, n / kQK8_0);
+      return;
+    case DType::kQ4_0:
+      dequant_q4_0(reinterpret_cast<const BlockQ4_0*>(row), y, n / kQK4_0);
+      return;
+    case DType::kQ4_K:
+      dequant_q4_k(reinterpret_cast<const BlockQ4_K*>(row), y, n / kQK_K);
+      return;
+    case DType::kQ6_K:
+      dequant_q6_k(reinterpret_cast<const BlockQ6_K*>(row), y, n / kQK_K);
+      return;
   }
 }
 
@@ -221,8 +237,7 @@ void pack_xt(const float* x, int64_t n_tokens, int64_t n_in, const std::vector<T
 // c[r*ldc + 16v + j] (+)= sum_k w[r*ldw + k] * xt[k*W + 16v + j]
 // for r < R, v < V, k < kc.
 template <int W, int R, int V>
-void micro_kernel(const float* w, int64_t ldw, const float* xt, int64_t kc, float* c, int64_t ldc,
-                  bool accumulate) {
+void micro_kernel(const float* w, int64_t ldw, const float* xt, int64_t kc, float* c, int64_t ldc, bool accumulate) {
   __m512 acc[R][V];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
@@ -260,11 +275,11 @@ constexpr auto kernel_table(std::integer_sequence<int, Rs...>, std::integer_sequ
   return std::array<std::array<KernelFn, sizeof...(Vs)>, sizeof...(Rs)>{row(std::integral_constant<int, Rs>{})...};
 }
 constexpr auto kBroadKernels = kernel_table<16 * kBroadVecs>(std::make_integer_sequence<int, kBroadRows>(),
-                                                              std::make_integer_sequence<int, kBroadVecs>());
+                                                             std::make_integer_sequence<int, kBroadVecs>());
 constexpr auto kWideKernels = kernel_table<16 * kWideVecs>(std::make_integer_sequence<int, kWideRows>(),
-                                                            std::make_integer_sequence<int, kWideVecs>());
+                                                           std::make_integer_sequence<int, kWideVecs>());
 constexpr auto kNarrowKernels = kernel_table<16 * kNarrowVecs>(std::make_integer_sequence<int, kNarrowRows>(),
-                                                                std::make_integer_sequence<int, kNarrowVecs>());
+                                                               std::make_integer_sequence<int, kNarrowVecs>());
 
 // The micro-kernel for `rows` rows of a block `width` tokens wide holding
 // `vecs` vectors of real tokens.
@@ -354,7 +369,7 @@ void gemm_rows(const RowsTask& a) {
     }
     steps *= (n_in + kKc - 1) / kKc;
     SpreadPrefetch<_MM_HINT_T0> out_lines(reinterpret_cast<const char*>(a.out + p0), a.out_stride * 4, np * 4,
-                                           a.n_tokens, steps);
+                                          a.n_tokens, steps);
     for (int64_t k0 = 0; k0 < n_in; k0 += kKc) {
       const int64_t kc = std::min(kKc, n_in - k0);
       for (const TokenBlock& b : blocks) {

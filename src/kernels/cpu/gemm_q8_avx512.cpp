@@ -74,8 +74,8 @@ void pack_x(const float* x, int64_t n_tokens, int64_t n_in, uint8_t* xq, float* 
 // q [n_in] int8, d [nb] f32, c [nb] = 128 * sum of the block's q.
 inline int32_t block_sum_128(__m256i w) {
   // sum of (w + 128) over 32 bytes with VPSADBW, minus 32 * 128
-  const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80))),
-                                    _mm256_setzero_si256());
+  const __m256i s =
+      _mm256_sad_epu8(_mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80))), _mm256_setzero_si256());
   const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
   const int64_t sum = _mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 32 * 128;
   return static_cast<int32_t>(128 * sum);
@@ -154,8 +154,8 @@ void micro_kernel(const int8_t* wq, int64_t ldw, const float* wd, const int32_t*
       const __m512i cw = _mm512_set1_epi32(wc[r * ldb + b]);
 #pragma GCC unroll 2
       for (int v = 0; v < V; ++v) {
-        acc[r][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot[r][v], cw)), _mm512_mul_ps(dw, dx[v]),
-                                    acc[r][v]);
+        acc[r][v] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot[r][v], cw)), _mm512_mul_ps(dw, dx[v]), acc[r][v]);
       }
     }
   }
@@ -231,8 +231,9 @@ void gemm_q8_rows(const RowsTask& a) {
         for (int64_t r0 = 0; r0 < np; r0 += kTileRows) {
           const int nr = static_cast<int>(std::min<int64_t>(kTileRows, np - r0));
           prefetch_slice();
-          kKernels[nr - 1][v - 1](wq.data() + r0 * ldw + b0 * 32, ldw, wd.data() + r0 * nb + b0, wc.data() + r0 * nb + b0,
-                                  nb, xb, xdb, nbk, cbuf.data() + r0 * ldc + tb * kTokenBlock, ldc, b0 > 0);
+          kKernels[nr - 1][v - 1](wq.data() + r0 * ldw + b0 * 32, ldw, wd.data() + r0 * nb + b0,
+                                  wc.data() + r0 * nb + b0, nb, xb, xdb, nbk, cbuf.data() + r0 * ldc + tb * kTokenBlock,
+                                  ldc, b0 > 0);
         }
       }
     }

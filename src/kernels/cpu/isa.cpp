@@ -17,14 +17,14 @@ namespace {
 bool detect(Isa isa) {
   __builtin_cpu_init();
   switch (isa) {
-    case Isa::kScalar: return true;
+    case Isa::kScalar:
+      return true;
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     case Isa::kAvx512:
-      return detect(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+      return detect(Isa::kAvx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vnni");
   }
   return false;
 }
@@ -41,8 +41,7 @@ Isa initial_isa() {
     } else if (std::strcmp(env, "avx512") == 0) {
       want = Isa::kAvx512;
     } else {
-      log_warn(strfmt("PARALLM_ISA=%s not recognized (scalar|avx2|avx512); using %s", env,
-                      isa_name(isa)));
+      log_warn(strfmt("PARALLM_ISA=%s not recognized (scalar|avx2|avx512); using %s", env, isa_name(isa)));
     }
     if (!isa_supported(want)) {
       log_warn(strfmt("PARALLM_ISA=%s not supported by this CPU; using %s", env, isa_name(isa)));
@@ -62,9 +61,12 @@ std::atomic<int>& active_slot() {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "?";
 }
@@ -89,9 +91,12 @@ void set_active_isa(Isa isa) {
 
 const IsaKernels& active_kernels() {
   switch (active_isa()) {
-    case Isa::kAvx512: return avx512_kernels();
-    case Isa::kAvx2: return avx2_kernels();
-    case Isa::kScalar: break;
+    case Isa::kAvx512:
+      return avx512_kernels();
+    case Isa::kAvx2:
+      return avx2_kernels();
+    case Isa::kScalar:
+      break;
   }
   return scalar_kernels();
 }

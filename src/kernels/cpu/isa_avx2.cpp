@@ -9,9 +9,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
-#include <array>
 #include <utility>
 #include <vector>
 
@@ -31,9 +31,7 @@ inline float hsum(__m256 v) {
 // 8 consecutive weights of a row from element k, as f32; scalar() for tails.
 struct LoadF32 {
   static constexpr int64_t kBytes = 4;
-  static __m256 load(const char* row, int64_t k) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
-  }
+  static __m256 load(const char* row, int64_t k) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k); }
   static float scalar(const char* row, int64_t k) {
     float v;
     std::memcpy(&v, row + 4 * k, 4);  // rows need not be 4-byte aligned
@@ -66,8 +64,7 @@ struct LoadBF16 {
 
 // out[t*ldo + r] = sum_k W[r][k] * x[t*ldx + k] for r < R, t < T, k < n.
 template <int R, int T, class L>
-void dot_tile(const char* w, size_t w_stride, const float* x, int64_t ldx, int64_t n, float* out,
-              int64_t ldo) {
+void dot_tile(const char* w, size_t w_stride, const float* x, int64_t ldx, int64_t n, float* out, int64_t ldo) {
   __m256 acc[R][T];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -102,22 +99,20 @@ constexpr std::array<TileFn, sizeof...(Ts)> tile_row(std::integer_sequence<int, 
   return {&dot_tile<R, Ts + 1, L>...};
 }
 template <class L, int... Rs>
-constexpr std::array<std::array<TileFn, kTileT>, sizeof...(Rs)> tile_table(
-    std::integer_sequence<int, Rs...>) {
+constexpr std::array<std::array<TileFn, kTileT>, sizeof...(Rs)> tile_table(std::integer_sequence<int, Rs...>) {
   return {tile_row<L, Rs + 1>(std::make_integer_sequence<int, kTileT>())...};
 }
 template <class L>
 constexpr auto kTiles = tile_table<L>(std::make_integer_sequence<int, kTileR>());
 
 template <class L>
-void direct_rows(const char* w, size_t w_stride, const float* x, int64_t n_tokens, int64_t n_in,
-                 int64_t o_begin, int64_t o_end, float* out, int64_t ldo) {
+void direct_rows(const char* w, size_t w_stride, const float* x, int64_t n_tokens, int64_t n_in, int64_t o_begin,
+                 int64_t o_end, float* out, int64_t ldo) {
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileT) {
     const int nt = static_cast<int>(std::min<int64_t>(kTileT, n_tokens - t0));
     for (int64_t o = o_begin; o < o_end; o += kTileR) {
       const int nr = static_cast<int>(std::min<int64_t>(kTileR, o_end - o));
-      kTiles<L>[nr - 1][nt - 1](w + o * w_stride, w_stride, x + t0 * n_in, n_in, n_in,
-                                out + t0 * ldo + o, ldo);
+      kTiles<L>[nr - 1][nt - 1](w + o * w_stride, w_stride, x + t0 * n_in, n_in, n_in, out + t0 * ldo + o, ldo);
     }
   }
 }
@@ -133,7 +128,8 @@ float row_dot1(const char* row, const float* x, int64_t n) {
     // NOTE: on the Ice Lake host with this level forced, the kernel lab's
     // decode/f16 read 14.7-16.5 GB/s without this prefetch, 18.9-20.7 with.
 #pragma GCC unroll 2
-    for (int64_t b = 0; b < 32 * L::kBytes; b += 64) _mm_prefetch(row + L::kBytes * k + kPrefetchAhead + b, _MM_HINT_T0);
+    for (int64_t b = 0; b < 32 * L::kBytes; b += 64)
+      _mm_prefetch(row + L::kBytes * k + kPrefetchAhead + b, _MM_HINT_T0);
     a0 = _mm256_fmadd_ps(L::load(row, k), _mm256_loadu_ps(x + k), a0);
     a1 = _mm256_fmadd_ps(L::load(row, k + 8), _mm256_loadu_ps(x + k + 8), a1);
     a2 = _mm256_fmadd_ps(L::load(row, k + 16), _mm256_loadu_ps(x + k + 16), a2);
@@ -146,8 +142,8 @@ float row_dot1(const char* row, const float* x, int64_t n) {
 }
 
 template <class L>
-void seq_rows(const char* w, size_t w_stride, const float* x, int64_t n_tokens, int64_t n_in,
-              int64_t o_begin, int64_t o_end, float* out, int64_t ldo) {
+void seq_rows(const char* w, size_t w_stride, const float* x, int64_t n_tokens, int64_t n_in, int64_t o_begin,
+              int64_t o_end, float* out, int64_t ldo) {
   if (n_tokens == 1) {
     for (int64_t o = o_begin; o < o_end; ++o) out[o] = row_dot1<L>(w + o * w_stride, x, n_in);
     return;
@@ -185,7 +181,9 @@ void dequant_row(DType t, const char* row, float* y, int64_t n) {
       }
       return;
     }
-    default: dequantize_row(t, row, y, n); return;
+    default:
+      dequantize_row(t, row, y, n);
+      return;
   }
 }
 
@@ -200,8 +198,8 @@ void panel_rows(const RowsTask& a) {
   for (int64_t p0 = a.o_begin; p0 < a.o_end; p0 += kPanelRows) {
     const int64_t p1 = std::min(a.o_end, p0 + kPanelRows);
     for (int64_t o = p0; o < p1; ++o) dequant_row(a.wtype, a.w + o * a.w_stride, panel.data() + (o - p0) * ld, a.n_in);
-    direct_rows<LoadF32>(reinterpret_cast<const char*>(panel.data()), ld * sizeof(float), a.x,
-                         a.n_tokens, a.n_in, 0, p1 - p0, a.out + p0, a.out_stride);
+    direct_rows<LoadF32>(reinterpret_cast<const char*>(panel.data()), ld * sizeof(float), a.x, a.n_tokens, a.n_in, 0,
+                         p1 - p0, a.out + p0, a.out_stride);
   }
 }
 
@@ -289,8 +287,8 @@ float dot_q4_0(const BlockQ4_0* w, const int8_t* q, const float* d, const int32_
     const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(qq), _mm_srli_epi16(qq, 4), 1);
     const __m256i wv = _mm256_and_si256(both, low4);
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + b * 32));
-    const __m256i dot = _mm256_add_epi32(
-        dot_u8s8(wv, xv), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(corr + b * 8)));
+    const __m256i dot =
+        _mm256_add_epi32(dot_u8s8(wv, xv), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(corr + b * 8)));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(_cvtsh_ss(w[b].d) * d[b]), acc);
   }
   return hsum(acc);
@@ -310,11 +308,10 @@ void quant_rows(const RowsTask& a) {
       const char* base = static_cast<const char*>(a.xq) + t * tb;
       const int8_t* q = reinterpret_cast<const int8_t*>(base);
       const float* d = reinterpret_cast<const float*>(base + a.n_in);
-      a.out[t * a.out_stride + o] =
-          a.wtype == DType::kQ8_0
-              ? dot_q8_0(reinterpret_cast<const BlockQ8_0*>(row), q, d, nb)
-              : dot_q4_0(reinterpret_cast<const BlockQ4_0*>(row), q, d,
-                         reinterpret_cast<const int32_t*>(base + a.n_in + nb * 4), nb);
+      a.out[t * a.out_stride + o] = a.wtype == DType::kQ8_0
+                                        ? dot_q8_0(reinterpret_cast<const BlockQ8_0*>(row), q, d, nb)
+                                        : dot_q4_0(reinterpret_cast<const BlockQ4_0*>(row), q, d,
+                                                   reinterpret_cast<const int32_t*>(base + a.n_in + nb * 4), nb);
     }
   }
 }
@@ -339,7 +336,8 @@ void rows(const RowsTask& a) {
       case DType::kBF16:
         seq_rows<LoadBF16>(a.w, a.w_stride, a.x, a.n_tokens, a.n_in, a.o_begin, a.o_end, a.out, a.out_stride);
         return;
-      default: break;
+      default:
+        break;
     }
   }
   panel_rows(a);
@@ -531,11 +529,10 @@ double fma_burn(int64_t iters, float* sink) {
   return 2.0 * 8 * kAcc * static_cast<double>(iters);
 }
 
-const IsaKernels kTable = {Isa::kAvx2, wants_xq,    xq_bytes,   quantize_x, rows,
-                           f32_to_f16,  f16_to_f32,  f32_to_bf16, bf16_to_f32, rmsnorm_row,
-                           softmax,     exp_shifted, swiglu,      dot,         axpy,        read_sum,
-                           fma_burn,
-                           nullptr,      nullptr,     nullptr,     nullptr,     nullptr};
+const IsaKernels kTable = {Isa::kAvx2, wants_xq,    xq_bytes,    quantize_x,  rows,     f32_to_f16,
+                           f16_to_f32, f32_to_bf16, bf16_to_f32, rmsnorm_row, softmax,  exp_shifted,
+                           swiglu,     dot,         axpy,        read_sum,    fma_burn, nullptr,
+                           nullptr,    nullptr,     nullptr,     nullptr};
 
 }  // namespace
 

@@ -9,9 +9,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
-#include <array>
 #include <utility>
 #include <vector>
 
@@ -86,8 +86,7 @@ void row_dot(const char* row, const float* x, int64_t ldx, int64_t n, float* out
 }
 
 template <int T, class L>
-void row_dot_adapter(const char* row, size_t, const float* x, int64_t ldx, int64_t n, float* out,
-                     int64_t ldo) {
+void row_dot_adapter(const char* row, size_t, const float* x, int64_t ldx, int64_t n, float* out, int64_t ldo) {
   row_dot<T, L>(row, x, ldx, n, out, ldo);
 }
 
@@ -100,8 +99,8 @@ template <class L>
 constexpr auto kRowDots = row_dot_table<L>(std::make_integer_sequence<int, kMaxDecodeTokens>());
 
 template <class L>
-void seq_rows(const char* w, size_t w_stride, const float* x, int64_t n_tokens, int64_t n_in,
-              int64_t o_begin, int64_t o_end, float* out, int64_t ldo) {
+void seq_rows(const char* w, size_t w_stride, const float* x, int64_t n_tokens, int64_t n_in, int64_t o_begin,
+              int64_t o_end, float* out, int64_t ldo) {
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxDecodeTokens) {
     const int nt = static_cast<int>(std::min<int64_t>(kMaxDecodeTokens, n_tokens - t0));
     const auto fn = kRowDots<L>[nt - 1];
@@ -221,13 +220,11 @@ struct alignas(64) WordIndex {
   uint16_t v[32];
 };
 
-constexpr WordIndex make_index(int block_words, int first_block, int n_blocks, int words_per_block,
-                               int base) {
+constexpr WordIndex make_index(int block_words, int first_block, int n_blocks, int words_per_block, int base) {
   WordIndex w{};
   for (int b = 0; b < n_blocks; ++b) {
     for (int j = 0; j < words_per_block; ++j) {
-      w.v[b * words_per_block + j] =
-          static_cast<uint16_t>((first_block + b) * block_words + 1 + j - base);
+      w.v[b * words_per_block + j] = static_cast<uint16_t>((first_block + b) * block_words + 1 + j - base);
     }
   }
   return w;
@@ -321,8 +318,7 @@ void dot_q4_0(const char* w, size_t stride, const XqView& x, int64_t nb, float* 
     for (int64_t t = b; t < nb; ++t) {
       int32_t si = 0;
       for (int j = 0; j < 16; ++j) {
-        si += ((blocks[t].qs[j] & 0xf) - 8) * x.q8[t * 32 + j] +
-              ((blocks[t].qs[j] >> 4) - 8) * x.q8[t * 32 + 16 + j];
+        si += ((blocks[t].qs[j] & 0xf) - 8) * x.q8[t * 32 + j] + ((blocks[t].qs[j] >> 4) - 8) * x.q8[t * 32 + 16 + j];
       }
       sum += static_cast<float>(si) * _cvtsh_ss(blocks[t].d) * x.d[t];
     }
@@ -378,12 +374,13 @@ void rows(const RowsTask& a) {
         const int nt = static_cast<int>(a.n_tokens);
         for (int64_t o = a.o_begin; o < a.o_end; ++o) {
           avx512::dequant_row(a.wtype, a.w + o * a.w_stride, row.data(), a.n_in);
-          kRowDots<LoadF32>[nt - 1](reinterpret_cast<const char*>(row.data()), 0, a.x, a.n_in, a.n_in,
-                                    a.out + o, a.out_stride);
+          kRowDots<LoadF32>[nt - 1](reinterpret_cast<const char*>(row.data()), 0, a.x, a.n_in, a.n_in, a.out + o,
+                                    a.out_stride);
         }
         return;
       }
-      default: break;
+      default:
+        break;
     }
   }
   if (a.wtype == DType::kQ8_0 || a.wtype == DType::kQ4_0) {
@@ -483,8 +480,8 @@ void rmsnorm_row(float* out, const float* x, const float* w, int64_t n, float ep
   const __m512 s = _mm512_set1_ps(scale);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
-    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), s),
-                                                    _mm512_maskz_loadu_ps(m, w + i)));
+    _mm512_mask_storeu_ps(
+        out + i, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), s), _mm512_maskz_loadu_ps(m, w + i)));
   }
 }
 
@@ -541,7 +538,8 @@ void axpy(float* y, float a, const float* x, int64_t n) {
   const __m512 av = _mm512_set1_ps(a);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 k = tail_mask(n - i);
-    _mm512_mask_storeu_ps(y + i, k, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, y + i)));
+    _mm512_mask_storeu_ps(y + i, k,
+                          _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, y + i)));
   }
 }
 
@@ -587,10 +585,27 @@ double fma_burn(int64_t iters, float* sink) {
   return 2.0 * 16 * kAcc * static_cast<double>(iters);
 }
 
-const IsaKernels kTable = {Isa::kAvx512, wants_xq,    xq_bytes,   quantize_x, rows,
-                           f32_to_f16,   f16_to_f32,  f32_to_bf16, bf16_to_f32, rmsnorm_row,
-                           softmax,      exp_shifted, swiglu,      dot,         axpy,        read_sum,
-                           fma_burn,     avx512::attend, f32_to_q8_0, wants_xt,  avx512::gemm_xt_floats,
+const IsaKernels kTable = {Isa::kAvx512,
+                           wants_xq,
+                           xq_bytes,
+                           quantize_x,
+                           rows,
+                           f32_to_f16,
+                           f16_to_f32,
+                           f32_to_bf16,
+                           bf16_to_f32,
+                           rmsnorm_row,
+                           softmax,
+                           exp_shifted,
+                           swiglu,
+                           dot,
+                           axpy,
+                           read_sum,
+                           fma_burn,
+                           avx512::attend,
+                           f32_to_q8_0,
+                           wants_xt,
+                           avx512::gemm_xt_floats,
                            avx512::gemm_pack_xt};
 
 }  // namespace

@@ -140,11 +140,10 @@ double fma_burn(int64_t iters, float* sink) {
   return 2.0 * 8 * static_cast<double>(iters);
 }
 
-const IsaKernels kTable = {Isa::kScalar, wants_xq,    xq_bytes,   quantize_x, rows,
-                           f32_to_f16,   f16_to_f32,  f32_to_bf16, bf16_to_f32, rmsnorm_row,
-                           softmax,      exp_shifted, swiglu,      dot,         axpy,        read_sum,
-                           fma_burn,
-                           nullptr,      nullptr,     nullptr,     nullptr,     nullptr};
+const IsaKernels kTable = {Isa::kScalar, wants_xq,    xq_bytes,    quantize_x,  rows,     f32_to_f16,
+                           f16_to_f32,   f32_to_bf16, bf16_to_f32, rmsnorm_row, softmax,  exp_shifted,
+                           swiglu,       dot,         axpy,        read_sum,    fma_burn, nullptr,
+                           nullptr,      nullptr,     nullptr,     nullptr};
 
 }  // namespace
 

@@ -27,8 +27,8 @@ struct RowsTask {
   const char* w;       // row o at w + o*w_stride (packed: group o/16 at w + (o/16)*w_stride)
   size_t w_stride;
   DType wtype;
-  const float* x;      // [n_tokens, n_in]
-  const void* xq;      // x in the ISA's 8-bit format (quantize_x), when wants_xq
+  const float* x;  // [n_tokens, n_in]
+  const void* xq;  // x in the ISA's 8-bit format (quantize_x), when wants_xq
   int64_t n_tokens;
   int64_t n_in;
   int64_t o_begin;
@@ -40,16 +40,16 @@ struct RowsTask {
 // One query token against KV heads [h_kv, h_kv + n_heads) of a paged cache,
 // for the `group` query heads that share each (attention.cpp builds these).
 struct AttendTask {
-  float* out;                 // [n_heads, group, head_dim]
-  const float* q;             // [n_heads, group, head_dim], RoPE applied
-  const char* k;              // pool base: [n_blocks, n_kv_head, block_size, head_dim]
+  float* out;      // [n_heads, group, head_dim]
+  const float* q;  // [n_heads, group, head_dim], RoPE applied
+  const char* k;   // pool base: [n_blocks, n_kv_head, block_size, head_dim]
   const char* v;
-  DType dtype;                // f32, f16, bf16 or q8_0 (attention.h)
-  const int32_t* table;       // the sequence's block ids
-  int64_t len;                // positions 0..len-1 are attended
+  DType dtype;           // f32, f16, bf16 or q8_0 (attention.h)
+  const int32_t* table;  // the sequence's block ids
+  int64_t len;           // positions 0..len-1 are attended
   int64_t h_kv, n_kv_head, block_size, head_dim, group;
   float scale;
-  float* scores;              // scratch [n_heads, group, len]
+  float* scores;  // scratch [n_heads, group, len]
   int64_t n_heads;
   // The task this thread runs next (next_table null: none), whose first
   // blocks this one prefetches as it ends; start_fetched: this task's first

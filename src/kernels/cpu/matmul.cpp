@@ -57,8 +57,8 @@ constexpr uint32_t kGemmPanelUnits = 3;
 
 }  // namespace
 
-void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, int64_t n_tokens,
-                  int64_t n_in, ThreadPool& pool) {
+void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, int64_t n_tokens, int64_t n_in,
+                  ThreadPool& pool) {
   PARALLM_CHECK(n_tokens >= 0 && n_in > 0 && n_targets >= 0);
   if (n_tokens == 0) return;
   int64_t total_units = 0;
@@ -87,8 +87,18 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
       const int64_t units = (t.n_out + kRowGrain - 1) / kRowGrain;
       const int64_t b = std::max(ub, unit0) - unit0, e = std::min(ue, unit0 + units) - unit0;
       if (b < e) {
-        RowsTask task{t.out, t.n_out, static_cast<const char*>(t.w), t.w_row_stride_bytes, t.wtype,
-                      x, xq, n_tokens, n_in, b * kRowGrain, std::min(e * kRowGrain, t.n_out), t.packed,
+        RowsTask task{t.out,
+                      t.n_out,
+                      static_cast<const char*>(t.w),
+                      t.w_row_stride_bytes,
+                      t.wtype,
+                      x,
+                      xq,
+                      n_tokens,
+                      n_in,
+                      b * kRowGrain,
+                      std::min(e * kRowGrain, t.n_out),
+                      t.packed,
                       wants_xt(t) ? xt : nullptr};
         k.rows(task);
       }
@@ -147,8 +157,8 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
   // prefill128/f16 median 85 -> 89 GFLOP/s, batch32/q8_0 76 -> 85, batch32/f16
   // 74 -> 71 (3 of 6 faster).
   const bool packs_nothing = k.wants_xt == nullptr;
-  const bool steal = (n_tokens <= kStealMaxTokens || all_packed || shared_xt || packs_nothing) &&
-                     pool.size() > 1 && pool.size() <= WorkRanges::kMaxThreads;
+  const bool steal = (n_tokens <= kStealMaxTokens || all_packed || shared_xt || packs_nothing) && pool.size() > 1 &&
+                     pool.size() <= WorkRanges::kMaxThreads;
   if (!steal) {
     pool.run([&](int thread_index, int n_threads) {
       const Prepared p = prepare_x(thread_index, n_threads);
@@ -164,10 +174,10 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
   // odd claims left one lone group each, run by the slower one-group tile:
   // 5% of a 32-sequence decode step (perf); even claims took the kernel lab's
   // batch32 from 7.2-8.1 to 7.05-7.2 ms (q8_0), 6.5-7.0 to 6.2-6.3 (q4_0).
-  const uint32_t grain = all_packed && n_tokens > 1 ? 2
-                         : shared_xt                  ? kGemmPanelUnits
+  const uint32_t grain = all_packed && n_tokens > 1                    ? 2
+                         : shared_xt                                   ? kGemmPanelUnits
                          : packs_nothing && n_tokens > kStealMaxTokens ? 2
-                                                                      : 1;
+                                                                       : 1;
   WorkRanges ranges;
   for (int ti = 0; ti < pool.size(); ++ti) {
     int64_t ub, ue;
@@ -181,8 +191,8 @@ void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, in
   });
 }
 
-void matmul(float* out, const void* w, DType wtype, size_t w_row_stride_bytes, const float* x,
-            int64_t n_tokens, int64_t n_in, int64_t n_out, ThreadPool& pool) {
+void matmul(float* out, const void* w, DType wtype, size_t w_row_stride_bytes, const float* x, int64_t n_tokens,
+            int64_t n_in, int64_t n_out, ThreadPool& pool) {
   MatmulTarget t{out, w, wtype, w_row_stride_bytes, n_out};
   matmul_multi(&t, 1, x, n_tokens, n_in, pool);
 }

@@ -23,8 +23,8 @@ namespace parallm::cpu {
 // W: n_out rows of n_in elements of wtype, row o at (const char*)w + o*w_row_stride_bytes,
 // w_row_stride_bytes >= dtype_row_bytes(wtype, n_in) (a column slice of a wider matrix is fine).
 // out must not alias x.
-void matmul(float* out, const void* w, DType wtype, size_t w_row_stride_bytes, const float* x,
-            int64_t n_tokens, int64_t n_in, int64_t n_out, ThreadPool& pool);
+void matmul(float* out, const void* w, DType wtype, size_t w_row_stride_bytes, const float* x, int64_t n_tokens,
+            int64_t n_in, int64_t n_out, ThreadPool& pool);
 
 struct MatmulTarget {
   float* out;  // [n_tokens, n_out]
@@ -32,11 +32,11 @@ struct MatmulTarget {
   DType wtype;
   size_t w_row_stride_bytes;  // packed: bytes of one 16-row group
   int64_t n_out;
-  bool packed = false;        // w in the layout of packed.h (pack_rows)
+  bool packed = false;  // w in the layout of packed.h (pack_rows)
 };
 
 // Several matrices sharing the input x: [n_tokens, n_in], in one parallel region.
-void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, int64_t n_tokens,
-                  int64_t n_in, ThreadPool& pool);
+void matmul_multi(const MatmulTarget* targets, int n_targets, const float* x, int64_t n_tokens, int64_t n_in,
+                  ThreadPool& pool);
 
 }  // namespace parallm::cpu

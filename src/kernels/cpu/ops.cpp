@@ -16,8 +16,7 @@
 
 namespace parallm::cpu {
 
-void rmsnorm(float* out, const float* x, const float* w, int64_t n_tokens, int64_t n_embd,
-             float eps) {
+void rmsnorm(float* out, const float* x, const float* w, int64_t n_tokens, int64_t n_embd, float eps) {
   const IsaKernels& k = active_kernels();
   for (int64_t t = 0; t < n_tokens; ++t) k.rmsnorm_row(out + t * n_embd, x + t * n_embd, w, n_embd, eps);
 }
@@ -37,8 +36,9 @@ void rope_table(float* cs, const int32_t* positions, int64_t n_tokens, int64_t h
   }
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void rope_apply(float* x, const float* cs, int64_t n_tokens, int64_t n_head, int64_t head_dim, RopeStyle style) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void rope_apply(float* x, const float* cs,
+                                                                             int64_t n_tokens, int64_t n_head,
+                                                                             int64_t head_dim, RopeStyle style) {
   PARALLM_CHECK(head_dim % 2 == 0);
   const int64_t half = head_dim / 2;
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -63,8 +63,8 @@ void rope_apply(float* x, const float* cs, int64_t n_tokens, int64_t n_head, int
   }
 }
 
-void rope(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_head, int64_t head_dim,
-          const float* inv_freq, RopeStyle style) {
+void rope(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_head, int64_t head_dim, const float* inv_freq,
+          RopeStyle style) {
   thread_local std::vector<float> cs;
   cs.resize(static_cast<size_t>(n_tokens * head_dim));
   rope_table(cs.data(), positions, n_tokens, head_dim, inv_freq);
@@ -77,24 +77,28 @@ void softmax(float* x, int64_t n) {
 
 float exp_shifted(float* x, int64_t n, float scale) { return n > 0 ? active_kernels().exp_shifted(x, n, scale) : 0.0f; }
 
-void swiglu(float* out, const float* gate, const float* up, int64_t n) {
-  active_kernels().swiglu(out, gate, up, n);
-}
+void swiglu(float* out, const float* gate, const float* up, int64_t n) { active_kernels().swiglu(out, gate, up, n); }
 
 float dot(const float* a, const float* b, int64_t n) { return active_kernels().dot(a, b, n); }
 
 void axpy(float* y, float a, const float* x, int64_t n) { active_kernels().axpy(y, a, x, n); }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void add(float* out, const float* a, const float* b, int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void add(float* out, const float* a, const float* b,
+                                                                      int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
 void convert_row(DType t, const float* src, void* dst, int64_t n) {
   switch (t) {
-    case DType::kF32: std::memmove(dst, src, static_cast<size_t>(n) * 4); return;
-    case DType::kF16: active_kernels().f32_to_f16(src, static_cast<uint16_t*>(dst), n); return;
-    case DType::kBF16: active_kernels().f32_to_bf16(src, static_cast<uint16_t*>(dst), n); return;
+    case DType::kF32:
+      std::memmove(dst, src, static_cast<size_t>(n) * 4);
+      return;
+    case DType::kF16:
+      active_kernels().f32_to_f16(src, static_cast<uint16_t*>(dst), n);
+      return;
+    case DType::kBF16:
+      active_kernels().f32_to_bf16(src, static_cast<uint16_t*>(dst), n);
+      return;
     case DType::kQ8_0:
       if (active_kernels().f32_to_q8_0 != nullptr) {
         active_kernels().f32_to_q8_0(src, dst, n);
@@ -102,17 +106,27 @@ void convert_row(DType t, const float* src, void* dst, int64_t n) {
         quantize_row(t, src, dst, n);
       }
       return;
-    default: PARALLM_CHECK_MSG(false, std::string("convert_row: unsupported dtype ") + dtype_name(t));
+    default:
+      PARALLM_CHECK_MSG(false, std::string("convert_row: unsupported dtype ") + dtype_name(t));
   }
 }
 
 void load_row_f32(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
-    case DType::kF32: std::memmove(dst, src, static_cast<size_t>(n) * 4); return;
-    case DType::kF16: active_kernels().f16_to_f32(static_cast<const uint16_t*>(src), dst, n); return;
-    case DType::kBF16: active_kernels().bf16_to_f32(static_cast<const uint16_t*>(src), dst, n); return;
-    case DType::kQ8_0: dequantize_row(t, src, dst, n); return;
-    default: PARALLM_CHECK_MSG(false, std::string("load_row_f32: unsupported dtype ") + dtype_name(t));
+    case DType::kF32:
+      std::memmove(dst, src, static_cast<size_t>(n) * 4);
+      return;
+    case DType::kF16:
+      active_kernels().f16_to_f32(static_cast<const uint16_t*>(src), dst, n);
+      return;
+    case DType::kBF16:
+      active_kernels().bf16_to_f32(static_cast<const uint16_t*>(src), dst, n);
+      return;
+    case DType::kQ8_0:
+      dequantize_row(t, src, dst, n);
+      return;
+    default:
+      PARALLM_CHECK_MSG(false, std::string("load_row_f32: unsupported dtype ") + dtype_name(t));
   }
 }
 

@@ -16,14 +16,13 @@ enum class RopeStyle {
 
 // out, x: [n_tokens, n_embd]; w: [n_embd]. out = x / sqrt(mean(x^2) + eps) * w.
 // out may alias x.
-void rmsnorm(float* out, const float* x, const float* w, int64_t n_tokens, int64_t n_embd,
-             float eps);
+void rmsnorm(float* out, const float* x, const float* w, int64_t n_tokens, int64_t n_embd, float eps);
 
 // In place. x: [n_tokens, n_head, head_dim]; positions: [n_tokens];
 // inv_freq: [head_dim/2], angle of pair i at position p = p * inv_freq[i]
 // (any rope scaling already folded into inv_freq).
-void rope(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_head, int64_t head_dim,
-          const float* inv_freq, RopeStyle style);
+void rope(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_head, int64_t head_dim, const float* inv_freq,
+          RopeStyle style);
 
 // rope() in two steps, for a forward that rotates q and k of every layer at
 // the same positions: the cos / sin table once (cs: [n_tokens, head_dim],

@@ -150,8 +150,8 @@ void pair_tile(const uint8_t* g0, const uint8_t* g1, int64_t nb, const TileX& x,
   for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
   const char *q = x.q, *d = x.d, *c = x.c;
   int64_t credit = 0;
-  for (int64_t b = 0; b < nb; ++b, g0 += kBlockBytes, g1 += kBlockBytes, q += x.q_step, d += x.dc_step,
-               c += x.dc_step) {
+  for (int64_t b = 0; b < nb;
+       ++b, g0 += kBlockBytes, g1 += kBlockBytes, q += x.q_step, d += x.dc_step, c += x.dc_step) {
     for (credit += feed.lines; credit >= nb; credit -= nb, feed.next += 64) _mm_prefetch(feed.next, _MM_HINT_T1);
     __m512i s0[T], s1[T];
 #pragma GCC unroll 4
@@ -174,8 +174,7 @@ void pair_tile(const uint8_t* g0, const uint8_t* g1, int64_t nb, const TileX& x,
       for (int k = 0; k < 4; ++k) {
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
-          const __m512i xb =
-              _mm512_set1_epi32(load_i32(q + 32 * t + x_offset<Q4>(4 * half + k)));
+          const __m512i xb = _mm512_set1_epi32(load_i32(q + 32 * t + x_offset<Q4>(4 * half + k)));
           s0[t] = _mm512_dpbusd_epi32(s0[t], w0[k], xb);
           s1[t] = _mm512_dpbusd_epi32(s1[t], w1[k], xb);
         }

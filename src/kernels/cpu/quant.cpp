@@ -118,8 +118,8 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
       for (int l = 0; l < 32; ++l) {
         y[b].ql[h * 64 + l] = static_cast<uint8_t>((qq[l] & 0xf) | ((qq[l + 64] & 0xf) << 4));
         y[b].ql[h * 64 + l + 32] = static_cast<uint8_t>((qq[l + 32] & 0xf) | ((qq[l + 96] & 0xf) << 4));
-        y[b].qh[h * 32 + l] = static_cast<uint8_t>((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) |
-                                                   ((qq[l + 64] >> 4) << 4) | ((qq[l + 96] >> 4) << 6));
+        y[b].qh[h * 32 + l] = static_cast<uint8_t>((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) | ((qq[l + 64] >> 4) << 4) |
+                                                   ((qq[l + 96] >> 4) << 6));
       }
     }
   }
@@ -170,7 +170,9 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   const int64_t nb = n / dtype_block_elems(t);
   PARALLM_CHECK(n % dtype_block_elems(t) == 0);
   switch (t) {
-    case DType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case DType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
     case DType::kF16: {
       auto* d = static_cast<uint8_t*>(dst);
       for (int64_t i = 0; i < n; ++i) store_u16(d + 2 * i, fp32_to_fp16(src[i]));
@@ -181,10 +183,18 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) store_u16(d + 2 * i, fp32_to_bf16(src[i]));
       return;
     }
-    case DType::kQ8_0: quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), nb); return;
-    case DType::kQ4_0: quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), nb); return;
-    case DType::kQ4_K: quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), nb); return;
-    case DType::kQ6_K: quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), nb); return;
+    case DType::kQ8_0:
+      quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), nb);
+      return;
+    case DType::kQ4_0:
+      quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), nb);
+      return;
+    case DType::kQ4_K:
+      quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), nb);
+      return;
+    case DType::kQ6_K:
+      quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), nb);
+      return;
   }
 }
 
@@ -194,7 +204,9 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
     // NOTE: memcpy reads: rows of a column slice or a padded matrix need not
     // be aligned to their element size.
-    case DType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case DType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
     case DType::kF16: {
       const auto* s = static_cast<const uint8_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(load_u16(s + 2 * i));
@@ -224,8 +236,12 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
-    case DType::kQ4_K: dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb); return;
-    case DType::kQ6_K: dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb); return;
+    case DType::kQ4_K:
+      dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
+      return;
+    case DType::kQ6_K:
+      dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
+      return;
   }
 }
 

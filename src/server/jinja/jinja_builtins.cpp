@@ -16,8 +16,10 @@ namespace {
 
 std::string trim_chars(const std::string& s, bool left, bool right, const std::string& chars = " \t\n\r\f\v") {
   size_t b = 0, e = s.size();
-  if (left) while (b < e && chars.find(s[b]) != std::string::npos) ++b;
-  if (right) while (e > b && chars.find(s[e - 1]) != std::string::npos) --e;
+  if (left)
+    while (b < e && chars.find(s[b]) != std::string::npos) ++b;
+  if (right)
+    while (e > b && chars.find(s[e - 1]) != std::string::npos) --e;
   return s.substr(b, e - b);
 }
 
@@ -76,8 +78,10 @@ std::string py_repr(const Value& v) {
     std::string s = "'";
     for (char c : v.get<std::string>()) {
       if (c == '\'' || c == '\\') s += '\\';
-      if (c == '\n') s += "\\n";
-      else s += c;
+      if (c == '\n')
+        s += "\\n";
+      else
+        s += c;
     }
     return s + "'";
   }
@@ -258,12 +262,23 @@ Value apply_filter(const std::string& name, const Value& v, const std::vector<Va
     std::string out;
     for (char c : to_str(v)) {
       switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
+        case '&':
+          out += "&amp;";
+          break;
+        case '<':
+          out += "&lt;";
+          break;
+        case '>':
+          out += "&gt;";
+          break;
+        case '"':
+          out += "&#34;";
+          break;
+        case '\'':
+          out += "&#39;";
+          break;
+        default:
+          out += c;
       }
     }
     return out;
@@ -339,8 +354,10 @@ Value apply_filter(const std::string& name, const Value& v, const std::vector<Va
     const Value* attr = kwarg(kwargs, "attribute");
     Value out = Value::array();
     for (const Value& x : as_list(v)) {
-      if (attr) out.push_back(attr_of(x, to_str(*attr)));
-      else out.push_back(apply_filter(to_str(arg(args, 0, name)), x, {}, {}));
+      if (attr)
+        out.push_back(attr_of(x, to_str(*attr)));
+      else
+        out.push_back(apply_filter(to_str(arg(args, 0, name)), x, {}, {}));
     }
     return out;
   }

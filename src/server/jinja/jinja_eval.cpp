@@ -102,25 +102,39 @@ class Renderer {
   void exec(const Stmt& s, std::string* out) {
     DepthGuard g(this);
     switch (s.kind) {
-      case StmtKind::kText: append(out, s.text); break;
-      case StmtKind::kOutput: append(out, to_str(eval(*s.expr))); break;
+      case StmtKind::kText:
+        append(out, s.text);
+        break;
+      case StmtKind::kOutput:
+        append(out, to_str(eval(*s.expr)));
+        break;
       case StmtKind::kIf:
         for (const auto& [cond, body] : s.branches) {
           if (truthy(eval(*cond))) return exec(body, out);
         }
         exec(s.else_body, out);
         break;
-      case StmtKind::kFor: exec_for(s, out); break;
-      case StmtKind::kSet: assign(s, eval(*s.expr)); break;
+      case StmtKind::kFor:
+        exec_for(s, out);
+        break;
+      case StmtKind::kSet:
+        assign(s, eval(*s.expr));
+        break;
       case StmtKind::kSetBlock: {
         std::string text;
         exec(s.body, &text);
         assign(s, text);
         break;
       }
-      case StmtKind::kBreak: flow_ = Flow::kBreak; break;
-      case StmtKind::kContinue: flow_ = Flow::kContinue; break;
-      case StmtKind::kMacro: macros_[s.text] = &s; break;
+      case StmtKind::kBreak:
+        flow_ = Flow::kBreak;
+        break;
+      case StmtKind::kContinue:
+        flow_ = Flow::kContinue;
+        break;
+      case StmtKind::kMacro:
+        macros_[s.text] = &s;
+        break;
       case StmtKind::kFilterBlock: {
         std::string text;
         exec(s.body, &text);
@@ -147,7 +161,8 @@ class Renderer {
   // Renders macro `m` with its parameters bound: positional arguments first,
   // then keywords, then defaults; the rest are undefined.
   Value call_macro(const Stmt& m, const std::vector<Value>& args, const Kwargs& kwargs) {
-    if (args.size() > m.targets.size()) fail("macro '" + m.text + "' takes " + std::to_string(m.targets.size()) + " arguments");
+    if (args.size() > m.targets.size())
+      fail("macro '" + m.text + "' takes " + std::to_string(m.targets.size()) + " arguments");
     if (macro_depth_ >= kMaxMacroDepth) fail("macros nested too deep");
     Scope scope;
     for (size_t i = 0; i < m.targets.size(); ++i) {
@@ -208,9 +223,8 @@ class Renderer {
     for (int64_t i = 0; i < n; ++i) {
       if (++iterations_ > kMaxIterations) fail("too many loop iterations");
       bind(items[static_cast<size_t>(i)]);
-      Value loop = {{"index", i + 1},          {"index0", i},           {"first", i == 0},
-                    {"last", i == n - 1},      {"length", n},           {"revindex", n - i},
-                    {"revindex0", n - i - 1}};
+      Value loop = {{"index", i + 1}, {"index0", i},       {"first", i == 0},       {"last", i == n - 1},
+                    {"length", n},    {"revindex", n - i}, {"revindex0", n - i - 1}};
       loop["previtem"] = i > 0 ? items[static_cast<size_t>(i - 1)] : undefined_value();
       loop["nextitem"] = i + 1 < n ? items[static_cast<size_t>(i + 1)] : undefined_value();
       scopes_.back()["loop"] = std::move(loop);
@@ -232,7 +246,8 @@ class Renderer {
   const Value* lookup(const Expr& e) {
     DepthGuard g(this);
     switch (e.kind) {
-      case ExprKind::kName: return find_var(e.name);
+      case ExprKind::kName:
+        return find_var(e.name);
       case ExprKind::kGetAttr: {
         const Value* obj = lookup(*e.args[0]);
         return obj ? item_ref(*obj, Value(e.name)) : nullptr;
@@ -242,7 +257,8 @@ class Renderer {
         if (!obj || !(obj->is_object() || obj->is_array()) || !e.args[1]->pure) return nullptr;
         return item_ref(*obj, eval(*e.args[1]));
       }
-      default: return nullptr;
+      default:
+        return nullptr;
     }
   }
 
@@ -381,7 +397,8 @@ class Renderer {
         return out;
       }
       if (a.is_string() || b.is_string() || a.is_array() || b.is_array()) {
-        fail("cannot add " + std::string(a.type_name()) + " and " + std::string(b.is_discarded() ? "undefined" : b.type_name()));
+        fail("cannot add " + std::string(a.type_name()) + " and " +
+             std::string(b.is_discarded() ? "undefined" : b.type_name()));
       }
       if (both_int(a, b)) return as_int(a) + as_int(b);
       return num(a, op) + num(b, op);
@@ -404,7 +421,9 @@ class Renderer {
     const double y = num(b, op);
     if (y == 0) fail("division by zero");
     if (op == "/") return num(a, op) / y;
-    if (op == "//") return both_int(a, b) ? Value(static_cast<int64_t>(std::floor(num(a, op) / y))) : Value(std::floor(num(a, op) / y));
+    if (op == "//")
+      return both_int(a, b) ? Value(static_cast<int64_t>(std::floor(num(a, op) / y)))
+                            : Value(std::floor(num(a, op) / y));
     if (op == "%") {
       if (both_int(a, b)) {
         const int64_t m = as_int(a) % as_int(b);
@@ -431,7 +450,8 @@ class Renderer {
     if (callee.kind == ExprKind::kName) {
       const std::string& f = callee.name;
       if (auto m = macros_.find(f); m != macros_.end()) return call_macro(*m->second, args, kwargs);
-      if (f == "raise_exception") throw InputError(args.empty() ? "chat template raised an exception" : to_str(args[0]));
+      if (f == "raise_exception")
+        throw InputError(args.empty() ? "chat template raised an exception" : to_str(args[0]));
       if (f == "dict") {
         Value d = Value::object();
         for (auto& [k, v] : kwargs) d[k] = v;
@@ -446,8 +466,10 @@ class Renderer {
         int64_t lo = 0, hi = 0, step = 1;
         for (const auto& a : args)
           if (!a.is_number_integer()) fail("range needs integers");
-        if (args.size() == 1) hi = args[0].get<int64_t>();
-        else if (args.size() >= 2) lo = args[0].get<int64_t>(), hi = args[1].get<int64_t>();
+        if (args.size() == 1)
+          hi = args[0].get<int64_t>();
+        else if (args.size() >= 2)
+          lo = args[0].get<int64_t>(), hi = args[1].get<int64_t>();
         if (args.size() == 3) step = args[2].get<int64_t>();
         if (step == 0) fail("range step is 0");
         Value out = Value::array();
@@ -465,7 +487,8 @@ class Renderer {
   Value eval(const Expr& e) {
     DepthGuard g(this);
     switch (e.kind) {
-      case ExprKind::kLiteral: return e.literal;
+      case ExprKind::kLiteral:
+        return e.literal;
       case ExprKind::kName: {
         const Value* v = find_var(e.name);
         return v ? *v : undefined_value();
@@ -479,7 +502,8 @@ class Renderer {
         return with_value(*e.args[0], {e.args[1].get(), e.args[2].get(), e.args[3].get()}, [&](const Value& obj) {
           return slice(obj, e.args[1].get(), e.args[2].get(), e.args[3].get());
         });
-      case ExprKind::kCall: return call(e);
+      case ExprKind::kCall:
+        return call(e);
       case ExprKind::kFilter:
         return with_value(*e.args[0], {&e}, [&](const Value& v) { return apply_filter_call(e, v); });
       case ExprKind::kTest:
@@ -495,7 +519,8 @@ class Renderer {
         if (e.name == "+") return v;
         return v.is_number_float() ? Value(-v.get<double>()) : Value(-v.get<int64_t>());
       }
-      case ExprKind::kBinary: return binary(e);
+      case ExprKind::kBinary:
+        return binary(e);
       case ExprKind::kCond:
         if (truthy(eval(*e.args[1]))) return eval(*e.args[0]);
         return e.args[2] ? eval(*e.args[2]) : undefined_value();
@@ -517,8 +542,8 @@ class Renderer {
 
   std::vector<Scope> scopes_;
   int64_t iterations_ = 0;
-  Flow flow_ = Flow::kNormal;                       // set by break / continue
-  std::map<std::string, const Stmt*> macros_;       // defined so far, by name
+  Flow flow_ = Flow::kNormal;                  // set by break / continue
+  std::map<std::string, const Stmt*> macros_;  // defined so far, by name
   int macro_depth_ = 0;
   int depth_ = 0;  // eval / exec calls in progress
 };

@@ -47,7 +47,9 @@ class Lexer {
     const size_t n = src_.size();
     while (p < n) {
       size_t q = p;
-      while (q < n && !(src_[q] == '{' && q + 1 < n && (src_[q + 1] == '{' || src_[q + 1] == '%' || src_[q + 1] == '#'))) ++q;
+      while (q < n &&
+             !(src_[q] == '{' && q + 1 < n && (src_[q + 1] == '{' || src_[q + 1] == '%' || src_[q + 1] == '#')))
+        ++q;
       std::string text(src_.substr(p, q - p));
       if (q >= n) {
         emit_text(std::move(text));
@@ -61,8 +63,8 @@ class Lexer {
         // lstrip_blocks: spaces/tabs between the line start and the tag.
         size_t k = text.size();
         while (k > 0 && (text[k - 1] == ' ' || text[k - 1] == '\t')) --k;
-        const bool line_start = (k > 0 && text[k - 1] == '\n') || (k == 0 && p == 0) ||
-                                (k == 0 && p > 0 && src_[p - 1] == '\n');
+        const bool line_start =
+            (k > 0 && text[k - 1] == '\n') || (k == 0 && p == 0) || (k == 0 && p > 0 && src_[p - 1] == '\n');
         if (line_start) text.resize(k);
       }
       emit_text(std::move(text));
@@ -143,8 +145,10 @@ class Lexer {
         }
         std::string num(src_.substr(p, e - p));
         Token t{is_float ? Tok::kFloat : Tok::kInt, num, 0, 0, line_};
-        if (is_float) t.f = std::strtod(num.c_str(), nullptr);
-        else t.i = std::strtoll(num.c_str(), nullptr, 10);
+        if (is_float)
+          t.f = std::strtod(num.c_str(), nullptr);
+        else
+          t.i = std::strtoll(num.c_str(), nullptr, 10);
         toks_.push_back(t);
         p = e;
       } else if (c == '\'' || c == '"') {
@@ -155,7 +159,8 @@ class Lexer {
         for (const char* t : two) {
           if (src_.substr(p, 2) == t) op = t;
         }
-        if (std::string("+-*/%~()[]{},.:|=<>!").find(c) == std::string::npos) fail(std::string("unexpected character '") + c + "'");
+        if (std::string("+-*/%~()[]{},.:|=<>!").find(c) == std::string::npos)
+          fail(std::string("unexpected character '") + c + "'");
         push(Tok::kOp, op);
         p += op.size();
       }
@@ -173,13 +178,27 @@ class Lexer {
       if (c == '\\' && p < src_.size()) {
         char e = src_[p++];
         switch (e) {
-          case 'n': out += '\n'; break;
-          case 't': out += '\t'; break;
-          case 'r': out += '\r'; break;
-          case '\\': out += '\\'; break;
-          case '\'': out += '\''; break;
-          case '"': out += '"'; break;
-          case 'x': case 'u': case 'U': {  // \xHH, \uHHHH, \UHHHHHHHH as Python reads them
+          case 'n':
+            out += '\n';
+            break;
+          case 't':
+            out += '\t';
+            break;
+          case 'r':
+            out += '\r';
+            break;
+          case '\\':
+            out += '\\';
+            break;
+          case '\'':
+            out += '\'';
+            break;
+          case '"':
+            out += '"';
+            break;
+          case 'x':
+          case 'u':
+          case 'U': {  // \xHH, \uHHHH, \UHHHHHHHH as Python reads them
             const size_t digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             uint32_t cp = 0;
             size_t k = 0;
@@ -192,7 +211,10 @@ class Lexer {
             utf8_append(out, cp);
             break;
           }
-          default: out += '\\'; out += e; break;
+          default:
+            out += '\\';
+            out += e;
+            break;
         }
         continue;
       }
@@ -640,8 +662,10 @@ class Parser {
     }
     if (tk.kind == Tok::kInt || tk.kind == Tok::kFloat) {
       auto e = node(ExprKind::kLiteral);
-      if (tk.kind == Tok::kInt) e->literal = tk.i;
-      else e->literal = tk.f;
+      if (tk.kind == Tok::kInt)
+        e->literal = tk.i;
+      else
+        e->literal = tk.f;
       ++pos_;
       return e;
     }
@@ -649,10 +673,14 @@ class Parser {
       const std::string n = tk.s;
       ++pos_;
       auto e = node(ExprKind::kLiteral);
-      if (n == "true" || n == "True") e->literal = true;
-      else if (n == "false" || n == "False") e->literal = false;
-      else if (n == "none" || n == "None") e->literal = nullptr;
-      else return node(ExprKind::kName, n);
+      if (n == "true" || n == "True")
+        e->literal = true;
+      else if (n == "false" || n == "False")
+        e->literal = false;
+      else if (n == "none" || n == "None")
+        e->literal = nullptr;
+      else
+        return node(ExprKind::kName, n);
       return e;
     }
     if (is_op("(")) {
@@ -707,8 +735,6 @@ class Parser {
 
 }  // namespace
 
-std::unique_ptr<Template> parse_template(std::string_view source) {
-  return Parser(Lexer(source).run()).run();
-}
+std::unique_ptr<Template> parse_template(std::string_view source) { return Parser(Lexer(source).run()).run(); }
 
 }  // namespace parallm::jinja
