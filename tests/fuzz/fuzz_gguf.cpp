@@ -1,8 +1,7 @@
 // libFuzzer target: the GGUF parser over arbitrary bytes. Any input must
 // either parse or throw InputError; every value the getters return must come
 // from inside the buffer (AddressSanitizer checks the reads).
-// FUZZ_SOURCES: src/loader/gguf_reader.cpp src/core/dtype.cpp src/util/check.cpp src/util/log.cpp
-// src/util/mapped_file.cpp
+// FUZZ_SOURCES: src/loader/gguf_reader.cpp src/core/dtype.cpp src/util/check.cpp src/util/log.cpp src/util/mapped_file.cpp
 #include <cstddef>
 #include <cstdint>
 

@@ -1,7 +1,6 @@
 // libFuzzer target: Hugging Face config.json parsing (loader/hf_config.h).
 // Any text must give a finalized ModelConfig or an InputError.
-// FUZZ_SOURCES: src/loader/hf_config.cpp src/config/model_config.cpp src/util/json_parse.cpp src/util/check.cpp
-// src/util/log.cpp
+// FUZZ_SOURCES: src/loader/hf_config.cpp src/config/model_config.cpp src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp
 #include <cstddef>
 #include <cstdint>
 #include <string>

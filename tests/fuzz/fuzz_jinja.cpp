@@ -1,7 +1,7 @@
 // libFuzzer target: chat templates (server/jinja). Templates come from model
 // files, so any text must render or give an InputError: no crash, no hang.
-// FUZZ_SOURCES: src/server/jinja/jinja_builtins.cpp src/server/jinja/jinja_eval.cpp src/server/jinja/jinja_parser.cpp
-// src/tokenizer/unicode.cpp src/util/check.cpp src/util/log.cpp FUZZ_LIBS: -lutf8proc
+// FUZZ_SOURCES: src/server/jinja/jinja_builtins.cpp src/server/jinja/jinja_eval.cpp src/server/jinja/jinja_parser.cpp src/tokenizer/unicode.cpp src/util/check.cpp src/util/log.cpp
+// FUZZ_LIBS: -lutf8proc
 #include <cstddef>
 #include <cstdint>
 #include <string>

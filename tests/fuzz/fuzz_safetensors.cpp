@@ -1,8 +1,7 @@
 // libFuzzer target: the safetensors parser over arbitrary bytes. Any input
 // must parse or throw InputError; every tensor it accepts must lie inside the
 // buffer (AddressSanitizer checks the first and last byte of each).
-// FUZZ_SOURCES: src/loader/safetensors_reader.cpp src/core/dtype.cpp src/util/json_parse.cpp src/util/check.cpp
-// src/util/log.cpp src/util/mapped_file.cpp
+// FUZZ_SOURCES: src/loader/safetensors_reader.cpp src/core/dtype.cpp src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp src/util/mapped_file.cpp
 #include <cstddef>
 #include <cstdint>
 

@@ -2,8 +2,7 @@
 // Llama JSON by the first byte's top bit.
 // Any text, streamed in pieces of any size, must split and parse without a
 // crash; the content streamed plus the kept rest is the whole text.
-// FUZZ_SOURCES: src/server/tool_calls.cpp src/server/stop_matcher.cpp src/util/json_parse.cpp src/util/check.cpp
-// src/util/log.cpp
+// FUZZ_SOURCES: src/server/tool_calls.cpp src/server/stop_matcher.cpp src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
