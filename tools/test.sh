@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs dependencies, checks the format, builds parallm and runs every
-# test (ctest), then the ThreadSanitizer build and run (tools/tsan.sh).
+# test (ctest); with PARALLM_TSAN=1 also the ThreadSanitizer run.
 # Also checks that the CUDA/NCCL path compiles and links when the CUDA
 # toolkit is present (no GPU needed; its runtime tests skip without one).
 set -euo pipefail
@@ -17,8 +17,9 @@ if [[ -x /usr/local/cuda/bin/nvcc && "${PARALLM_SKIP_CUDA_BUILD:-0}" != 1 ]]; th
   cmake --build build-cuda -j"$jobs" --target parallm
 fi
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
-# The ThreadSanitizer build and run of the threaded tests (tools/tsan.sh);
-# PARALLM_SKIP_TSAN=1 leaves it out of a quick local run.
-if [[ "${PARALLM_SKIP_TSAN:-0}" != 1 ]]; then
+# PARALLM_TSAN=1: also the ThreadSanitizer build and run of the threaded
+# tests (tools/tsan.sh). NOTE: not yet the default: its cold build has not
+# been timed in a clean-clone run on quiet cores.
+if [[ "${PARALLM_TSAN:-0}" == 1 ]]; then
   bash tools/tsan.sh
 fi
