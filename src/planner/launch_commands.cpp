@@ -16,6 +16,12 @@ namespace parallm::planner {
 std::string flag(const char* name, const std::string& value) { return std::string(" ") + name + " " + value; }
 std::string flag(const char* name, long long value) { return std::string(" ") + name + " " + std::to_string(value); }
 
+std::string hf_dtype_flag(const std::string& weights) {
+  if (weights == "fp16") return flag("--dtype", std::string("float16"));
+  if (weights == "fp32") return flag("--dtype", std::string("float32"));
+  return "";
+}
+
 std::string replica_where(const LaunchContext& c, int replica) {
   const GpuGroup& g = c.groups[static_cast<size_t>(replica)];
   return strfmt("replica %d (node %d)", replica, g.node);

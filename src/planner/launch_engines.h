@@ -36,6 +36,8 @@ struct LaunchContext {
 // Appends " --flag value"-style text.
 std::string flag(const char* name, const std::string& value);
 std::string flag(const char* name, long long value);
+// vLLM's and SGLang's --dtype for unquantized weights ("" for bf16, their default).
+std::string hf_dtype_flag(const std::string& weights);
 
 EngineLaunch launch_vllm(const LaunchContext& c);
 EngineLaunch launch_sglang(const LaunchContext& c);

@@ -38,12 +38,7 @@ std::string sglang_model_and_quant(const LaunchContext& c, std::string* note) {
     if (!c.gguf_file) *note = "GGUF weights: " + file + " stands for the model converted to " + w + ".";
     return path(file) + flag("--load-format", std::string("gguf")) + flag("--quantization", std::string("gguf"));
   }
-  std::string s = path(c.model);
-  if (w == "fp16")
-    s += flag("--dtype", std::string("float16"));
-  else if (w == "fp32")
-    s += flag("--dtype", std::string("float32"));
-  return s;
+  return path(c.model) + hf_dtype_flag(w);
 }
 
 }  // namespace

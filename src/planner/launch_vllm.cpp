@@ -43,12 +43,7 @@ std::string vllm_model_and_quant(const LaunchContext& c, std::string* note) {
         c.plan->request.model.hf_repo.empty() ? "" : flag("--tokenizer", c.plan->request.model.hf_repo);
     return file + tok + flag("--quantization", std::string("gguf"));
   }
-  std::string s = c.model;
-  if (w == "fp16")
-    s += flag("--dtype", std::string("float16"));
-  else if (w == "fp32")
-    s += flag("--dtype", std::string("float32"));
-  return s;
+  return c.model + hf_dtype_flag(w);
 }
 
 }  // namespace
