@@ -330,6 +330,60 @@ TEST(TokenMask, EqualsBruteForce) {
   EXPECT_GT(c->stats().hits + c->stats().misses, 0u);
 }
 
+// apply() against feeding each token to a copy of the matcher, on a
+// vocabulary whose size is no multiple of 64 and logits wider than it (a
+// model's padded output rows): allowed logits pass unchanged, everything
+// else is -inf, the end token only where the structure may end.
+TEST(TokenMask, ApplyEqualsBruteForce) {
+  std::mt19937 rng(11);
+  std::vector<std::string> pieces;
+  const std::string alphabet = "ab\"{}:,[] 019-.etrufalsn";
+  for (int i = 0; i < 1000; ++i) {
+    std::string p;
+    for (size_t n = 1 + rng() % 4; n-- > 0;) p += alphabet[rng() % alphabet.size()];
+    pieces.push_back(i % 97 == 0 ? std::string() : p);
+  }
+  const int32_t end_id = 999;
+  pieces[end_id] = "";
+  const VocabIndex vocab(pieces);
+  const int32_t n_logits = 1003;
+  auto c = compile_constraint(
+      ConstraintKind::kJsonSchema,
+      R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"number"},"maxItems":3},"b":{"type":"boolean"}},"required":["a","b"]})");
+  for (int trial = 0; trial < 10; ++trial) {
+    TokenConstraint tc(c, &vocab, {end_id}, 1000);
+    Matcher m(&c->grammar());
+    for (int step = 0; step < 40; ++step) {
+      std::vector<float> logits(n_logits), before;
+      for (float& l : logits) l = static_cast<float>(rng() % 1000) / 100.0f;
+      before = logits;
+      if (!tc.apply(logits.data(), n_logits)) break;
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < n_logits; ++id) {
+        bool ok = false;
+        if (id == end_id) {
+          ok = m.accepting();
+        } else if (id < static_cast<int32_t>(pieces.size()) && !pieces[static_cast<size_t>(id)].empty()) {
+          Matcher probe = m;
+          ok = probe.feed(pieces[static_cast<size_t>(id)]);
+        }
+        if (ok) {
+          EXPECT_EQ(logits[static_cast<size_t>(id)], before[static_cast<size_t>(id)]) << "id " << id;
+          allowed.push_back(id);
+        } else {
+          EXPECT_EQ(logits[static_cast<size_t>(id)], -INFINITY)
+              << "id " << id << " '" << (id < 1000 ? pieces[static_cast<size_t>(id)] : "") << "'";
+        }
+      }
+      ASSERT_FALSE(allowed.empty());
+      const int32_t id = allowed[rng() % allowed.size()];
+      if (id == end_id) break;
+      tc.accept(id);
+      ASSERT_TRUE(m.feed(pieces[static_cast<size_t>(id)]));
+    }
+  }
+}
+
 TEST(TokenMask, ClosesWithinBudget) {
   std::vector<std::string> pieces;
   for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, static_cast<char>(b)));
