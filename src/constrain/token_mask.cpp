@@ -82,7 +82,8 @@ VocabIndex::VocabIndex(const std::vector<std::string>& pieces)
       const size_t n = std::min(prev->size(), p.size());
       while (static_cast<size_t>(l) < n && (*prev)[static_cast<size_t>(l)] == p[static_cast<size_t>(l)]) ++l;
     }
-    sorted_.push_back({id, l});
+    sorted_.push_back({id, l, static_cast<uint32_t>(bytes_.size()), static_cast<int32_t>(p.size())});
+    bytes_ += p;
     max_len_ = std::max(max_len_, p.size());
     prev = &p;
   }
@@ -129,19 +130,22 @@ PositionMask CompiledConstraint::walk(Matcher* m, const Matcher::Set& set, const
   thread_local std::vector<Matcher::Set> sets;
   if (sets.size() < vocab.max_len() + 1) sets.resize(vocab.max_len() + 1);
   sets[0] = set;
-  size_t valid = 0;  // bytes of the previous entry that fed (sets[0..valid] hold)
+  size_t valid = 0;                      // bytes of the previous entry that fed (sets[0..valid] hold)
+  std::vector<Matcher::Set>& at = sets;  // one thread-local lookup, not one per byte
+  const char* bytes = vocab.sorted_bytes();
   for (const VocabIndex::Entry& e : vocab.sorted()) {
-    const std::string& p = vocab.piece(e.id);
     // The previous entry failed at byte `valid` and this one shares it.
     if (static_cast<size_t>(e.lcp) > valid) continue;
+    const char* p = bytes + e.begin;
+    const size_t len = static_cast<size_t>(e.len);
     size_t d = static_cast<size_t>(e.lcp);
-    for (; d < p.size(); ++d) {
-      m->step(sets[d], static_cast<uint8_t>(p[d]), &sets[d + 1]);
-      if (sets[d + 1].empty()) break;
+    for (; d < len; ++d) {
+      m->step(at[d], static_cast<uint8_t>(p[d]), &at[d + 1]);
+      if (at[d + 1].empty()) break;
     }
     valid = d;
-    if (d < p.size()) continue;
-    const int32_t after = m->distance(sets[d]);
+    if (d < len) continue;
+    const int32_t after = m->distance(at[d]);
     if (after > max_dist_after) continue;
     out.bits[static_cast<size_t>(e.id) / 64] |= uint64_t{1} << (e.id % 64);
     out.max_dist_after = std::max(out.max_dist_after, after);
