@@ -356,8 +356,15 @@ TEST(ServingEngine, ProfiledStepAndResizedPoolServe) {
   const size_t bytes = engine.profile_step(n_tokens, n_seqs);
   // 12 sequences of 25 tokens take 2 blocks each: 16 blocks hold 8 of them.
   const double tokens = 8 * 25;
+#if defined(__SANITIZE_THREAD__)
+  // NOTE: TSan's allocator keeps its own books (mallinfo2 reads 0), so the
+  // profile measures nothing there; the bounds hold in the normal build.
+  (void)c;
+  (void)tokens;
+#else
   EXPECT_GE(static_cast<double>(bytes), tokens * static_cast<double>(c.n_embd) * 4 * 3);
   EXPECT_LT(bytes, size_t{1} << 30);
+#endif
   EXPECT_EQ(engine.activation_bytes_per_rank(), bytes);
 
   engine.resize_kv_pool(96);
