@@ -145,6 +145,22 @@ uint32_t gguf_file_type(DType t) {
       return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
     case DType::kBF16:
       return 32;  // LLAMA_FTYPE_MOSTLY_BF16
+    case DType::kQ4_1:
+      return 3;  // LLAMA_FTYPE_MOSTLY_Q4_1
+    case DType::kQ5_0:
+      return 8;  // LLAMA_FTYPE_MOSTLY_Q5_0
+    case DType::kQ5_1:
+      return 9;  // LLAMA_FTYPE_MOSTLY_Q5_1
+    case DType::kQ2_K:
+      return 10;  // LLAMA_FTYPE_MOSTLY_Q2_K
+    case DType::kQ3_K:
+      return 12;  // LLAMA_FTYPE_MOSTLY_Q3_K_M
+    case DType::kQ5_K:
+      return 17;  // LLAMA_FTYPE_MOSTLY_Q5_K_M
+    case DType::kIQ4_NL:
+      return 25;  // LLAMA_FTYPE_MOSTLY_IQ4_NL
+    case DType::kIQ4_XS:
+      return 30;  // LLAMA_FTYPE_MOSTLY_IQ4_XS
   }
   return 0;
 }

@@ -16,8 +16,9 @@
 namespace parallm::cpu {
 namespace {
 
-constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                               DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
+// Every dtype: the 32-value blocks (q4_1, q5_*, iq4_nl) and the 256-value
+// ones (q2_k .. q6_k, iq4_xs) run through the same row kernels as q4_k.
+constexpr auto& kAllTypes = kAllDTypes;
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> v;

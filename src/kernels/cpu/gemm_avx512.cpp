@@ -179,6 +179,9 @@ void dequant_row(DType t, const char* row, float* y, int64_t n) {
     case DType::kQ6_K:
       dequant_q6_k(reinterpret_cast<const BlockQ6_K*>(row), y, n / kQK_K);
       return;
+    default:  // the other block types: the scalar reference (quant.h)
+      dequantize_row(t, row, y, n);
+      return;
   }
 }
 

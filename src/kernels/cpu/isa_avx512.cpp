@@ -367,8 +367,10 @@ void rows(const RowsTask& a) {
       case DType::kBF16:
         seq_rows<LoadBF16>(a.w, a.w_stride, a.x, a.n_tokens, a.n_in, a.o_begin, a.o_end, a.out, a.out_stride);
         return;
-      case DType::kQ4_K:
-      case DType::kQ6_K: {
+      case DType::kQ8_0:
+      case DType::kQ4_0:
+        break;
+      default: {  // the other block types: dequantized row by row into L1
         thread_local std::vector<float> row;
         if (row.size() < static_cast<size_t>(a.n_in)) row.resize(static_cast<size_t>(a.n_in));
         const int nt = static_cast<int>(a.n_tokens);
@@ -379,8 +381,6 @@ void rows(const RowsTask& a) {
         }
         return;
       }
-      default:
-        break;
     }
   }
   if (a.wtype == DType::kQ8_0 || a.wtype == DType::kQ4_0) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/quant_blocks.h"
 #include "util/check.h"
 
 namespace parallm::cpu {
@@ -78,11 +79,7 @@ void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb) {
         q[j * 32 + l] = static_cast<uint8_t>(std::clamp(v, 0, 15));
       }
     }
-    for (int j = 0; j < 4; ++j) {
-      y[b].scales[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
-      y[b].scales[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
-      y[b].scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xf) | ((m[j + 4] & 0xf) << 4));
-    }
+    pack_scale_min_k4(sc, m, y[b].scales);
     for (int c = 0; c < 4; ++c) {
       for (int l = 0; l < 32; ++l) {
         y[b].qs[c * 32 + l] = static_cast<uint8_t>(q[c * 64 + l] | (q[c * 64 + 32 + l] << 4));
@@ -195,6 +192,30 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::kQ6_K:
       quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), nb);
       return;
+    case DType::kQ4_1:
+      quantize_q4_1(src, static_cast<BlockQ4_1*>(dst), nb);
+      return;
+    case DType::kQ5_0:
+      quantize_q5_0(src, static_cast<BlockQ5_0*>(dst), nb);
+      return;
+    case DType::kQ5_1:
+      quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), nb);
+      return;
+    case DType::kIQ4_NL:
+      quantize_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), nb);
+      return;
+    case DType::kQ2_K:
+      quantize_q2_k(src, static_cast<BlockQ2_K*>(dst), nb);
+      return;
+    case DType::kQ3_K:
+      quantize_q3_k(src, static_cast<BlockQ3_K*>(dst), nb);
+      return;
+    case DType::kQ5_K:
+      quantize_q5_k(src, static_cast<BlockQ5_K*>(dst), nb);
+      return;
+    case DType::kIQ4_XS:
+      quantize_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), nb);
+      return;
   }
 }
 
@@ -241,6 +262,30 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       return;
     case DType::kQ6_K:
       dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
+      return;
+    case DType::kQ4_1:
+      dequantize_q4_1(static_cast<const BlockQ4_1*>(src), dst, nb);
+      return;
+    case DType::kQ5_0:
+      dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
+      return;
+    case DType::kQ5_1:
+      dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb);
+      return;
+    case DType::kIQ4_NL:
+      dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb);
+      return;
+    case DType::kQ2_K:
+      dequantize_q2_k(static_cast<const BlockQ2_K*>(src), dst, nb);
+      return;
+    case DType::kQ3_K:
+      dequantize_q3_k(static_cast<const BlockQ3_K*>(src), dst, nb);
+      return;
+    case DType::kQ5_K:
+      dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
+      return;
+    case DType::kIQ4_XS:
+      dequantize_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, nb);
       return;
   }
 }
