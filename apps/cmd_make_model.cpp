@@ -23,7 +23,7 @@ const bool registered = register_command(
     {"make-model", "Write a random-weight model (GGUF) of a preset's shape", [](CLI::App& sub) {
        auto args = std::make_shared<MakeModelArgs>();
        sub.add_option("--preset", args->preset, "Model shape (list below)")->required();
-       sub.add_option("--dtype", args->dtype, "Matrix dtype: f32, f16, bf16, q8_0, q4_0 (norms stay f32)")
+       sub.add_option("--dtype", args->dtype, "Matrix dtype: " + dtype_names_list() + " (norms stay f32)")
            ->capture_default_str();
        sub.add_option("--out", args->out, "Output GGUF file")->required();
        sub.add_option("--seed", args->seed, "Weight seed (same seed, byte-identical file)")->capture_default_str();

@@ -58,8 +58,12 @@ std::unique_ptr<ModelFile> load_gguf_model(const std::string& path) {
   for (const auto& info : gguf->tensors()) {
     DType dt;
     if (!dtype_from_ggml(info.ggml_type, &dt)) {
-      throw InputError("model '" + path + "': tensor '" + info.name + "' has type " + ggml_type_name(info.ggml_type) +
-                       ", which parallm cannot run (supported: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)");
+      const std::string id = std::to_string(info.ggml_type);
+      const std::string name = ggml_type_gguf_name(info.ggml_type);
+      const std::string what = name == "type " + id ? "ggml type " + id + ", which no ggml release defines and"
+                                                    : "type " + name + " (ggml type " + id + "), which";
+      throw InputError("model '" + path + "': tensor '" + info.name + "' has " + what +
+                       " parallm does not support (supported: " + dtype_names_list() + ")");
     }
     WeightTensor t;
     t.name = info.name;

@@ -215,14 +215,18 @@ void GgufFile::parse() {
     }
     t.ggml_type = c.read<uint32_t>("tensor type");
     t.offset = c.read<uint64_t>("tensor offset");
-    DType dt;
-    if (dtype_from_ggml(t.ggml_type, &dt)) {
-      int be = dtype_block_elems(dt);
+    // Every type with a known block layout gets its size checked, also the
+    // ones parallm cannot run (the model loader names those); ids without
+    // one keep nbytes 0.
+    int64_t be;
+    size_t bb;
+    if (ggml_type_block(t.ggml_type, &be, &bb)) {
       if (t.ne[0] % be != 0) {
-        throw InputError("GGUF file '" + name_ + "': tensor '" + t.name + "' row of " + std::to_string(t.ne[0]) +
-                         " is not a multiple of the " + dtype_name(dt) + " block");
+        throw InputError("GGUF file '" + name_ + "': tensor '" + t.name + "' has type " +
+                         ggml_type_gguf_name(t.ggml_type) + " but rows of " + std::to_string(t.ne[0]) +
+                         " elements, not a multiple of its block of " + std::to_string(be));
       }
-      t.nbytes = static_cast<size_t>(n_elems / be) * dtype_block_bytes(dt);
+      t.nbytes = static_cast<size_t>(n_elems / static_cast<uint64_t>(be)) * bb;
     }
     if (tensor_index_.count(t.name)) {
       throw InputError("GGUF file '" + name_ + "': duplicate tensor '" + t.name + "'");

@@ -65,6 +65,9 @@ std::vector<ModelPreset> build_presets() {
   // KV cache (whole 32-value blocks per head) are exercised at test size.
   v.push_back(
       base("tiny-mha64", "Llama with 64-wide heads, no GQA (q8_0 KV cache tests)", 512, 128, 2, 2, 2, 256, 512));
+  // Rows of 256 and 512 values: the 256-value super-blocks (q2_k .. q6_k,
+  // iq4_xs) at test size; no smaller preset holds whole ones.
+  v.push_back(base("tiny-256", "Llama with 256-wide rows (k-quant and iq4_xs tests)", 512, 256, 2, 4, 2, 512, 512));
   return v;
 }
 
