@@ -4,7 +4,8 @@
 //  - GEMM: dot_tile<R, T, Load> (4 rows x 3 tokens: 12 accumulators) over f32
 //    panels (simpler than the AVX-512 GEMM; a fallback level);
 //  - q8_0 / q4_0 mat-vec with x quantized to 8 bits and VPMADDUBSW (no VNNI
-//    needed, so Zen 1-3 and Haswell run it);
+//    needed, so Zen 1-3 and Haswell run it), and the same for the other
+//    block types but q6_k (blocks_avx2.cpp);
 //  - KV-cache row conversions and the roofline probes.
 #include <immintrin.h>
 
@@ -15,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/avx2_blocks.h"
 #include "kernels/cpu/isa_table.h"
 #include "kernels/cpu/quant.h"
 
@@ -203,6 +205,21 @@ void panel_rows(const RowsTask& a) {
   }
 }
 
+// Decode of the block types without an integer kernel (q6_k): one row at a
+// time dequantized into an L1 buffer, then the f32 row kernel per token.
+// NOTE: the panel path dequantized 32 rows (n_in = 2048: 256 KB) for each
+// lone token.
+void block_rows(const RowsTask& a) {
+  thread_local std::vector<float> row;
+  if (row.size() < static_cast<size_t>(a.n_in)) row.resize(static_cast<size_t>(a.n_in));
+  const char* r = reinterpret_cast<const char*>(row.data());
+  for (int64_t o = a.o_begin; o < a.o_end; ++o) {
+    dequant_row(a.wtype, a.w + o * a.w_stride, row.data(), a.n_in);
+    for (int64_t t = 0; t < a.n_tokens; ++t)
+      a.out[t * a.out_stride + o] = row_dot1<LoadF32>(r, a.x + t * a.n_in, a.n_in);
+  }
+}
+
 // Same activation layout as isa_avx512.cpp: per token int8 q[n_in] | float
 // d[nb] | int32 corr[nb*8] (corr = -8 * sum of each 4 consecutive q).
 size_t xq_token_bytes(int64_t n_in) {
@@ -246,7 +263,7 @@ void quantize_x(const float* x, void* xq, int64_t /*n_tokens*/, int64_t n_in, in
 
 bool wants_xq(DType t, int64_t n_tokens, bool packed) {
   if (packed) return false;  // packed_rows_portable reads x in f32
-  return (t == DType::kQ8_0 || t == DType::kQ4_0) && n_tokens < kQuantGemmMinTokens;
+  return (t == DType::kQ8_0 || t == DType::kQ4_0 || avx2::has_block_dot(t)) && n_tokens < kQuantGemmMinTokens;
 }
 
 // int32 lanes of sum over pairs of u8*s8 products (4 bytes per lane).
@@ -308,10 +325,16 @@ void quant_rows(const RowsTask& a) {
       const char* base = static_cast<const char*>(a.xq) + t * tb;
       const int8_t* q = reinterpret_cast<const int8_t*>(base);
       const float* d = reinterpret_cast<const float*>(base + a.n_in);
-      a.out[t * a.out_stride + o] = a.wtype == DType::kQ8_0
-                                        ? dot_q8_0(reinterpret_cast<const BlockQ8_0*>(row), q, d, nb)
-                                        : dot_q4_0(reinterpret_cast<const BlockQ4_0*>(row), q, d,
-                                                   reinterpret_cast<const int32_t*>(base + a.n_in + nb * 4), nb);
+      float r;
+      if (a.wtype == DType::kQ8_0) {
+        r = dot_q8_0(reinterpret_cast<const BlockQ8_0*>(row), q, d, nb);
+      } else if (a.wtype == DType::kQ4_0) {
+        r = dot_q4_0(reinterpret_cast<const BlockQ4_0*>(row), q, d,
+                     reinterpret_cast<const int32_t*>(base + a.n_in + nb * 4), nb);
+      } else {
+        r = avx2::block_row_dot(a.wtype, row, q, d, a.n_in);
+      }
+      a.out[t * a.out_stride + o] = r;
     }
   }
 }
@@ -337,7 +360,8 @@ void rows(const RowsTask& a) {
         seq_rows<LoadBF16>(a.w, a.w_stride, a.x, a.n_tokens, a.n_in, a.o_begin, a.o_end, a.out, a.out_stride);
         return;
       default:
-        break;
+        block_rows(a);
+        return;
     }
   }
   panel_rows(a);
