@@ -67,11 +67,12 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const GgufFile& gguf) {
     d.add_space_prefix = gguf.get_bool_opt("tokenizer.ggml.add_space_prefix").value_or(true);
     d.add_bos = true;
   } else {
+    // Without the key llama.cpp uses its "default" rules (and warns).
     pre = gguf.get_string_opt("tokenizer.ggml.pre").value_or("default");
-    d.pretokenizer = std::make_shared<Pretokenizer>(rules_for_gguf_pre(pre));
-    const bool llama3 = pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "smaug-bpe";
-    d.ignore_merges = llama3;
-    d.add_bos = llama3;
+    GgufPre family = gguf_pre(pre);
+    d.pretokenizer = std::make_shared<Pretokenizer>(family.rules);
+    d.ignore_merges = family.ignore_merges;
+    d.add_bos = family.add_bos;
     d.add_space_prefix = false;
   }
   d.add_bos = gguf.get_bool_opt("tokenizer.ggml.add_bos_token").value_or(d.add_bos);

@@ -56,15 +56,23 @@ struct PreTokenizerSpec {
   std::vector<SplitRule> rules;
   bool byte_level = false;
   bool add_prefix_space = false;
-  bool metaspace = false;         // U+2581 for spaces (SentencePiece-style)
-  bool metaspace_prefix = false;  // dummy prefix U+2581
-  bool spaces_replaced = false;   // the normalizer already put U+2581 for " "
+  bool metaspace = false;               // U+2581 for spaces (SentencePiece-style)
+  bool metaspace_prefix = false;        // dummy prefix U+2581
+  bool metaspace_prefix_first = false;  // ... only before the first fragment (prepend_scheme "first")
+  bool metaspace_split = false;         // Metaspace `split`: each U+2581 starts a new word
+  bool spaces_replaced = false;         // the normalizer already put U+2581 for " "
   UnicodeForm unicode_form = UnicodeForm::kNone;
 };
 
+// Each component becomes split rules in order. A rule after the ByteLevel
+// matches the ByteLevel-mapped text, as Hugging Face runs it (Falcon).
 void read_pre_tokenizer(const json& node, PreTokenizerSpec& spec) {
   if (node.is_null()) return;
   const std::string type = node.value("type", "");
+  auto add = [&](SplitRule rule) {
+    rule.byte_level_text = spec.byte_level;
+    spec.rules.push_back(std::move(rule));
+  };
   if (type == "Sequence") {
     for (const auto& child : node.at("pretokenizers")) read_pre_tokenizer(child, spec);
   } else if (type == "Split") {
@@ -73,37 +81,49 @@ void read_pre_tokenizer(const json& node, PreTokenizerSpec& spec) {
     rule.invert = node.value("invert", false);
     const json& pattern = node.at("pattern");
     if (pattern.contains("Regex")) {
-      rule.pattern = pattern.at("Regex").get<std::string>();
+      rule.pattern = onig_to_pcre2(pattern.at("Regex").get<std::string>());
     } else {
       rule.pattern = quote_regex(pattern.at("String").get<std::string>());
     }
-    spec.rules.push_back(std::move(rule));
+    add(std::move(rule));
   } else if (type == "Digits") {
     // Each digit is a match; Contiguous (the default) keeps runs together.
-    spec.rules.push_back(
-        {R"(\p{N})", node.value("individual_digits", false) ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
-         false});
+    add({R"(\p{N})", node.value("individual_digits", false) ? SplitBehavior::kIsolated : SplitBehavior::kContiguous});
   } else if (type == "Punctuation") {
-    spec.rules.push_back({kPunctuationChar, parse_split_behavior(node.value("behavior", "Isolated")), false});
+    add({kPunctuationChar, parse_split_behavior(node.value("behavior", "Isolated"))});
   } else if (type == "WhitespaceSplit") {
-    spec.rules.push_back({R"(\s)", SplitBehavior::kRemoved, false});
+    add({R"(\s)", SplitBehavior::kRemoved});
   } else if (type == "Whitespace") {
-    spec.rules.push_back({R"(\w+|[^\w\s]+)", SplitBehavior::kRemoved, true});
+    add({R"(\w+|[^\w\s]+)", SplitBehavior::kRemoved, true});
+  } else if (type == "BertPreTokenizer") {
+    // Whitespace removed, then every punctuation character on its own.
+    add({R"(\s)", SplitBehavior::kRemoved});
+    add({kPunctuationChar, SplitBehavior::kIsolated});
+  } else if (type == "CharDelimiterSplit") {
+    add({quote_regex(node.at("delimiter").get<std::string>()), SplitBehavior::kRemoved});
   } else if (type == "Metaspace") {
     if (node.value("replacement", std::string(kSpaceMark)) != kSpaceMark) {
       throw InputError("unsupported tokenizer.json Metaspace replacement (supported: U+2581)");
     }
     spec.metaspace = true;
-    spec.metaspace_prefix = node.contains("prepend_scheme") ? node.at("prepend_scheme").get<std::string>() != "never"
-                                                            : node.value("add_prefix_space", true);
+    const std::string scheme = node.contains("prepend_scheme")        ? node.at("prepend_scheme").get<std::string>()
+                               : node.value("add_prefix_space", true) ? "always"
+                                                                      : "never";
+    if (scheme != "always" && scheme != "first" && scheme != "never") {
+      throw InputError("unsupported tokenizer.json Metaspace prepend_scheme '" + scheme +
+                       "' (supported: always, first, never)");
+    }
+    spec.metaspace_prefix = scheme != "never";
+    spec.metaspace_prefix_first = scheme == "first";
+    spec.metaspace_split = node.value("split", true);
   } else if (type == "ByteLevel") {
+    if (node.value("use_regex", true)) add({kGpt2Pattern});
     spec.byte_level = true;
     spec.add_prefix_space = node.value("add_prefix_space", false);
-    if (node.value("use_regex", true)) spec.rules.push_back({kGpt2Pattern});
   } else {
     throw InputError("unsupported tokenizer.json pre_tokenizer '" + type +
                      "' (supported: Sequence, Split, Digits, Punctuation, Whitespace, "
-                     "WhitespaceSplit, ByteLevel, Metaspace)");
+                     "WhitespaceSplit, BertPreTokenizer, CharDelimiterSplit, ByteLevel, Metaspace)");
   }
 }
 
@@ -281,6 +301,9 @@ std::unique_ptr<Tokenizer> parse_json_impl(std::string_view tokenizer_json, std:
   TokenizerData& d = *data;
   d.kind = spec.byte_level ? TokenizerKind::kByteLevelBpe : TokenizerKind::kSentencePiece;
   d.add_space_prefix = !spec.byte_level && spec.metaspace_prefix;
+  d.metaspace = !spec.byte_level && spec.metaspace && !spec.spaces_replaced;
+  d.space_prefix_first_only = d.metaspace && spec.metaspace_prefix_first;
+  d.metaspace_split = d.metaspace && spec.metaspace_split;
   d.pieces.assign(static_cast<size_t>(max_id + 1), std::string());
   d.attrs.assign(d.pieces.size(), TokenAttr::kUnused);
   for (const auto& [piece, id] : vocab.items()) {

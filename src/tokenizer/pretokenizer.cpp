@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "tokenizer/unicode.h"
 #include "util/check.h"
 
 namespace parallm {
@@ -24,42 +25,52 @@ const char* const kQwen2Pattern =
 
 const char* const kPunctuationChar = R"([\p{P}\x21-\x2F\x3A-\x40\x5B-\x60\x7B-\x7E])";
 
-// GPT-4o's o200k pattern (also gpt-oss): cased words keep their case run.
-const char* const kO200kPattern =
-    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-std::vector<SplitRule> rules_for_gguf_pre(const std::string& pre) {
-  using B = SplitBehavior;
-  auto is = [&](std::initializer_list<const char*> names) {
-    for (const char* name : names) {
-      if (pre == name) return true;
+std::string onig_to_pcre2(const std::string& pattern) {
+  std::string out;
+  out.reserve(pattern.size());
+  int depth = 0;  // character-class nesting
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {  // an escape is copied whole (\p{..} reads on as text)
+      out += c;
+      out += pattern[++i];
+      continue;
     }
-    return false;
-  };
-  // The same splits as each family's tokenizer.json pre_tokenizer.
-  if (is({"default", "gpt-2", "gpt2", "phi-2", "jais", "mpt", "olmo"})) return {{kGpt2Pattern}};
-  if (is({"llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx"})) return {{kLlama3Pattern}};
-  if (is({"qwen2", "deepseek-r1-qwen"})) return {{kQwen2Pattern}};
-  if (is({"starcoder", "refact", "command-r", "smollm", "codeshell"})) {
-    return {{R"(\p{N})"}, {kGpt2Pattern}};  // Digits (one by one), then GPT-2
+    if (depth == 0) {
+      if (c == '[') {
+        depth = 1;
+        out += c;
+        if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+        if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];  // a leading ] is literal
+        continue;
+      }
+      out += c;
+      continue;
+    }
+    if (c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {  // POSIX [:alpha:] stays
+      const size_t close = pattern.find(":]", i + 2);
+      if (close != std::string::npos) {
+        out.append(pattern, i, close + 2 - i);
+        i = close + 1;
+        continue;
+      }
+    }
+    if (c == '[') {  // a nested class: its members join the outer one
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') {
+        throw InputError("pre-tokenizer regex has a negated nested character class (unsupported): " + pattern);
+      }
+      ++depth;
+      continue;
+    }
+    if (c == '&' && i + 1 < pattern.size() && pattern[i + 1] == '&') {
+      throw InputError("pre-tokenizer regex has a character class intersection '&&' (unsupported): " + pattern);
+    }
+    if (c == ']') {
+      if (--depth > 0) continue;
+    }
+    out += c;
   }
-  if (is({"gpt-4o"})) return {{kO200kPattern}};
-  if (is({"deepseek-v3"})) {
-    return {
-        {R"(\p{N}{1,3})"},
-        {"[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"},
-        {R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}};
-  }
-  if (is({"falcon"})) {
-    return {{kPunctuationChar, B::kContiguous, false},
-            {kGpt2Pattern},
-            {R"(\p{N})", B::kContiguous, false},
-            {"[0-9][0-9][0-9]"}};
-  }
-  throw InputError("unsupported tokenizer.ggml.pre '" + pre +
-                   "' (supported: default, gpt-2, phi-2, jais, mpt, olmo, llama-bpe, llama3, "
-                   "smaug-bpe, dbrx, qwen2, deepseek-r1-qwen, starcoder, refact, command-r, "
-                   "smollm, codeshell, gpt-4o, deepseek-v3, falcon)");
+  return out;
 }
 
 SplitBehavior parse_split_behavior(const std::string& name) {
@@ -77,6 +88,7 @@ struct Pretokenizer::Compiled {
   pcre2_code* code = nullptr;
   SplitBehavior behavior = SplitBehavior::kIsolated;
   bool invert = false;
+  bool byte_level_text = false;
   ~Compiled() { pcre2_code_free(code); }
 };
 
@@ -97,6 +109,7 @@ Pretokenizer::Pretokenizer(const std::vector<SplitRule>& rules) {
     auto compiled = std::make_unique<Compiled>();
     compiled->behavior = rule.behavior;
     compiled->invert = rule.invert;
+    compiled->byte_level_text = rule.byte_level_text;
     int error_code = 0;
     PCRE2_SIZE error_offset = 0;
     compiled->code =
@@ -124,8 +137,11 @@ struct Segment {
   bool match = false;
 };
 
-// Cuts `text` into matches and the gaps between them, in order. Empty
-// matches are skipped (they would only add empty pieces).
+// Cuts `text` into matches and the gaps between them, in order. An empty
+// match is kept as an empty segment: it cuts the gap around it (SuperBPE's
+// `(?=(\d{3})+(?!\d))` splits "1234567" into "1", "234", "567") but never
+// becomes a piece; the search then steps one character on, as Hugging Face's
+// Oniguruma iteration does.
 void find_segments(pcre2_code* code, pcre2_match_data* match, std::string_view text, std::vector<Segment>& out) {
   out.clear();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
@@ -136,24 +152,41 @@ void find_segments(pcre2_code* code, pcre2_match_data* match, std::string_view t
     if (rc < 0) break;  // no more matches (or a matching limit): the rest is a gap
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match);
     size_t start = ov[0], end = ov[1];
-    if (end <= start) {  // empty match: step past one character and keep searching
-      pos = start + 1;
-      while (pos < text.size() && (static_cast<uint8_t>(text[pos]) & 0xC0) == 0x80) ++pos;
-      continue;
-    }
+    if (start < emitted || end < start) break;  // \K or a lookbehind reached back: treat the rest as a gap
     if (start > emitted) out.push_back({emitted, start, false});
     out.push_back({start, end, true});
-    emitted = pos = end;
+    emitted = end;
+    pos = end;
+    if (end == start) {  // empty match: step past one character and keep searching
+      ++pos;
+      while (pos < text.size() && (static_cast<uint8_t>(text[pos]) & 0xC0) == 0x80) ++pos;
+    }
   }
   if (emitted < text.size()) out.push_back({emitted, text.size(), false});
+}
+
+// The text as Hugging Face's ByteLevel leaves it: each byte of `raw` becomes
+// its GPT-2 byte-to-unicode char. raw_offset[i] is the byte of `raw` that
+// mapped byte i belongs to (size + 1 entries, so the end maps too).
+void map_byte_level(std::string_view raw, std::string& mapped, std::vector<uint32_t>& raw_offset) {
+  mapped.clear();
+  raw_offset.clear();
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const size_t before = mapped.size();
+    utf8_append(mapped, byte_to_unicode(static_cast<uint8_t>(raw[i])));
+    raw_offset.insert(raw_offset.end(), mapped.size() - before, static_cast<uint32_t>(i));
+  }
+  raw_offset.push_back(static_cast<uint32_t>(raw.size()));
 }
 
 // Joins or drops segments as the behaviour says (the same folds as Hugging
 // Face's NormalizedString::split), then appends the pieces of `text`.
 void apply_behavior(SplitBehavior behavior, const std::vector<Segment>& segs, std::string_view text,
                     std::vector<Segment>& kept, std::vector<std::string_view>& out) {
-  if (behavior == SplitBehavior::kIsolated) {  // the common case: every segment as it is
-    for (const Segment& s : segs) out.push_back(text.substr(s.start, s.end - s.start));
+  if (behavior == SplitBehavior::kIsolated) {  // the common case: every non-empty segment as it is
+    for (const Segment& s : segs) {
+      if (s.end > s.start) out.push_back(text.substr(s.start, s.end - s.start));
+    }
     return;
   }
   kept.clear();
@@ -210,13 +243,23 @@ std::vector<std::string_view> Pretokenizer::split(std::string_view text) const {
   if (text.empty()) return pieces;
   pieces.push_back(text);
   std::vector<Segment> segs, kept;
+  std::string mapped;
+  std::vector<uint32_t> raw_offset;
   for (const auto& rule : rules_) {
     pcre2_match_data* match = pcre2_match_data_create_from_pattern(rule->code, nullptr);
     PARALLM_CHECK(match != nullptr);
     std::vector<std::string_view> next;
     next.reserve(pieces.size() * 2);
     for (std::string_view piece : pieces) {
-      find_segments(rule->code, match, piece, segs);
+      if (rule->byte_level_text) {
+        // Match the mapped text, then cut the raw piece at the same bytes (a
+        // cut inside a mapped char falls on the byte that char stands for).
+        map_byte_level(piece, mapped, raw_offset);
+        find_segments(rule->code, match, mapped, segs);
+        for (Segment& s : segs) s.start = raw_offset[s.start], s.end = raw_offset[s.end];
+      } else {
+        find_segments(rule->code, match, piece, segs);
+      }
       if (rule->invert) {
         for (Segment& s : segs) s.match = !s.match;
       }

@@ -5,6 +5,11 @@
 // the Unicode classes (\p{L}, \p{N}, \s) that GPT-2, Llama 3 and Qwen2 use;
 // invalid UTF-8 never matches and ends up in a gap piece, so garbage bytes
 // still tokenize (through byte-level BPE) instead of failing.
+//
+// A rule may instead see the text as Hugging Face's ByteLevel pre-tokenizer
+// leaves it (every byte one GPT-2 byte-to-unicode char): in a tokenizer.json
+// Sequence, the rules after a ByteLevel run on that mapped text (Falcon's
+// Digits: "ü" = C3 BC maps to "Ã¼", and "¼" is a number there).
 #pragma once
 #include <memory>
 #include <string>
@@ -29,9 +34,10 @@ struct SplitRule {
   std::string pattern;  // PCRE2 syntax
   SplitBehavior behavior = SplitBehavior::kIsolated;
   bool invert = false;
+  bool byte_level_text = false;  // matches the ByteLevel-mapped text (see above)
 };
 
-// Built-in patterns for GGUF tokenizer.ggml.pre values.
+// Patterns shared by the GGUF tables and the tokenizer.json reader.
 extern const char* const kGpt2Pattern;
 extern const char* const kLlama3Pattern;
 extern const char* const kQwen2Pattern;
@@ -39,9 +45,25 @@ extern const char* const kQwen2Pattern;
 // counts them: ASCII punctuation and Unicode P*.
 extern const char* const kPunctuationChar;
 
-// Maps a GGUF `tokenizer.ggml.pre` value to its split rules; throws
-// InputError listing the supported names for an unknown one.
+// What a GGUF `tokenizer.ggml.pre` value means (gguf_pre.cpp): the split
+// rules of the family's tokenizer.json, and the flags llama.cpp sets with it.
+struct GgufPre {
+  std::vector<SplitRule> rules;
+  bool ignore_merges = false;  // a pre-token that is a piece is emitted whole
+  bool add_bos = false;        // default of tokenizer.ggml.add_bos_token
+};
+
+// Throws InputError listing the supported names for an unknown one.
+GgufPre gguf_pre(const std::string& pre);
 std::vector<SplitRule> rules_for_gguf_pre(const std::string& pre);
+// Every name gguf_pre() accepts, in table order.
+std::vector<std::string> gguf_pre_names();
+
+// A tokenizer.json (Oniguruma) regex in PCRE2 syntax: nested character
+// classes, which Oniguruma reads as unions (BLOOM's
+// ` ?[^(\s|[.,!?…])]+`), are flattened; throws InputError for class
+// intersections (`&&`), which have no PCRE2 form here.
+std::string onig_to_pcre2(const std::string& pattern);
 
 class Pretokenizer {
  public:

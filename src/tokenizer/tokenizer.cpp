@@ -38,6 +38,11 @@ int parse_byte_piece(std::string_view piece) {
   return value;
 }
 
+// A space or U+2581: where a Metaspace word starts.
+bool starts_with_space(std::string_view text) {
+  return (!text.empty() && text[0] == ' ') || text.substr(0, 3) == "\xE2\x96\x81";
+}
+
 bool splittable(TokenAttr attr, bool parse_special) {
   if (attr == TokenAttr::kUserDefined) return true;
   return parse_special && (attr == TokenAttr::kControl || attr == TokenAttr::kUnknown);
@@ -124,6 +129,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   if (add_special && d.add_bos && d.bos_id >= 0) out.push_back(d.bos_id);
 
   bool prev_special = true;  // SentencePiece: dummy prefix at start and after specials
+  bool text_start = true;    // nothing encoded yet (Metaspace prepend_scheme "first")
   std::string normalized;
   auto encode_raw = [&](std::string_view raw) {
     if (raw.empty()) return;
@@ -132,11 +138,24 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       raw = normalized;
     }
     if (d.kind == TokenizerKind::kSentencePiece) {
-      spm_encode(d, raw, d.add_space_prefix && prev_special, out);
+      bool prefix = d.add_space_prefix && prev_special;
+      if (d.metaspace) prefix = prefix && (text_start || !d.space_prefix_first_only) && !starts_with_space(raw);
+      if (d.metaspace_split) {
+        // Each space (or U+2581) starts a word; merges stay inside words.
+        size_t start = 0;
+        for (size_t i = 1; i <= raw.size(); ++i) {
+          if (i < raw.size() && !starts_with_space(raw.substr(i))) continue;
+          spm_encode(d, raw.substr(start, i - start), prefix && start == 0, out);
+          start = i;
+        }
+      } else {
+        spm_encode(d, raw, prefix, out);
+      }
     } else {
       bpe_encode(d, raw, out);
     }
     prev_special = false;
+    text_start = false;
   };
 
   size_t raw_start = 0;
@@ -157,6 +176,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     encode_raw(text.substr(raw_start, pos - raw_start));
     out.push_back(found);
     prev_special = true;
+    text_start = false;
     pos += d.pieces[found].size();
     raw_start = pos;
   }

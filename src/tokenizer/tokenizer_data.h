@@ -52,8 +52,15 @@ struct TokenizerData {
   PieceMap piece_to_id;             // normal pieces (first id wins on duplicates)
 
   // SentencePiece options.
-  bool llama2c = false;                 // llama2.c file: plain spaces, run.c char rules
-  bool add_space_prefix = true;         // dummy prefix space at the start of text
+  bool llama2c = false;          // llama2.c file: plain spaces, run.c char rules
+  bool add_space_prefix = true;  // dummy prefix space at the start of text
+  // tokenizer.json Metaspace pre-tokenizer (not a Prepend normalizer): no
+  // prefix where the fragment already starts with a space; with
+  // prepend_scheme "first" only the text's first fragment gets one; with
+  // `split`, each space starts a new word that merges never cross.
+  bool metaspace = false;
+  bool space_prefix_first_only = false;
+  bool metaspace_split = false;
   std::array<int32_t, 256> byte_ids{};  // byte-fallback ids (<0xXX>), -1 if absent
 
   // Applied to the text between added tokens before either encoder runs.

@@ -1,5 +1,5 @@
 // libFuzzer target for the tokenizer-file parsers and the encoders.
-// FUZZ_SOURCES: src/tokenizer/bpe_encoder.cpp src/tokenizer/gguf_tokenizer.cpp src/tokenizer/json_tokenizer.cpp src/tokenizer/llama2c_tokenizer.cpp src/tokenizer/load_tokenizer.cpp src/tokenizer/merges.cpp src/tokenizer/pretokenizer.cpp src/tokenizer/spm_encoder.cpp src/tokenizer/stream_decoder.cpp src/tokenizer/tokenizer.cpp src/tokenizer/unicode.cpp src/loader/gguf_reader.cpp src/core/dtype.cpp src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp src/util/mapped_file.cpp
+// FUZZ_SOURCES: src/tokenizer/bpe_encoder.cpp src/tokenizer/gguf_pre.cpp src/tokenizer/gguf_tokenizer.cpp src/tokenizer/json_tokenizer.cpp src/tokenizer/llama2c_tokenizer.cpp src/tokenizer/load_tokenizer.cpp src/tokenizer/merges.cpp src/tokenizer/pretokenizer.cpp src/tokenizer/spm_encoder.cpp src/tokenizer/stream_decoder.cpp src/tokenizer/tokenizer.cpp src/tokenizer/unicode.cpp src/loader/gguf_reader.cpp src/core/dtype.cpp src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp src/util/mapped_file.cpp
 // FUZZ_LIBS: -lpcre2-8 -lutf8proc
 //  - Input starting with '{' (after whitespace): parsed as tokenizer.json.
 //  - Input starting with "T:": the rest is text, encoded and decoded by two

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "test_util.h"
 #include "tokenizer/pretokenizer.h"
@@ -219,13 +220,30 @@ TEST(Pretokenizer, SplitBehavioursFollowHuggingFace) {
 }
 
 TEST(Pretokenizer, EveryGgufPreNameCompiles) {
-  for (const char* pre : {"default",     "gpt-2",  "phi-2",     "jais",   "mpt",       "olmo",
-                          "llama-bpe",   "llama3", "smaug-bpe", "dbrx",   "qwen2",     "deepseek-r1-qwen",
-                          "starcoder",   "refact", "command-r", "smollm", "codeshell", "gpt-4o",
-                          "deepseek-v3", "falcon"}) {
-    EXPECT_NO_THROW(Pretokenizer{rules_for_gguf_pre(pre)}) << pre;
+  const std::vector<std::string> names = gguf_pre_names();
+  // llama.cpp's names (src/llama-vocab.cpp), a sample of the list.
+  for (const char* pre :
+       {"default",   "gpt-2",     "deepseek-llm", "deepseek-coder", "deepseek-v3", "falcon",     "mpt",
+        "starcoder", "refact",    "command-r",    "qwen2",          "stablelm2",   "olmo",       "dbrx",
+        "smaug-bpe", "poro-chat", "chatglm-bpe",  "viking",         "jais",        "tekken",     "smollm",
+        "codeshell", "bloom",     "gpt3-finnish", "exaone",         "chameleon",   "minerva-7b", "gpt-4o",
+        "llama4",    "pixtral",   "seed-coder",   "superbpe",       "trillion",    "bailingmoe", "a.x-4.0",
+        "kimi-k2",   "hunyuan",   "grok-2"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), pre), names.end()) << pre;
   }
-  EXPECT_THROW(rules_for_gguf_pre("no-such-pre"), InputError);
+  for (const std::string& pre : names) {
+    EXPECT_NO_THROW(Pretokenizer{rules_for_gguf_pre(pre)}) << pre;
+    EXPECT_FALSE(rules_for_gguf_pre(pre).empty()) << pre;
+  }
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size()) << "a name is listed twice";
+  try {
+    rules_for_gguf_pre("no-such-pre");
+    ADD_FAILURE() << "no error for an unknown pre";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'no-such-pre'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("deepseek-llm"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(rules_for_gguf_pre("gemma4"), InputError);  // not byte-level
   using V = std::vector<std::string_view>;
   // StarCoder: digits one by one before GPT-2's pattern.
   EXPECT_EQ(Pretokenizer(rules_for_gguf_pre("starcoder")).split("x 123"), (V{"x", " ", "1", "2", "3"}));
@@ -233,6 +251,46 @@ TEST(Pretokenizer, EveryGgufPreNameCompiles) {
   EXPECT_EQ(Pretokenizer(rules_for_gguf_pre("falcon")).split("a... 12345"), (V{"a", "...", " ", "123", "45"}));
   // DeepSeek V3: up to three digits, CJK runs on their own.
   EXPECT_EQ(Pretokenizer(rules_for_gguf_pre("deepseek-v3")).split("ab12345你好"), (V{"ab", "123", "45", "你好"}));
+}
+
+// An empty match cuts the text but is never a piece (SuperBPE's digit groups).
+TEST(Pretokenizer, EmptyMatchesCut) {
+  using V = std::vector<std::string_view>;
+  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{{R"((?=(\d{3})+(?!\d)))"}}).split("1234567 89"),
+            (V{"1", "234", "567 89"}));
+  EXPECT_EQ(Pretokenizer(rules_for_gguf_pre("superbpe")).split("x1234567"), (V{"x", "1", "234", "567"}));
+  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{{"(?=b)", SplitBehavior::kMergedWithNext}}).split("abab"),
+            (V{"a", "ba", "b"}));
+}
+
+// A rule after ByteLevel sees each byte as its GPT-2 char: "\xC3\xBC" (ü)
+// maps to "Ã¼", and "¼" is a number there.
+TEST(Pretokenizer, ByteLevelTextRules) {
+  using V = std::vector<std::string_view>;
+  const SplitRule digits{R"(\p{N})", SplitBehavior::kContiguous, false, true};
+  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{digits})
+                .split("\xC3\xBC"
+                       "1"),
+            (V{"\xC3",
+               "\xBC"
+               "1"}));
+  SplitRule raw = digits;
+  raw.byte_level_text = false;
+  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{raw})
+                .split("\xC3\xBC"
+                       "1"),
+            (V{"\xC3\xBC", "1"}));
+  // A space is "Ġ" (a letter) in the mapped text.
+  EXPECT_EQ(Pretokenizer(std::vector<SplitRule>{{R"(\p{L}+)", SplitBehavior::kIsolated, false, true}}).split("a b-"),
+            (V{"a b", "-"}));
+}
+
+TEST(Pretokenizer, OnigurumaClassesFlatten) {
+  EXPECT_EQ(onig_to_pcre2(R"( ?[^(\s|[.,!?])]+)"), R"( ?[^(\s|.,!?)]+)");
+  EXPECT_EQ(onig_to_pcre2(R"([\[\]a][[:alpha:]]\[x)"), R"([\[\]a][[:alpha:]]\[x)");
+  EXPECT_EQ(onig_to_pcre2(R"([]a])"), R"([]a])");
+  EXPECT_THROW(onig_to_pcre2(R"([a[^b]])"), InputError);
+  EXPECT_THROW(onig_to_pcre2(R"([\p{L}&&[^a]])"), InputError);
 }
 
 TEST(Unicode, NormalizationForms) {
