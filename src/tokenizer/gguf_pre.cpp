@@ -59,14 +59,13 @@ const std::vector<Family>& families() {
       // (GPT-NeoX's tokenizer), Jais, Trillion, Granite Docling, Jina
       // (es/de/v2, v1-en, v2-code), GigaChat, A.X 4.0, Mellum, ModernBERT,
       // EXAONE 4, RoBERTa-style BPE.
-      {{"gpt-2", "gpt2", "phi-2", "mpt", "olmo", "jais", "trillion", "granite-docling", "jina-es", "jina-de",
-        "jina-v2-es", "jina-v2-de", "jina-v1-en", "jina-v2-code", "gigachat", "a.x-4.0", "mellum", "modern-bert",
-        "exaone4", "roberta-bpe"},
+      {{"gpt-2",           "gpt2",    "phi-2",   "mpt",         "olmo",       "jais",       "trillion",
+        "granite-docling", "jina-es", "jina-de", "jina-v2-es",  "jina-v2-de", "jina-v1-en", "jina-v2-code",
+        "gigachat",        "a.x-4.0", "mellum",  "modern-bert", "exaone4",    "roberta-bpe"},
        {rule(kGpt2Pattern)}},
       // llama.cpp's fallback for a vocabulary it could not name (and for a
       // GGUF without the key): punctuation runs, GPT-2, digit runs, threes.
-      {{"default"},
-       {rule(R"([\p{P}\$\+<=>\^~\|]+)"), rule(kGpt2Pattern), rule(R"(\p{N}+)"), rule("[0-9][0-9][0-9]")}},
+      {{"default"}, {rule(R"([\p{P}\$\+<=>\^~\|]+)"), rule(kGpt2Pattern), rule(R"(\p{N}+)"), rule("[0-9][0-9][0-9]")}},
       // Llama 3 (and 3.x), Falcon 3, Falcon-H1, Pixtral, Mi:dm 2.0, LFM2,
       // Jina v5 nano: the Llama 3 Split; merges are skipped for whole pieces.
       {{"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"},
@@ -77,8 +76,9 @@ const std::vector<Family>& families() {
       {{"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}, {rule(kLlama3Pattern)}},
       // Jais 2: Llama 3's regex with whitespace runs cut at powers of two.
       {{"jais-2"},
-       {rule(PARALLM_CONTRACTIONS
-             R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1})")}},
+       {rule(
+           PARALLM_CONTRACTIONS
+           R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1})")}},
       // Qwen2 / Qwen3, the DeepSeek-R1 Qwen distills, StableLM 2, Hunyuan,
       // KORMo, F2LLM v2, Megrez, Solar Open, Grok 2: digits one by one.
       {{"qwen2", "deepseek-r1-qwen", "stablelm2", "hunyuan", "kormo", "f2llmv2", "megrez", "solar-open", "grok-2"},
@@ -96,11 +96,13 @@ const std::vector<Family>& families() {
       // Ling / Ring (BailingMoE 1 and 2), LLaDA-MoE: possessive quantifiers,
       // which PCRE2 has (llama.cpp made them greedy).
       {{"bailingmoe", "bailingmoe2", "llada-moe"},
-       {rule(R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)")}},
+       {rule(
+           R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)")}},
       // EXAONE MoE: a word may run on across single spaces.
       {{"exaone-moe"},
-       {rule(PARALLM_CONTRACTIONS
-             R"(|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+)")}},
+       {rule(
+           PARALLM_CONTRACTIONS
+           R"(|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+)")}},
       // MiniCPM 5: digits in threes first, then Llama 3's regex with digit runs.
       {{"minicpm5"},
        {rule(R"(\p{N}{1,3})"),
@@ -125,8 +127,8 @@ const std::vector<Family>& families() {
              "\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\U00010400"
              "-\U0001044f\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-\U00010cb2\U00010cc0-\U00010cf2\U000118a0"
              "-\U000118df\U0001e900-\U0001e943]+"),
-        rule("\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+"), rule(R"(\s+$)"),
-        rule(kDeepseekCjk), rule(R"(\p{N})")}},
+        rule("\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+"), rule(R"(\s+$)"), rule(kDeepseekCjk),
+        rule(R"(\p{N})")}},
       // DeepSeek Coder (1.x): newlines, space-led letter and punctuation runs,
       // CJK and Hangul runs, single digits.
       {{"deepseek-coder"},
@@ -196,10 +198,11 @@ const std::vector<Family>& families() {
       // SuperBPE: digit runs, each cut in threes from the right by an empty match.
       {{"superbpe"}, {rule(R"(\p{N}+)"), rule(R"((?=(\d{3})+(?!\d)))")}},
       // Kimi K2 (tiktoken, no tokenizer.json): Han runs, then o200k's words
-      // without Han letters.
+      // without Han letters. sc:Han is the Script property, as tiktoken and
+      // Oniguruma read \p{Han} (PCRE2's \p{Han} also takes "。").
       {{"kimi-k2"},
        {rule(
-           R"(\p{Han}+|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])*(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])+(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)")}},
+           R"(\p{sc:Han}+|[^\r\n\p{L}\p{N}]?(?:(?!\p{sc:Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])*(?:(?!\p{sc:Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?(?:(?!\p{sc:Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])+(?:(?!\p{sc:Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)")}},
   };
   return table;
 }

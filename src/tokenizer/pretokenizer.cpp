@@ -25,50 +25,129 @@ const char* const kQwen2Pattern =
 
 const char* const kPunctuationChar = R"([\p{P}\x21-\x2F\x3A-\x40\x5B-\x60\x7B-\x7E])";
 
+namespace {
+
+// The end (index of the closing ']') of the class opening at `open`, nested
+// classes, escapes and POSIX [:name:] skipped; npos when unclosed.
+size_t class_end(const std::string& p, size_t open) {
+  size_t i = open + 1;
+  if (i < p.size() && p[i] == '^') ++i;
+  if (i < p.size() && p[i] == ']') ++i;  // a leading ] is literal
+  for (; i < p.size(); ++i) {
+    if (p[i] == '\\') {
+      ++i;
+    } else if (p[i] == '[' && i + 1 < p.size() && p[i + 1] == ':' && p.find(":]", i + 2) != std::string::npos) {
+      i = p.find(":]", i + 2) + 1;
+    } else if (p[i] == '[') {
+      i = class_end(p, i);
+      if (i == std::string::npos) return i;
+    } else if (p[i] == ']') {
+      return i;
+    }
+  }
+  return std::string::npos;
+}
+
+std::string translate_class(const std::string& p, size_t open, size_t close);
+
+// After "\\p" or "\\P" (p[i] is the letter): a script name, \p{Han}, means
+// the Script property in Oniguruma but Script_Extensions in PCRE2 10.40+
+// (where "。" is Han too), so it becomes \p{sc:Han}. General categories
+// (one or two letters, L&) and PCRE2's own X.. properties stay as they are.
+void script_property(const std::string& p, size_t& i, std::string& out) {
+  if ((p[i] != 'p' && p[i] != 'P') || i + 1 >= p.size() || p[i + 1] != '{') return;
+  const size_t close = p.find('}', i + 2);
+  if (close == std::string::npos) return;
+  std::string name = p.substr(i + 2, close - i - 2);
+  std::string negate;
+  if (!name.empty() && name[0] == '^') negate = "^", name.erase(0, 1);
+  const bool category = name.size() <= 2 || name == "Any" || name[0] == 'X' || name.find(':') != std::string::npos;
+  out += '{' + negate + (category ? "" : "sc:") + name + '}';
+  i = close;
+}
+
+// The members of a class body with nested (non-negated) classes merged in.
+std::string flatten_members(const std::string& p, size_t begin, size_t end) {
+  std::string out;
+  for (size_t i = begin; i < end; ++i) {
+    if (p[i] == '\\' && i + 1 < end) {
+      out.append(p, i, 2);
+      ++i;
+      script_property(p, i, out);
+    } else if (p[i] == '[' && i + 1 < end && p[i + 1] == ':' && p.find(":]", i + 2) < end) {
+      const size_t close = p.find(":]", i + 2);
+      out.append(p, i, close + 2 - i);
+      i = close + 1;
+    } else if (p[i] == '[') {
+      const size_t close = class_end(p, i);
+      if (p[i + 1] == '^') throw InputError("pre-tokenizer regex has a negated class inside a class: " + p);
+      out += flatten_members(p, i + 1, close);
+      i = close;
+    } else {
+      out += p[i];
+    }
+  }
+  return out;
+}
+
+// One Oniguruma class [open, close] in PCRE2: nested classes are unions, and
+// `X&&Y` (intersection) becomes (?:(?=Y)X).
+std::string translate_class(const std::string& p, size_t open, size_t close) {
+  size_t body = open + 1;
+  const bool negated = body < close && p[body] == '^';
+  if (negated) ++body;
+  // Split the body at top-level "&&".
+  std::vector<std::pair<size_t, size_t>> parts;
+  size_t part_start = body;
+  for (size_t i = body; i < close; ++i) {
+    if (p[i] == '\\') {
+      ++i;
+    } else if (p[i] == '[') {
+      if (i + 1 < close && p[i + 1] == ':' && p.find(":]", i + 2) < close) {
+        i = p.find(":]", i + 2) + 1;
+      } else {
+        i = class_end(p, i);
+      }
+    } else if (p[i] == '&' && i + 1 < close && p[i + 1] == '&') {
+      parts.push_back({part_start, i});
+      part_start = i + 2;
+      ++i;
+    }
+  }
+  parts.push_back({part_start, close});
+  auto part_class = [&](std::pair<size_t, size_t> part, bool negate) {
+    const auto [b, e] = part;
+    if (!negate && e > b + 1 && p[b] == '[' && p[b + 1] != ':' && class_end(p, b) == e - 1) {
+      return translate_class(p, b, e - 1);
+    }
+    return std::string("[") + (negate ? "^" : "") + flatten_members(p, b, e) + "]";
+  };
+  if (parts.size() == 1) return part_class(parts[0], negated);
+  if (negated) throw InputError("pre-tokenizer regex has a negated class intersection (unsupported): " + p);
+  std::string out = "(?:";
+  for (size_t k = 1; k < parts.size(); ++k) out += "(?=" + part_class(parts[k], false) + ")";
+  return out + part_class(parts[0], false) + ")";
+}
+
+}  // namespace
+
 std::string onig_to_pcre2(const std::string& pattern) {
   std::string out;
   out.reserve(pattern.size());
-  int depth = 0;  // character-class nesting
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
     if (c == '\\' && i + 1 < pattern.size()) {  // an escape is copied whole (\p{..} reads on as text)
+      out.append(pattern, i, 2);
+      ++i;
+      script_property(pattern, i, out);
+    } else if (c == '[') {
+      const size_t close = class_end(pattern, i);
+      if (close == std::string::npos) return out + pattern.substr(i);  // let PCRE2 report it
+      out += translate_class(pattern, i, close);
+      i = close;
+    } else {
       out += c;
-      out += pattern[++i];
-      continue;
     }
-    if (depth == 0) {
-      if (c == '[') {
-        depth = 1;
-        out += c;
-        if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
-        if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];  // a leading ] is literal
-        continue;
-      }
-      out += c;
-      continue;
-    }
-    if (c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {  // POSIX [:alpha:] stays
-      const size_t close = pattern.find(":]", i + 2);
-      if (close != std::string::npos) {
-        out.append(pattern, i, close + 2 - i);
-        i = close + 1;
-        continue;
-      }
-    }
-    if (c == '[') {  // a nested class: its members join the outer one
-      if (i + 1 < pattern.size() && pattern[i + 1] == '^') {
-        throw InputError("pre-tokenizer regex has a negated nested character class (unsupported): " + pattern);
-      }
-      ++depth;
-      continue;
-    }
-    if (c == '&' && i + 1 < pattern.size() && pattern[i + 1] == '&') {
-      throw InputError("pre-tokenizer regex has a character class intersection '&&' (unsupported): " + pattern);
-    }
-    if (c == ']') {
-      if (--depth > 0) continue;
-    }
-    out += c;
   }
   return out;
 }

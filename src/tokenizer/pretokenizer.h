@@ -60,9 +60,10 @@ std::vector<SplitRule> rules_for_gguf_pre(const std::string& pre);
 std::vector<std::string> gguf_pre_names();
 
 // A tokenizer.json (Oniguruma) regex in PCRE2 syntax: nested character
-// classes, which Oniguruma reads as unions (BLOOM's
-// ` ?[^(\s|[.,!?…])]+`), are flattened; throws InputError for class
-// intersections (`&&`), which have no PCRE2 form here.
+// classes, which Oniguruma reads as unions (BLOOM's ` ?[^(\s|[.,!?…])]+`),
+// are flattened, and a class intersection `[X&&Y]` becomes `(?:(?=Y)X)`;
+// throws InputError for the forms without a translation here (a negated
+// class nested in a class, a negated intersection).
 std::string onig_to_pcre2(const std::string& pattern);
 
 class Pretokenizer {

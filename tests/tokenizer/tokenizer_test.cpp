@@ -290,7 +290,12 @@ TEST(Pretokenizer, OnigurumaClassesFlatten) {
   EXPECT_EQ(onig_to_pcre2(R"([\[\]a][[:alpha:]]\[x)"), R"([\[\]a][[:alpha:]]\[x)");
   EXPECT_EQ(onig_to_pcre2(R"([]a])"), R"([]a])");
   EXPECT_THROW(onig_to_pcre2(R"([a[^b]])"), InputError);
-  EXPECT_THROW(onig_to_pcre2(R"([\p{L}&&[^a]])"), InputError);
+  // Intersection (Kimi K2's letters that are not Han): a lookahead before the class.
+  EXPECT_EQ(onig_to_pcre2(R"([\p{L}\p{M}&&[^\p{Han}]]+)"), R"((?:(?=[^\p{sc:Han}])[\p{L}\p{M}])+)");
+  // Scripts mean Oniguruma's Script property (PCRE2's plain \p{Han} is Script_Extensions).
+  EXPECT_EQ(onig_to_pcre2(R"(\p{Han}+\P{Greek}\p{^Latin}\p{Lu}\p{L&}\p{N})"),
+            R"(\p{sc:Han}+\P{sc:Greek}\p{^sc:Latin}\p{Lu}\p{L&}\p{N})");
+  EXPECT_THROW(onig_to_pcre2(R"([^a&&b])"), InputError);
 }
 
 TEST(Unicode, NormalizationForms) {
