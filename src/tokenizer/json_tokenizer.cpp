@@ -52,6 +52,14 @@ std::string quote_regex(const std::string& literal) {
 
 constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581
 
+// Rust's char::is_whitespace and the regex crate's Unicode \w (UTS #18:
+// Alphabetic, marks, decimal digits, connector punctuation, joiners).
+const char* const kWhiteSpace = R"(\p{White_Space})";
+#define PARALLM_RUST_WORD R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D})"
+const char* const kRustWordMembers = PARALLM_RUST_WORD;
+const char* const kRustWord = "[" PARALLM_RUST_WORD "]";
+#undef PARALLM_RUST_WORD
+
 struct PreTokenizerSpec {
   std::vector<SplitRule> rules;
   bool byte_level = false;
@@ -92,12 +100,14 @@ void read_pre_tokenizer(const json& node, PreTokenizerSpec& spec) {
   } else if (type == "Punctuation") {
     add({kPunctuationChar, parse_split_behavior(node.value("behavior", "Isolated"))});
   } else if (type == "WhitespaceSplit") {
-    add({R"(\s)", SplitBehavior::kRemoved});
+    add({kWhiteSpace, SplitBehavior::kRemoved});
   } else if (type == "Whitespace") {
-    add({R"(\w+|[^\w\s]+)", SplitBehavior::kRemoved, true});
+    // Hugging Face's `\w+|[^\w\s]+` in Rust's regex crate, whose \w is
+    // wider than PCRE2's (marks, ZWJ) and narrower (only Nd digits).
+    add({std::string(kRustWord) + "+|[^" + kRustWordMembers + R"(\p{White_Space}]+)", SplitBehavior::kRemoved, true});
   } else if (type == "BertPreTokenizer") {
     // Whitespace removed, then every punctuation character on its own.
-    add({R"(\s)", SplitBehavior::kRemoved});
+    add({kWhiteSpace, SplitBehavior::kRemoved});
     add({kPunctuationChar, SplitBehavior::kIsolated});
   } else if (type == "CharDelimiterSplit") {
     add({quote_regex(node.at("delimiter").get<std::string>()), SplitBehavior::kRemoved});

