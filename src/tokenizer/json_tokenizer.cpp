@@ -1,9 +1,10 @@
 // Hugging Face tokenizer.json (+ optional tokenizer_config.json), BPE model:
-//  - byte-level: a ByteLevel pre-tokenizer, optionally preceded by Split
-//    regexes (any of Hugging Face's split behaviours, inverted or not: Llama 3,
-//    Qwen2, DeepSeek V3, GPT-4o), Digits, Punctuation or whitespace splits.
-//    The Split patterns are read from the file, so a new family with its own
-//    regex needs no code.
+//  - byte-level: a ByteLevel pre-tokenizer, with Split regexes (any of
+//    Hugging Face's split behaviours, inverted or not: Llama 3, Qwen2,
+//    DeepSeek V3, GPT-4o), Digits, Punctuation, whitespace, BERT and
+//    delimiter splits before it or after it (then on the mapped text). The
+//    Split patterns are read from the file (Oniguruma syntax translated to
+//    PCRE2), so a new family with its own regex needs no code.
 //  - SentencePiece-style (Llama 2, Mistral, Gemma): Metaspace pre-tokenizer or
 //    a Prepend/Replace normalizer putting U+2581 for spaces, byte fallback; the
 //    SentencePiece encoder runs with the file's ranked merges.

@@ -9,8 +9,10 @@
 // merges build (Gemma's "\n\n", "▁▁"), and the post_processor templates that
 // decide BOS. The byte-level families are also written as GGUF vocabularies
 // (tokenizer.ggml.* with the family's `pre` name, as llama.cpp's converter
-// does) and checked the same way, which covers the GGUF pre-tokenizer rules.
-// Skips when node or the npm packages are missing.
+// does) and checked the same way, which covers the GGUF pre-tokenizer rules,
+// and Gemma's as a SentencePiece GGUF (model "llama", add_space_prefix false).
+// The texts are hf_corpus.json and the pre-tokenizer test's
+// pretok_corpus.json. Skips when node or the npm packages are missing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
