@@ -96,19 +96,30 @@ void encode_word(const TokenizerData& data, std::string_view word, std::vector<i
 
 }  // namespace
 
-void bpe_encode(const TokenizerData& data, std::string_view text, std::vector<int32_t>& out) {
+void bpe_pretokenize(const TokenizerData& data, std::string_view text, std::vector<std::string>& pieces) {
+  pieces.clear();
   if (text.empty()) return;
-  std::string prefixed;
-  if (data.byte_level_prefix_space && text.front() != ' ') {
-    prefixed = " ";
-    prefixed += text;
-    text = prefixed;
-  }
-  if (!data.pretokenizer) {
-    encode_word(data, text, out);
-    return;
-  }
-  for (std::string_view word : data.pretokenizer->split(text)) encode_word(data, word, out);
+  auto split = [&](std::string_view part) {
+    std::string prefixed;
+    if (data.byte_level_prefix_space && part.front() != ' ') {
+      prefixed = " ";
+      prefixed += part;
+      part = prefixed;
+    }
+    if (!data.pretokenizer) {
+      pieces.emplace_back(part);
+      return;
+    }
+    for (std::string_view word : data.pretokenizer->split(part)) pieces.emplace_back(word);
+  };
+  if (!data.prefix_pretokenizer) return split(text);
+  for (std::string_view part : data.prefix_pretokenizer->split(text)) split(part);
+}
+
+void bpe_encode(const TokenizerData& data, std::string_view text, std::vector<int32_t>& out) {
+  std::vector<std::string> pieces;
+  bpe_pretokenize(data, text, pieces);
+  for (const std::string& word : pieces) encode_word(data, word, out);
 }
 
 }  // namespace parallm

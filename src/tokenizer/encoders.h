@@ -3,6 +3,7 @@
 // fall back to byte pieces, then to the unknown token, then are dropped.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,5 +17,8 @@ void spm_encode(const TokenizerData& data, std::string_view text, bool add_prefi
 
 // Byte-level BPE on one raw text fragment: pre-tokenize, map bytes, merge by rank.
 void bpe_encode(const TokenizerData& data, std::string_view text, std::vector<int32_t>& out);
+
+// The pre-tokens bpe_encode() merges (raw bytes, ByteLevel's prefix space included).
+void bpe_pretokenize(const TokenizerData& data, std::string_view text, std::vector<std::string>& pieces);
 
 }  // namespace parallm

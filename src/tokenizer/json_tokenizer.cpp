@@ -65,6 +65,7 @@ struct PreTokenizerSpec {
   std::vector<SplitRule> rules;
   bool byte_level = false;
   bool add_prefix_space = false;
+  size_t rules_before_byte_level = 0;
   bool metaspace = false;               // U+2581 for spaces (SentencePiece-style)
   bool metaspace_prefix = false;        // dummy prefix U+2581
   bool metaspace_prefix_first = false;  // ... only before the first fragment (prepend_scheme "first")
@@ -128,6 +129,7 @@ void read_pre_tokenizer(const json& node, PreTokenizerSpec& spec) {
     spec.metaspace_prefix_first = scheme == "first";
     spec.metaspace_split = node.value("split", true);
   } else if (type == "ByteLevel") {
+    spec.rules_before_byte_level = spec.rules.size();
     if (node.value("use_regex", true)) add({kGpt2Pattern});
     spec.byte_level = true;
     spec.add_prefix_space = node.value("add_prefix_space", false);
@@ -331,7 +333,13 @@ std::unique_ptr<Tokenizer> parse_json_impl(std::string_view tokenizer_json, std:
   d.ignore_merges = model.value("ignore_merges", false);
   d.byte_level_prefix_space = spec.add_prefix_space;
   d.unicode_form = spec.unicode_form;
-  if (spec.byte_level) d.pretokenizer = std::make_shared<Pretokenizer>(spec.rules);
+  if (spec.byte_level && spec.add_prefix_space && spec.rules_before_byte_level > 0) {
+    const auto split_at = spec.rules.begin() + static_cast<std::ptrdiff_t>(spec.rules_before_byte_level);
+    d.prefix_pretokenizer = std::make_shared<Pretokenizer>(std::vector<SplitRule>(spec.rules.begin(), split_at));
+    d.pretokenizer = std::make_shared<Pretokenizer>(std::vector<SplitRule>(split_at, spec.rules.end()));
+  } else if (spec.byte_level) {
+    d.pretokenizer = std::make_shared<Pretokenizer>(spec.rules);
+  }
 
   if (auto text = token_text(config, "bos_token")) d.bos_id = find_piece(d, *text);
   if (auto text = token_text(config, "eos_token")) d.eos_id = find_piece(d, *text);

@@ -72,6 +72,9 @@ struct TokenizerData {
   bool ignore_merges = false;                      // a pre-token that is itself a piece is emitted whole
   bool byte_level_prefix_space = false;            // ByteLevel add_prefix_space
   std::shared_ptr<const Pretokenizer> pretokenizer;
+  // With add_prefix_space, the rules before the ByteLevel: Hugging Face puts
+  // the space before each of their pieces (not only the text's first).
+  std::shared_ptr<const Pretokenizer> prefix_pretokenizer;
 
   // Added / special tokens split out of the text before the algorithm runs,
   // longest first so that "<|eot_id|>" wins over a shorter prefix.
