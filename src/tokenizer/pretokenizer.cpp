@@ -27,9 +27,16 @@ const char* const kPunctuationChar = R"([\p{P}\x21-\x2F\x3A-\x40\x5B-\x60\x7B-\x
 
 namespace {
 
+// Deeper nesting is refused, which also bounds the recursion below (the
+// pattern is untrusted input; real ones nest at most twice).
+constexpr int kMaxClassDepth = 16;
+
 // The end (index of the closing ']') of the class opening at `open`, nested
 // classes, escapes and POSIX [:name:] skipped; npos when unclosed.
-size_t class_end(const std::string& p, size_t open) {
+size_t class_end(const std::string& p, size_t open, int depth = 0) {
+  if (depth > kMaxClassDepth) {
+    throw InputError("pre-tokenizer regex nests character classes deeper than " + std::to_string(kMaxClassDepth));
+  }
   size_t i = open + 1;
   if (i < p.size() && p[i] == '^') ++i;
   if (i < p.size() && p[i] == ']') ++i;  // a leading ] is literal
@@ -39,7 +46,7 @@ size_t class_end(const std::string& p, size_t open) {
     } else if (p[i] == '[' && i + 1 < p.size() && p[i + 1] == ':' && p.find(":]", i + 2) != std::string::npos) {
       i = p.find(":]", i + 2) + 1;
     } else if (p[i] == '[') {
-      i = class_end(p, i);
+      i = class_end(p, i, depth + 1);
       if (i == std::string::npos) return i;
     } else if (p[i] == ']') {
       return i;

@@ -296,6 +296,8 @@ TEST(Pretokenizer, OnigurumaClassesFlatten) {
   EXPECT_EQ(onig_to_pcre2(R"(\p{Han}+\P{Greek}\p{^Latin}\p{Lu}\p{L&}\p{N})"),
             R"(\p{sc:Han}+\P{sc:Greek}\p{^sc:Latin}\p{Lu}\p{L&}\p{N})");
   EXPECT_THROW(onig_to_pcre2(R"([^a&&b])"), InputError);
+  EXPECT_THROW(onig_to_pcre2(std::string(100000, '[')), InputError);  // no unbounded recursion
+  EXPECT_NO_THROW(onig_to_pcre2("[a"));                               // unclosed: left for PCRE2 to report
 }
 
 TEST(Unicode, NormalizationForms) {
