@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -146,6 +147,56 @@ TEST(Matmul, EveryDtypeIsaAndShape) {
           expect_close(out, may_use_int8_x(isa, t, nt) ? int8x : exact,
                        std::string(dtype_name(t)) + " " + isa_name(isa) + " n_out=" + std::to_string(s.n_out) +
                            " n_in=" + std::to_string(s.n_in) + " n_tokens=" + std::to_string(nt));
+        }
+      }
+    }
+  }
+}
+
+// The AVX2 integer mat-vec of the block types (blocks_avx2.cpp) against x
+// rounded here the way the kernel rounds it (per 32-block d = amax/127, q =
+// x/d to nearest even), multiplied in f64: only f32 rounding of the scales
+// and sums remains, far inside the activation-rounding bound above (which a
+// wrong scale of one sub-block in 32 can still meet).
+TEST(Matmul, Avx2BlockDotsEqualTheRoundedXProduct) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  IsaGuard guard;
+  set_active_isa(Isa::kAvx2);
+  ThreadPool pool(2);
+  uint32_t seed = 900;
+  for (DType t : kAllTypes) {
+    if (!may_use_int8_x(Isa::kAvx2, t, 1) || t == DType::kQ8_0 || t == DType::kQ4_0) continue;
+    for (int64_t n_in : {256, 768}) {
+      const Matrix m = make_matrix(t, 37, n_in, 16, ++seed);
+      for (int64_t nt : {1, 2, 3, 5}) {
+        const auto x = make_x(nt, n_in, ++seed);
+        std::vector<float> out(nt * m.n_out, NAN);
+        matmul(out.data(), m.bytes.data(), t, m.stride, x.data(), nt, n_in, m.n_out, pool);
+        for (int64_t tk = 0; tk < nt; ++tk) {
+          const float* xt = x.data() + tk * n_in;
+          for (int64_t o = 0; o < m.n_out; ++o) {
+            const float* w = m.deq.data() + o * n_in;
+            double y = 0, mag = 0;
+            for (int64_t b = 0; b < n_in; b += 32) {
+              float amax = 0, wmax = 0;
+              for (int64_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(xt[i]));
+              for (int64_t i = b; i < b + 32; ++i) wmax = std::max(wmax, std::fabs(w[i]));
+              const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+              double s = 0, qabs = 0;
+              for (int64_t i = b; i < b + 32; ++i) {
+                const double q = std::clamp(std::nearbyint(xt[i] * id), -127.0f, 127.0f);
+                s += static_cast<double>(w[i]) * q;
+                qabs += std::fabs(q);
+              }
+              y += s * d;
+              // The kernel's f32 terms (scale * sum, offset * sum) are up to
+              // a few times the block's largest weight per quant.
+              mag += 4.0 * wmax * qabs * d;
+            }
+            const double got = out[tk * m.n_out + o];
+            ASSERT_NEAR(got, y, 1e-5 * mag + 1e-6)
+                << dtype_name(t) << " n_in=" << n_in << " n_tokens=" << nt << " row " << o;
+          }
         }
       }
     }
