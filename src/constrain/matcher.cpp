@@ -37,6 +37,20 @@ void Matcher::add_unique(int32_t frame, Set* out) {
 
 // Takes every call and return that can happen before the next byte.
 void Matcher::expand(int32_t id, Set* out) {
+  // A nullable rule called in a loop returns to the state that calls it
+  // again: without this check that is an endless call/return cycle (a stack
+  // overflow found by fuzz_grammar). A frame equal to one already expanded
+  // in this expansion adds nothing new.
+  const bool top = expanding_depth_++ == 0;
+  if (top) expanded_.clear();
+  struct Leave {
+    int32_t* d;
+    ~Leave() { --*d; }
+  } leave{&expanding_depth_};
+  for (int32_t e : expanded_) {
+    if (same(e, id)) return;
+  }
+  expanded_.push_back(id);
   const Frame f = frames_[static_cast<size_t>(id)];
   const DfaState& s = g_->state(f.rule, f.state);
   if (!s.bytes.empty() || (s.accept && f.parent < 0)) add_unique(id, out);

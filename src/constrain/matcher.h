@@ -58,6 +58,8 @@ class Matcher {
 
   const Grammar* g_;
   std::vector<Frame> frames_;
+  std::vector<int32_t> expanded_;  // frames expanded by the current top-level expand()
+  int32_t expanding_depth_ = 0;
   Set cur_;
 };
 
