@@ -135,21 +135,30 @@ struct SubsetHash {
   }
 };
 
-std::vector<DfaState> to_dfa(const Expr& expr, const GrammarLimits& limits, int64_t* dfa_budget) {
+[[noreturn]] void too_large(const GrammarLimits& limits) {
+  throw InputError("the constraint is too large to compile (more than " + std::to_string(limits.max_dfa_states) +
+                   " automaton states or too much work building them; lower repetition counts, string lengths or "
+                   "enum sizes, or avoid a repeat next to an overlapping star)");
+}
+
+// Subset construction. `dfa_budget` and `work_budget` are shared by all rules.
+std::vector<DfaState> to_dfa(const Expr& expr, const GrammarLimits& limits, int64_t* dfa_budget, int64_t* work_budget) {
   Nfa nfa(limits.max_nfa_states);
   const std::pair<int32_t, int32_t> ends = nfa.build(expr);
   const int32_t start = ends.first, end = ends.second;
+  auto spend = [&](size_t steps) {
+    *work_budget -= static_cast<int64_t>(steps);
+    if (*work_budget < 0) too_large(limits);
+  };
   std::vector<DfaState> out;
   std::vector<Subset> subsets;
   std::unordered_map<Subset, int32_t, SubsetHash> index;
   auto intern = [&](Subset s) -> int32_t {
     closure(nfa, &s);
+    spend(s.size());
     auto it = index.find(s);
     if (it != index.end()) return it->second;
-    if (--*dfa_budget < 0) {
-      throw InputError("the constraint is too large to compile (more than " + std::to_string(limits.max_dfa_states) +
-                       " automaton states; lower repetition counts, string lengths or enum sizes)");
-    }
+    if (--*dfa_budget < 0) too_large(limits);
     const int32_t id = static_cast<int32_t>(out.size());
     out.emplace_back();
     out.back().accept = std::binary_search(s.begin(), s.end(), end);
@@ -163,35 +172,32 @@ std::vector<DfaState> to_dfa(const Expr& expr, const GrammarLimits& limits, int6
     for (Subset& b : by_byte) b.clear();
     std::map<int32_t, Subset> by_rule;
     const Subset cur = subsets[d];
+    spend(cur.size());
     for (int32_t s : cur) {
       for (const NfaEdge& e : nfa.edges[s]) {
         if (e.kind == NfaEdge::Kind::kBytes) {
           const ByteSet& bs = nfa.byte_sets[static_cast<size_t>(e.label)];
-          for (int c = 0; c < 256; ++c) {
-            if (bs.test(static_cast<size_t>(c))) by_byte[static_cast<size_t>(c)].push_back(e.to);
-          }
+          spend(bs.count());
+          for (size_t c = bs._Find_first(); c < bs.size(); c = bs._Find_next(c)) by_byte[c].push_back(e.to);
         } else if (e.kind == NfaEdge::Kind::kCall) {
           by_rule[e.label].push_back(e.to);
         }
       }
     }
+    for (Subset& t : by_byte) {
+      std::sort(t.begin(), t.end());
+      t.erase(std::unique(t.begin(), t.end()), t.end());
+    }
+    // Runs of bytes with the same target subset become one edge.
     std::vector<ByteEdge> bytes;
     for (int c = 0; c < 256;) {
-      Subset& t = by_byte[static_cast<size_t>(c)];
+      const Subset& t = by_byte[static_cast<size_t>(c)];
       if (t.empty()) {
         ++c;
         continue;
       }
-      std::sort(t.begin(), t.end());
-      t.erase(std::unique(t.begin(), t.end()), t.end());
       int hi = c;
-      while (hi + 1 < 256) {
-        Subset& u = by_byte[static_cast<size_t>(hi + 1)];
-        std::sort(u.begin(), u.end());
-        u.erase(std::unique(u.begin(), u.end()), u.end());
-        if (u != t) break;
-        ++hi;
-      }
+      while (hi + 1 < 256 && by_byte[static_cast<size_t>(hi + 1)] == t) ++hi;
       const int32_t next = intern(t);
       bytes.push_back({static_cast<uint8_t>(c), static_cast<uint8_t>(hi), next});
       c = hi + 1;
@@ -232,10 +238,10 @@ int64_t Grammar::n_states() const {
 
 void Grammar::compile(const GrammarLimits& limits) {
   PARALLM_CHECK(root_ >= 0 && root_ < static_cast<int32_t>(rules_.size()));
-  int64_t budget = limits.max_dfa_states;
+  int64_t budget = limits.max_dfa_states, work = limits.max_compile_work;
   for (Rule& r : rules_) {
     if (!r.expr) throw InputError("grammar rule '" + r.name + "' is used but never defined");
-    r.states = to_dfa(*r.expr, limits, &budget);
+    r.states = to_dfa(*r.expr, limits, &budget, &work);
   }
   // Distances: a fixpoint of dist(s) = min(0 if accepting, 1 + dist(byte
   // target), dist(callee start) + dist(call target)).

@@ -20,6 +20,11 @@ namespace parallm::constrain {
 struct GrammarLimits {
   int64_t max_nfa_states = 2'000'000;
   int64_t max_dfa_states = 200'000;  // all rules together
+  // Steps of the subset construction (NFA states scanned and byte targets
+  // collected), all rules together. The state counts alone do not bound the
+  // time: a few thousand DFA states over large NFA subsets (a star next to a
+  // long counted repeat of an overlapping class) took minutes.
+  int64_t max_compile_work = 20'000'000;
 };
 
 constexpr int32_t kUnreachable = INT32_MAX / 4;

@@ -174,6 +174,9 @@ bool TokenConstraint::apply(float* logits, int32_t n_vocab) {
     // Tokens left after this one; each adds at least one byte.
     const int64_t left = budget_tokens_ - 1;
     if (cached->max_dist_after > left) {
+      // Where the structure may end, the end tokens are a choice too: a
+      // narrowed mask with no token left in it then means "end here".
+      const bool can_end = matcher_.accepting(set) && !end_ids_.empty();
       bool any = false;
       if (matcher_.distance(set) <= left) {
         // The cached mask less the tokens that lengthen the completion past the budget.
@@ -181,10 +184,12 @@ bool TokenConstraint::apply(float* logits, int32_t n_vocab) {
         for (const auto& [id, after] : cached->lengthening) {
           if (after > left) narrowed.bits[static_cast<size_t>(id) / 64] &= ~(uint64_t{1} << (id % 64));
         }
+        any = can_end;
         for (uint64_t w : narrowed.bits) any = any || w != 0;
       }
       if (!any) {  // the budget cannot hold it: at least come closer
         narrowed = CompiledConstraint::walk(&matcher_, set, *vocab_, matcher_.distance(set) - 1);
+        any = can_end;
         for (uint64_t w : narrowed.bits) any = any || w != 0;
       }
       if (any) mask = &narrowed.bits;

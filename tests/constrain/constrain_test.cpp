@@ -176,6 +176,23 @@ TEST(Grammar, NullableRuleInALoopTerminates) {
   EXPECT_FALSE(n.feed("x"));
 }
 
+// fuzz_regex found it: a star next to a long counted repeat of a class that
+// overlaps it has few DFA states per byte but NFA subsets hundreds of states
+// wide; the subset construction ran for minutes under the state limits. The
+// work budget turns it into a refusal; ordinary large constraints still fit.
+TEST(Grammar, CompileWorkIsBounded) {
+  try {
+    compile_constraint(ConstraintKind::kRegex, "a*[a-z]{386}f");
+    FAIL() << "expected a refusal";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("too large to compile"), std::string::npos) << e.what();
+  }
+  auto c = compile_constraint(ConstraintKind::kRegex, "[a-z]{386}f");
+  Matcher m(&c->grammar());
+  EXPECT_TRUE(m.feed(std::string(386, 'q') + "f"));
+  EXPECT_TRUE(m.accepting());
+}
+
 TEST(Grammar, ErrorsAreNamed) {
   for (const auto& [text, word] :
        std::vector<std::pair<std::string, std::string>>{{"root ::= a\na ::= a \"x\" | \"y\"", "left-recursive"},
@@ -425,6 +442,48 @@ TEST(TokenMask, ClosesWithinBudget) {
       out += pieces[static_cast<size_t>(id)];
     }
     EXPECT_TRUE(nlohmann::json::accept(out)) << budget << ": " << out;
+  }
+}
+
+// A recursive grammar (the server test's arithmetic) under a budget, with
+// multi-byte tokens that open and close several levels at once and a model
+// that never ends by itself: every answer must be complete when the tokens
+// run out.
+TEST(TokenMask, RecursiveGrammarClosesWithinBudget) {
+  std::vector<std::string> pieces;
+  for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* p : {"((", "(((", "))", ")))", "+(", "*(", ")+", ")*", "1+", "2*", "(1", "9)", "))*", "+((", "(5)"})
+    pieces.push_back(p);
+  const int32_t end_id = static_cast<int32_t>(pieces.size());
+  pieces.push_back("");
+  const VocabIndex vocab(pieces);
+  auto c =
+      compile_constraint(ConstraintKind::kGrammar,
+                         "root ::= expr\nexpr ::= term ((\"+\" | \"*\") term){0,3}\nterm ::= [0-9] | \"(\" expr \")\"");
+  std::mt19937 rng(7);
+  const int32_t n = static_cast<int32_t>(pieces.size());
+  for (int trial = 0; trial < 300; ++trial) {
+    const int budget = 10 + static_cast<int>(rng() % 60);
+    TokenConstraint tc(c, &vocab, {end_id}, budget);
+    Matcher m(&c->grammar());
+    std::string out;
+    for (int i = 0; i < budget; ++i) {
+      std::vector<float> logits(static_cast<size_t>(n));
+      for (float& l : logits) l = static_cast<float>(rng() % 1000) / 100.0f;
+      logits[static_cast<size_t>(end_id)] = -INFINITY;  // never ends by itself
+      ASSERT_TRUE(tc.apply(logits.data(), n));
+      std::vector<int32_t> ok;
+      for (int32_t id = 0; id < n; ++id) {
+        if (logits[static_cast<size_t>(id)] != -INFINITY) ok.push_back(id);
+      }
+      ASSERT_FALSE(ok.empty());
+      const int32_t id = ok[rng() % ok.size()];
+      if (id == end_id) break;
+      tc.accept(id);
+      out += pieces[static_cast<size_t>(id)];
+      ASSERT_TRUE(m.feed(pieces[static_cast<size_t>(id)]));
+    }
+    EXPECT_TRUE(m.accepting()) << "budget " << budget << ": " << out;
   }
 }
 

@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     parallm::constrain::Grammar g =
         parallm::constrain::parse_ebnf(std::string(reinterpret_cast<const char*>(data), size));
-    g.compile(parallm::constrain::GrammarLimits{200000, 20000});
+    g.compile(parallm::constrain::GrammarLimits{200000, 20000, 5000000});
     check_completes(g);
   } catch (const parallm::InputError&) {
   }

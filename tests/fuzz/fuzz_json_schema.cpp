@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!schema) return 0;
   try {
     parallm::constrain::Grammar g = parallm::constrain::json_schema_grammar(*schema);
-    g.compile(parallm::constrain::GrammarLimits{200000, 20000});
+    g.compile(parallm::constrain::GrammarLimits{200000, 20000, 5000000});
     check_completes(g);
   } catch (const parallm::InputError&) {
   }

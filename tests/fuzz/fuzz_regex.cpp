@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     parallm::constrain::Grammar g;
     g.define(g.add_rule("root"), parallm::constrain::parse_regex(pattern));
-    g.compile(parallm::constrain::GrammarLimits{200000, 20000});
+    g.compile(parallm::constrain::GrammarLimits{200000, 20000, 5000000});
     check_completes(g);
     parallm::constrain::Matcher m(&g);
     for (char c : text) {
