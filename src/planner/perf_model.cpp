@@ -8,9 +8,12 @@ namespace parallm::planner {
 
 namespace {
 
+// Weight bytes read and GEMM FLOPs per forward on one device; the routed
+// experts apart, since their grouped GEMMs are kernels of their own with an
+// efficiency of their own (PerfConstants::moe_gemm_eff).
 struct StageWork {
-  double weight_bytes = 0;  // bytes of weights read per forward on one device
-  double gemm_flops = 0;    // per device
+  double weight_bytes = 0, gemm_flops = 0;
+  double expert_bytes = 0, expert_flops = 0;
 };
 
 double ring_allreduce_s(const PerfInputs& in, double bytes, int n) {
@@ -37,7 +40,6 @@ StageWork stage_work(const PerfInputs& in, double tokens, double logit_tokens) {
   // that pp stage times read it once.
   const double head_read = static_cast<double>(p.lm_head > 0 ? p.lm_head : p.embedding) / in.layout.pp;
   w.weight_bytes = bpp * (non_expert + head_read) / tp;
-  double active_expert_params = 0;
   if (m.is_moe()) {
     const double e = static_cast<double>(m.n_expert), k = static_cast<double>(m.n_expert_used);
     // Attention-DP + EP: the experts of this device serve the tokens of every
@@ -45,11 +47,11 @@ StageWork stage_work(const PerfInputs& in, double tokens, double logit_tokens) {
     const double group = in.layout.ep > tp ? static_cast<double>(in.layout.ep) / tp : 1.0;
     const double touched = e * (1.0 - std::pow(1.0 - k / e, std::max(1.0, tokens * group)));
     const double moe_layers = static_cast<double>(m.n_moe_layers()) * frac;
-    w.weight_bytes += bpp * moe_layers * touched * static_cast<double>(p.expert) / expert_split;
+    w.expert_bytes = bpp * moe_layers * touched * static_cast<double>(p.expert) / expert_split;
     const double imbalance = in.layout.ep > 1 ? std::max(1.0, in.expert_imbalance) : 1.0;
-    active_expert_params = moe_layers * k * static_cast<double>(p.expert) * imbalance;
+    w.expert_flops = 2.0 * tokens * moe_layers * k * static_cast<double>(p.expert) * imbalance / tp;
   }
-  w.gemm_flops = 2.0 * (tokens * (non_expert + active_expert_params) + logit_tokens * head_read) / tp;
+  w.gemm_flops = 2.0 * (tokens * non_expert + logit_tokens * head_read) / tp;
   return w;
 }
 
@@ -62,10 +64,18 @@ double roofline_s(const PerfInputs& in, double bytes, double flops, double bw_ef
 // share of their datasheet peak than 16-bit ones (fp8_flops_eff): the peak
 // assumes boost clocks the card cannot hold at its power limit, and the
 // scaled-FP8 epilogues cost extra.
-double gemm_s(const PerfInputs& in, double bytes, double flops) {
+double gemm_kernel_s(const PerfInputs& in, double bytes, double flops, double scale) {
   const bool fp8 = in.weights.compute == ComputeType::kFp8 && in.gpu.fp8_tflops > 0;
-  const double eff = fp8 && in.k.fp8_flops_eff > 0 ? in.k.fp8_flops_eff : in.k.flops_eff;
+  const double eff = scale * (fp8 && in.k.fp8_flops_eff > 0 ? in.k.fp8_flops_eff : in.k.flops_eff);
   return roofline_s(in, bytes, flops, in.k.bw_eff, peak_flops(in.gpu, in.weights.compute) * eff);
+}
+
+// The dense GEMMs, then the experts' grouped GEMMs, each at its own roofline.
+double gemm_s(const PerfInputs& in, const StageWork& w) {
+  double t = gemm_kernel_s(in, w.weight_bytes, w.gemm_flops, 1.0);
+  if (w.expert_bytes > 0 || w.expert_flops > 0)
+    t += gemm_kernel_s(in, w.expert_bytes, w.expert_flops, in.k.moe_gemm_eff);
+  return t;
 }
 
 // Attention at its own efficiencies where calibrated. Its math (QK^T, softmax,
@@ -125,15 +135,19 @@ double mixed_step_s(const PerfInputs& in, double prefill_tokens, double prefill_
   const double logits = (decode_seqs + prefill_units) / micro;
   const StageWork w = stage_work(in, std::max(d + pt, 1e-9), logits);
   const double layers = static_cast<double>(in.memory.layers_per_stage);
-  const double t_gemm = gemm_s(in, w.weight_bytes, w.gemm_flops);
+  const double t_gemm = gemm_s(in, w);
   // Decode attention reads every sequence's KV once; QK^T and PV are 2 FLOPs
   // per element, for decode and prefill tokens alike.
   const ModelSpec& m = *in.model;
-  const double kv_rereads =
-      in.grouped_kv_reads || m.n_kv_head <= 0 ? 1.0 : static_cast<double>(m.n_head) / static_cast<double>(m.n_kv_head);
-  const double kv_bytes = d * decode_ctx * in.memory.kv_bytes_per_token * kv_rereads;
+  const double kv_bytes = d * decode_ctx * in.memory.kv_bytes_per_token;
   const double attn_flops = 2.0 * (d * decode_ctx + pt * prefill_ctx) * layers * heads_local(in);
-  const double t_attn = attention_s(in, kv_bytes, attn_flops);
+  double t_attn = attention_s(in, kv_bytes, attn_flops);
+  if (!in.grouped_kv_reads && m.n_kv_head > 0 && m.n_head > m.n_kv_head && in.k.ungrouped_kv_read_gbps > 0) {
+    // One query head at a time: each KV head is fetched from memory once (its
+    // group's other heads hit the L2 cache), but read group-size times.
+    const double group = static_cast<double>(m.n_head) / static_cast<double>(m.n_kv_head);
+    t_attn = std::max(t_attn, kv_bytes * group / (in.k.ungrouped_kv_read_gbps * 1e9));
+  }
   const double t_stage = t_gemm + t_attn + stage_comm_s(in, d + pt) + layers * in.k.layer_overhead_us * 1e-6;
   return pp * t_stage + (pp - 1) * handoff_s(in, d + pt);
 }
@@ -147,7 +161,7 @@ double prefill_s(const PerfInputs& in, double n_requests, double input_len) {
   const double tokens = n_requests * input_len;
   const StageWork w = stage_work(in, tokens, n_requests);
   const double layers = static_cast<double>(in.memory.layers_per_stage);
-  const double t_gemm = gemm_s(in, w.weight_bytes, w.gemm_flops);
+  const double t_gemm = gemm_s(in, w);
   // Causal attention: half of len^2 for QK^T and for PV, 2 FLOPs each.
   const double attn_flops = n_requests * input_len * input_len * layers * heads_local(in);
   const double t_attn = attention_s(in, 0, attn_flops);

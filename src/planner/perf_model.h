@@ -6,7 +6,11 @@
 //   weight GEMMs  bytes = the stage's weight shard (MoE: only the experts the
 //                 batch touches, E * (1 - (1 - k/E)^tokens)); FLOPs = 2 x active
 //                 params x tokens / tp
-//   attention     decode: KV bytes of every sequence's context; prefill: FLOPs
+//   expert GEMMs  MoE: the routed experts' grouped GEMMs, a kernel of their own
+//                 at moe_gemm_eff of the dense GEMMs' efficiency
+//   attention     decode: KV bytes of every sequence's context (without
+//                 grouped-query kernels: read once per query head at
+//                 ungrouped_kv_read_gbps); prefill: FLOPs
 //                 2 x n_layer x n_head x head_dim x len^2 (causal half of QK^T and PV)
 //   tp all-reduce two per layer, ring: 2 (tp-1)/tp x bytes / link + latency
 //   ep all-to-all dispatch and combine of top-k token copies over the EP
@@ -36,6 +40,9 @@ struct PerfConstants {
   // Weight GEMMs in fp8 where the device has an fp8 peak: achieved / that peak;
   // 0 = flops_eff (docs/plan.md: why fp8 reaches less of its datasheet peak).
   double fp8_flops_eff = 0.45;
+  // The routed experts' grouped GEMMs, with routing and token permutation:
+  // achieved / the dense GEMMs' efficiency above (docs/plan.md).
+  double moe_gemm_eff = 0.35;
   double link_eff = 0.75;         // achieved / nominal link bandwidth
   double layer_overhead_us = 10;  // launches per layer per forward
   // Attention's own efficiencies (KV reads in decode, causal FLOPs in prefill);
@@ -44,6 +51,9 @@ struct PerfConstants {
   double attn_bw_eff = 0;
   double attn_flops_eff = 0;
   double request_overhead_ms = 4;  // scheduling, sampling, detokenize per request (TTFT)
+  // Decode attention without grouped-query kernels (PerfInputs::grouped_kv_reads
+  // false): GB/s at which it reads the KV once per query head (docs/plan.md).
+  double ungrouped_kv_read_gbps = 3200;
 };
 
 struct PerfInputs {
