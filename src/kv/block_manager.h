@@ -119,6 +119,8 @@ class BlockManager {
   int32_t pop_free();              // head of the free list, evicting its cache entry
   int32_t take(int32_t b);         // free block b into use (evicting its cache entry)
   bool reusable(int64_t b) const;  // free and holding no cached prefix
+  void set_reusable(int64_t b, bool on);
+  int64_t next_reusable(int64_t b, bool value) const;  // first block >= b with reusable() == value, or n_blocks()
   // The first of n side-by-side reusable blocks mid-way into the longest run
   // of them (room to grow after, and for later sequences before); -1: none.
   int32_t roomy_start(int64_t n) const;
@@ -130,7 +132,7 @@ class BlockManager {
   bool caching_;
   KeyFn key_fn_;
   std::vector<Block> blocks_;          // [n_blocks]
-  std::vector<uint8_t> reusable_;      // [n_blocks] reusable(b), for roomy_start's scan
+  std::vector<uint64_t> reusable_;     // [n_blocks / 64] bit b: reusable(b), for roomy_start's scan
   std::vector<int32_t> block_tokens_;  // [n_blocks, block_size] tokens of cached blocks
   int32_t head_ = -1, tail_ = -1;
   int64_t n_free_ = 0;
