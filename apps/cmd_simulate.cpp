@@ -28,7 +28,7 @@ struct SimFlags {
   std::string trace, input_len = "128", output_len = "128", router = "least-outstanding-tokens", json, html;
   bool local = false;
   double qps = 0, duration = 0, request_overhead_ms = -1, ttft_slo = 0, tpot_slo = 0, mem_util = 0;
-  int gpus_per_node = 8;
+  int gpus_per_node = 8, http_threads = 4;
   int64_t concurrency = 0, num_requests = 0, max_num_seqs = 256, max_batched = 2048, max_model_len = 0, block_size = 16;
   uint64_t seed = 0;
   CLI::Option *qps_opt = nullptr, *conc_opt = nullptr, *trace_opt = nullptr;
@@ -116,6 +116,7 @@ int run_simulate(SimFlags& f) {
   spec.max_model_len = f.max_model_len;
   if (f.block_size < 1 || f.block_size > 1024) throw InputError("--block-size must be in 1..1024");
   spec.block_size = f.block_size;
+  spec.http_threads = f.http_threads;
   spec.policy = sim::parse_route_policy(f.router);
 
   const sim::SimulationResult res = sim::run_simulation(spec);
@@ -159,6 +160,8 @@ CommandAction setup_simulate(CLI::App& sub) {
   sub.add_option("--gpu-memory-utilization", f->mem_util, "Memory cap fraction for the KV pool [0.9; CPU 0.8]");
   sub.add_option("--request-overhead-ms", f->request_overhead_ms,
                  "Server time per request before its first step (parse, template, tokenize) [the planner's]");
+  sub.add_option("--http-threads", f->http_threads,
+                 "Front-end threads per replica that parse and tokenize requests, as serve's [4]");
   sub.add_option("--json", f->json, "Write bench's JSON report here ('-' for stdout)");
   sub.add_option("--html", f->html, "Write bench's HTML report here");
   return [f]() -> int { return run_simulate(*f); };

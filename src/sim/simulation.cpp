@@ -53,6 +53,8 @@ SimulationResult run_simulation(const SimulationSpec& spec) {
   FleetOptions fo;
   fo.dp = spec.layout.dp;
   fo.policy = spec.policy;
+  if (spec.http_threads < 1 || spec.http_threads > 1024) throw InputError("--http-threads must be in 1..1024");
+  fo.front_threads = spec.http_threads;
   fo.replica.block_size = spec.block_size;
   fo.replica.n_kv_blocks = model.n_kv_blocks;
   fo.replica.scheduler.max_num_seqs = spec.max_num_seqs;

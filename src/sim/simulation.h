@@ -20,6 +20,7 @@ struct SimulationSpec {
   int64_t max_num_batched_tokens = 2048;
   int64_t max_model_len = 0;  // 0: the longest request of the load (or the trace)
   int64_t block_size = 16;
+  int http_threads = 4;  // front-end threads per replica, as serve's --http-threads
   RoutePolicy policy = RoutePolicy::kLeastOutstandingTokens;
 };
 

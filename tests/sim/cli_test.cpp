@@ -90,6 +90,7 @@ TEST_F(SimulateCli, BadInputIsOneLineAndExit2) {
       {kBase + "--qps 1 --router random", "--router"},
       {kBase + "--qps 1 --input-len 0", "--input-len"},
       {kBase + "--qps 1 --request-overhead-ms -3", "--request-overhead-ms"},
+      {kBase + "--qps 1 --http-threads 0", "--http-threads"},
   };
   for (const Case& c : cases) {
     Result r = run(c.args);
