@@ -135,6 +135,9 @@ PerfConstants calibrated_constants(const Calibration& c, const WeightFormat& wei
   k.layer_overhead_us = c.layer_overhead_us;
   k.attn_bw_eff = c.attn_bw_eff;
   k.attn_flops_eff = c.attn_flops_eff;
+  // The CPU engine runs the experts with the matmul kernels measured above;
+  // the default moe_gemm_eff is a GPU MoE-kernel figure (docs/plan.md).
+  k.moe_gemm_eff = 1.0;
   k.request_overhead_ms = 0.5;
   return k;
 }
