@@ -18,6 +18,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -122,11 +124,12 @@ struct ServingEngine::Impl {
     ForwardBatch batch;
     std::vector<std::vector<int32_t>> tables;  // the plan's block tables in pool ids
     std::vector<int32_t> sampled;
-    std::vector<size_t> sample_rows;         // plan.seqs indices that sample this step
-    std::vector<Live*> sample_lives;         // their requests, in the same order
-    std::vector<int64_t> sample_logit_rows;  // their rows of the logits
-    std::vector<PromptRow> prompt_rows;      // logits rows at prompt positions (prompt logprobs)
-    std::vector<PoolRow> pool_rows;          // the step's pooled rows, in batch.pool_ranges order
+    std::vector<size_t> sample_rows;             // plan.seqs indices that sample this step
+    std::vector<Live*> sample_lives;             // their requests, in the same order
+    std::vector<int64_t> sample_logit_rows;      // their rows of the logits
+    std::vector<PromptRow> prompt_rows;          // logits rows at prompt positions (prompt logprobs)
+    std::vector<PoolRow> pool_rows;              // the step's pooled rows, in batch.pool_ranges order
+    Clock::time_point submitted{}, collected{};  // the step in flight's submit and forward end (step trace)
   };
 
   Impl(Engine& e, const ServingOptions& o)
@@ -148,6 +151,14 @@ struct ServingEngine::Impl {
       first += n;
     }
     publish_metrics();
+    if (const char* path = std::getenv("PARALLM_STEP_TRACE"); path != nullptr && *path != '\0') {
+      step_trace = std::fopen(path, "w");
+      if (step_trace == nullptr) throw InputError(strfmt("PARALLM_STEP_TRACE '%s': cannot open for writing", path));
+      std::fprintf(step_trace, "start_s,duration_s,forward_s,seqs,tokens,decodes,sampled\n");
+    }
+  }
+  ~Impl() {
+    if (step_trace != nullptr) std::fclose(step_trace);
   }
 
   void loop();
@@ -211,6 +222,10 @@ struct ServingEngine::Impl {
   std::vector<SeqEvent> events;
   std::deque<Incoming> taken;
   std::vector<uint64_t> aborts_taken;
+  // PARALLM_STEP_TRACE=FILE: one CSV line per step (start since t0, duration,
+  // its shape), to compare the real step loop with `parallm simulate`'s.
+  std::FILE* step_trace = nullptr;
+  const Clock::time_point t0 = Clock::now();
   std::thread thread;
 };
 
@@ -437,6 +452,7 @@ void ServingEngine::Impl::submit_step(Lane& lane) {
   for (const PromptRow& pr : lane.prompt_rows) pr.live->prompt.resize(static_cast<size_t>(pr.target_pos) + 1);
   lane.sampled.assign(plan.seqs.size(), -1);
   lane.plan = &plan;
+  lane.submitted = now;
   try {
     engine.submit(batch);
   } catch (const std::exception& ex) {
@@ -466,6 +482,7 @@ void ServingEngine::Impl::finish_step(Lane& lane) {
   std::vector<int32_t>& sampled = lane.sampled;
   try {
     const float* logits = engine.collect();  // [n_logit_rows, n_vocab]
+    lane.collected = Clock::now();
     lane.in_flight = false;
     // Sequences sample independently (each has its own generator), so the
     // driver's threads share them: at 32 streams a softmax over the vocabulary
@@ -517,6 +534,16 @@ void ServingEngine::Impl::finish_step(Lane& lane) {
     return;
   }
   const Clock::time_point step_done = Clock::now();
+  if (step_trace != nullptr) {
+    int64_t n_tokens = 0, n_decode = 0;
+    for (const ScheduledSeq& e : plan.seqs) {
+      n_tokens += e.n_new;
+      n_decode += e.n_new == 1 && e.wants_logits && e.pos0 > 0 ? 1 : 0;
+    }
+    std::fprintf(step_trace, "%.6f,%.6f,%.6f,%zu,%lld,%lld,%zu\n", seconds(lane.submitted - t0),
+                 seconds(step_done - lane.submitted), seconds(lane.collected - lane.submitted), plan.seqs.size(),
+                 static_cast<long long>(n_tokens), static_cast<long long>(n_decode), lane.sample_rows.size());
+  }
   lane.sched.update(plan, sampled, &events);
   int64_t step_tokens = 0;
   for (const SeqEvent& se : events) step_tokens += se.token >= 0 ? 1 : 0;

@@ -12,11 +12,13 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <random>
@@ -503,6 +505,56 @@ TEST(ServingEngine, EmbeddingAdmission) {
   wait_idle(serving);
   EXPECT_EQ(serving.metrics().prompt_tokens_total, 100u);
   EXPECT_EQ(serving.metrics().generation_tokens_total, 0u);
+}
+
+// PARALLM_STEP_TRACE: one CSV line per step with its shape. One request of a
+// 20-token prompt and 5 tokens under a 64-token budget: one prefill step
+// (20 tokens, no decode, one sampled row), then 4 one-token decodes.
+TEST(ServingEngine, StepTraceWritesEachStepsShape) {
+  const std::string path = ::testing::TempDir() + "parallm-step-trace.csv";
+  std::remove(path.c_str());
+  ::setenv("PARALLM_STEP_TRACE", path.c_str(), 1);
+  {
+    auto engine = make_engine(tiny_model_path(), 0);
+    const auto prompts = make_prompts(*engine, 1, 20, 20, 3);
+    ServingOptions so;
+    so.max_num_batched_tokens = 64;
+    Results res;
+    ServingEngine serving(*engine, so);
+    ServingRequest r;
+    r.prompt = prompts[0];
+    r.max_tokens = 5;
+    r.ignore_eos = true;
+    uint64_t id = 0;
+    ASSERT_EQ(serving.submit(r, res.callback(0), &id), SubmitStatus::kOk);
+    ASSERT_TRUE(res.wait(1));
+  }
+  ::unsetenv("PARALLM_STEP_TRACE");
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char line[256];
+  ASSERT_NE(std::fgets(line, sizeof(line), f), nullptr);
+  EXPECT_STREQ(line, "start_s,duration_s,forward_s,seqs,tokens,decodes,sampled\n");
+  std::vector<std::array<long long, 4>> shapes;
+  double last_start = -1;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    double start = 0, duration = 0, forward = 0;
+    long long seqs = 0, tokens = 0, decodes = 0, sampled = 0;
+    ASSERT_EQ(std::sscanf(line, "%lf,%lf,%lf,%lld,%lld,%lld,%lld", &start, &duration, &forward, &seqs, &tokens,
+                          &decodes, &sampled),
+              7)
+        << line;
+    EXPECT_GT(start, last_start);
+    EXPECT_GT(forward, 0);
+    EXPECT_GE(duration, forward);
+    last_start = start;
+    shapes.push_back({seqs, tokens, decodes, sampled});
+  }
+  std::fclose(f);
+  ASSERT_EQ(shapes.size(), 5u);
+  EXPECT_EQ(shapes[0], (std::array<long long, 4>{1, 20, 0, 1}));
+  for (size_t i = 1; i < 5; ++i) EXPECT_EQ(shapes[i], (std::array<long long, 4>{1, 1, 1, 1})) << i;
+  std::remove(path.c_str());
 }
 
 }  // namespace
