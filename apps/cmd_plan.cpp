@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "loader/gguf_reader.h"
 #include "plan_calibrate.h"
+#include "plan_profile.h"
 #include "planner/calibration.h"
 #include "planner/deploy_emit.h"
 #include "planner/model_catalog.h"
@@ -46,11 +47,18 @@ struct PlanFlags {
 
 int run_calibrate(const PlanFlags& f) {
   const int threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // The model file to profile is checked before minutes of measuring.
+  if (!f.model.empty() && !std::filesystem::is_regular_file(f.model))
+    throw InputError("--calibrate --model " + f.model +
+                     ": profiling needs a local model file (GGUF, safetensors "
+                     "folder or llama2.c .bin)");
   Calibration c = measure_this_machine(threads);
+  if (!f.model.empty()) c.model_profile = profile_model(f.model, threads);
   std::time_t now = std::time(nullptr);
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   c.measured_at = buf;
+  if (!c.model_profile.model_path.empty()) c.model_profile.measured_at = buf;
   const std::string path = f.calibration_path.empty() ? default_calibration_path() : f.calibration_path;
   save_calibration(c, path);
   if (f.json) {
@@ -66,10 +74,28 @@ int run_calibrate(const PlanFlags& f) {
     for (const auto& [name, k] : c.kernels)
       std::cout << strfmt("  %-5s decode %6.1f GB/s (%.2f of bandwidth)  prefill %7.1f GFLOP/s (%.2f of FMA peak)\n",
                           name.c_str(), k.decode_gbps, k.bw_eff, k.prefill_gflops, k.flops_eff);
+    std::cout << "GFLOP/s by batch size (tokens):";
+    if (!c.kernels.empty()) {
+      for (const auto& [n, g] : c.kernels.begin()->second.gflops_by_tokens) std::cout << strfmt(" %8.0f", n);
+    }
+    std::cout << "\n";
+    for (const auto& [name, k] : c.kernels) {
+      std::cout << strfmt("  %-5s%24s", name.c_str(), "");
+      for (const auto& [n, g] : k.gflops_by_tokens) std::cout << strfmt(" %8.1f", g);
+      std::cout << "\n";
+    }
     std::cout << strfmt(
         "Engine forward (llama-110m q4_0): %.1f us per layer besides matmuls; attention %.2f of "
         "bandwidth (decode), %.3f of FMA peak (prefill)\n",
         c.layer_overhead_us, c.attn_bw_eff, c.attn_flops_eff);
+    if (const ModelProfile& p = c.model_profile; !p.model_path.empty()) {
+      std::cout << "Model profile (" << p.model_path << ", the engine's forward in ms by tokens):";
+      for (const auto& [n, ms] : p.forward_ms_by_tokens) std::cout << strfmt(" %.0f:%.2f", n, ms);
+      std::cout << strfmt(
+          "\n  each further logits row %.3f ms, prefill attention %.2f ns per query-key pair, decode %.2f ns per "
+          "context token, step jitter %.1f%%\n",
+          p.logit_row_ms, p.prefill_pair_ns, p.decode_kv_token_ns, 100 * p.noise_sigma);
+    }
   }
   return 0;
 }
@@ -268,7 +294,9 @@ const bool registered = register_command(
        sub.add_option("--interconnect", f->interconnect, "nvlink|nvswitch|pcie3|pcie4|pcie5");
        sub.add_option("--topology", f->topology, "Saved `nvidia-smi topo -m` output");
        sub.add_flag("--local", f->local, "Use this machine's devices (CPU: needs --calibrate first)");
-       sub.add_flag("--calibrate", f->calibrate, "Measure this machine (bandwidth, FMA peak, all-reduce) and save it");
+       sub.add_flag("--calibrate", f->calibrate,
+                    "Measure this machine (bandwidth, FMA peak, all-reduce) and save it; with --model FILE also "
+                    "profile that model's step times (for simulate --local)");
        sub.add_option("--calibration", f->calibration_path, "Calibration file [~/.cache/parallm/calibration.json]");
        sub.add_option("--threads", f->threads, "Threads for --calibrate [all]");
        sub.add_option("--input-len", f->input_len, "Prompt tokens [1024]");

@@ -42,7 +42,8 @@ void write_file(const std::string& path, const std::string& text, const char* fl
 }
 
 // The device and its constants, as `plan` resolves them.
-void resolve_device(const SimFlags& f, PlanRequest& r, const Layout& layout) {
+// `profile`: set to the calibration's profile of the model file, when it has one.
+void resolve_device(const SimFlags& f, PlanRequest& r, const Layout& layout, std::optional<ModelProfile>* profile) {
   if (f.gpus_per_node < 1 || f.gpus_per_node > 1024) throw InputError("--gpus-per-node must be in 1..1024");
   const int per_node = f.gpus_per_node;
   const int nodes = (layout.tp * layout.pp + per_node - 1) / per_node;  // a replica's nodes (pp may cross them)
@@ -57,6 +58,7 @@ void resolve_device(const SimFlags& f, PlanRequest& r, const Layout& layout) {
     }
     const std::string path = f.calibration_path.empty() ? default_calibration_path() : f.calibration_path;
     const Calibration c = load_calibration(path);
+    if (const ModelProfile* p = profile_for(c, f.model)) *profile = *p;
     r.gpu = calibrated_cpu(c, static_cast<double>(m.host_memory_bytes));
     r.constants = calibrated_constants(c, r.weights);
     r.memory.activation_elem_bytes = 4;  // the CPU engine keeps fp32 activations
@@ -87,7 +89,7 @@ int run_simulate(SimFlags& f) {
   r.kv_dtype = f.kv_dtype;
   r.kv_elem_bytes = parse_kv_dtype_bytes(f.kv_dtype);
   if (f.mem_util < 0 || f.mem_util > 1) throw InputError("--gpu-memory-utilization must be in (0, 1]");
-  resolve_device(f, r, spec.layout);
+  resolve_device(f, r, spec.layout, &spec.profile);
   if (f.request_overhead_ms >= 0)
     r.constants.request_overhead_ms = f.request_overhead_ms;
   else if (f.request_overhead_ms != -1)

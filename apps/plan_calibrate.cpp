@@ -224,10 +224,14 @@ double best_of(Fn fn, double budget_s) {
 }
 
 // Decode: every layer and head of the set at 1 token (weight bytes / s); prefill: four
-// other layers at 128 tokens (2 x params x tokens FLOP / s). Best of several
-// rounds, each round visiting every dtype: other work on the cores then slows
-// all dtypes alike instead of spoiling one (a 2-thread mat-vec whose partner
-// thread is descheduled runs 3-4x slower).
+// other layers at 128 tokens (2 x params x tokens FLOP / s); the batch sweep:
+// four other layers at each of kSweepTokens (the GEMM rate by batch size).
+// Best of several rounds, each round visiting every dtype: other work on the
+// cores then slows all dtypes alike instead of spoiling one (a 2-thread
+// mat-vec whose partner thread is descheduled runs 3-4x slower).
+constexpr int64_t kSweepTokens[] = {2, 3, 4, 6, 8, 12, 16, 32, 64, 256};
+constexpr int64_t kMaxProbeTokens = 256;
+
 void measure_kernels(ThreadPool& pool, Calibration* c) {
   const std::pair<DType, const char*> dtypes[] = {{DType::kF32, "fp32"},
                                                   {DType::kF16, "fp16"},
@@ -236,37 +240,60 @@ void measure_kernels(ThreadPool& pool, Calibration* c) {
                                                   {DType::kQ4_0, "q4_0"}};
   constexpr size_t kPrefillLayers = 4;
   constexpr int kMinRounds = 4, kMaxRounds = 12;
-  constexpr double kBudgetS = 3.0;
-  std::vector<float> x(static_cast<size_t>(kProbePrefillTokens * kProbeFf));
+  constexpr double kBudgetS = 4.0;
+  constexpr size_t kSweep = std::size(kSweepTokens);
+  std::vector<float> x(static_cast<size_t>(kMaxProbeTokens * kProbeFf));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-  std::vector<float> out(static_cast<size_t>(4 * kProbePrefillTokens * kProbeFf));
+  std::vector<float> out(static_cast<size_t>(4 * kMaxProbeTokens * kProbeFf));
   const size_t n_dtypes = std::size(dtypes);
   std::vector<ProbeSet> sets(n_dtypes);
   std::vector<double> decode_s(n_dtypes, 1e30), prefill_s(n_dtypes, 1e30);
+  std::vector<std::array<double, kSweep>> sweep_s(n_dtypes);
+  for (auto& a : sweep_s) a.fill(1e30);
   for (size_t d = 0; d < n_dtypes; ++d) {
     build_probe_set(dtypes[d].first, &sets[d]);
     run_probe_layers(sets[d], 0, sets[d].layers.size(), 1, x.data(), out.data(), pool, true);  // warm-up
-    run_probe_layers(sets[d], 0, 1, kProbePrefillTokens, x.data(), out.data(), pool);
+    run_probe_layers(sets[d], 0, 1, kMaxProbeTokens, x.data(), out.data(), pool);
   }
   double spent = 0;
   for (int round = 0; round < kMaxRounds && (round < kMinRounds || spent < kBudgetS); ++round) {
     for (size_t d = 0; d < n_dtypes; ++d) {
       const ProbeSet& s = sets[d];
       const double td = run_probe_layers(s, 0, s.layers.size(), 1, x.data(), out.data(), pool, true);
-      // Other layers each round: their weights are not in cache.
-      const size_t first = (static_cast<size_t>(round) + 1) * kPrefillLayers;
-      const double tp = run_probe_layers(s, first, kPrefillLayers, kProbePrefillTokens, x.data(), out.data(), pool);
+      // Other layers each call: their weights are not in cache.
+      size_t first = static_cast<size_t>(round) * (kSweep + 1) * kPrefillLayers;
+      const double tp =
+          run_probe_layers(s, first += kPrefillLayers, kPrefillLayers, kProbePrefillTokens, x.data(), out.data(), pool);
       decode_s[d] = std::min(decode_s[d], td);
       prefill_s[d] = std::min(prefill_s[d], tp);
       spent += td + tp;
+      for (size_t i = 0; i < kSweep; ++i) {
+        const double t =
+            run_probe_layers(s, first += kPrefillLayers, kPrefillLayers, kSweepTokens[i], x.data(), out.data(), pool);
+        sweep_s[d][i] = std::min(sweep_s[d][i], t);
+        spent += t;
+      }
     }
   }
   for (size_t d = 0; d < n_dtypes; ++d) {
+    const ProbeSet& s = sets[d];
     KernelEfficiency k;
-    k.decode_gbps = static_cast<double>(sets[d].bytes) / decode_s[d] / 1e9;
-    k.prefill_gflops = 2.0 * sets[d].params_per_layer * kPrefillLayers * kProbePrefillTokens / prefill_s[d] / 1e9;
+    k.decode_gbps = static_cast<double>(s.bytes) / decode_s[d] / 1e9;
+    const double layer_flops_per_token = 2.0 * s.params_per_layer * kPrefillLayers;
+    k.prefill_gflops = layer_flops_per_token * kProbePrefillTokens / prefill_s[d] / 1e9;
     k.bw_eff = k.decode_gbps / c->mem_bw_gbps;
     k.flops_eff = k.prefill_gflops / c->fma_gflops;
+    // The decode pass's FLOP/s (its heads included) is the curve's first point.
+    const double set_params =
+        s.params_per_layer * static_cast<double>(s.layers.size()) +
+        static_cast<double>(s.heads.size()) * static_cast<double>(kProbeVocab) * static_cast<double>(kProbeEmbd);
+    k.gflops_by_tokens.push_back({1.0, 2.0 * set_params / decode_s[d] / 1e9});
+    for (size_t i = 0; i < kSweep; ++i) {
+      const double n = static_cast<double>(kSweepTokens[i]);
+      if (kSweepTokens[i] > kProbePrefillTokens && k.gflops_by_tokens.back().first < kProbePrefillTokens)
+        k.gflops_by_tokens.push_back({static_cast<double>(kProbePrefillTokens), k.prefill_gflops});
+      k.gflops_by_tokens.push_back({n, layer_flops_per_token * n / sweep_s[d][i] / 1e9});
+    }
     c->kernels[dtypes[d].second] = k;
   }
 }

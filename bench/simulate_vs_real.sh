@@ -59,7 +59,7 @@ for lv in "${levels[@]}"; do
   IFS=: read -r name mode load n seed <<<"$lv"
   if [[ $mode == rate ]]; then flag="--rate $load"; else flag="--concurrency $load"; fi
   echo "== plan --calibrate --threads $threads (for $name; load average $(cut -d' ' -f1 /proc/loadavg))"
-  "$bin" plan --calibrate --threads "$threads" --calibration "$dir/cal-$name.json" >"$dir/cal-$name.txt"
+  "$bin" plan --calibrate --threads "$threads" --model "$model" --calibration "$dir/cal-$name.json" >"$dir/cal-$name.txt"
   head -1 "$dir/cal-$name.txt"
   echo "== bench $name: $flag --num-requests $n"
   "$bin" bench --url "$url" $flag --num-requests "$n" --input-len $in_words --output-len $out_len --ignore-eos \

@@ -33,8 +33,21 @@ std::string calibration_to_json(const Calibration& c) {
     kernels[name] = {{"bw_eff", k.bw_eff},
                      {"flops_eff", k.flops_eff},
                      {"decode_gbps", k.decode_gbps},
-                     {"prefill_gflops", k.prefill_gflops}};
+                     {"prefill_gflops", k.prefill_gflops},
+                     {"gflops_by_tokens", k.gflops_by_tokens}};
   j["kernels"] = kernels;
+  if (!c.model_profile.model_path.empty()) {
+    const ModelProfile& p = c.model_profile;
+    j["model_profile"] = {{"model_path", p.model_path},
+                          {"file_bytes", p.file_bytes},
+                          {"threads", p.threads},
+                          {"forward_ms_by_tokens", p.forward_ms_by_tokens},
+                          {"logit_row_ms", p.logit_row_ms},
+                          {"prefill_pair_ns", p.prefill_pair_ns},
+                          {"decode_kv_token_ns", p.decode_kv_token_ns},
+                          {"noise_sigma", p.noise_sigma},
+                          {"measured_at", p.measured_at}};
+  }
   return j.dump(2) + "\n";
 }
 
@@ -66,6 +79,16 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
         k.flops_eff = e.at("flops_eff").get<double>();
         k.decode_gbps = e.value("decode_gbps", 0.0);
         k.prefill_gflops = e.value("prefill_gflops", 0.0);
+        if (e.contains("gflops_by_tokens")) {
+          k.gflops_by_tokens = e.at("gflops_by_tokens").get<std::vector<std::pair<double, double>>>();
+          for (size_t i = 0; i < k.gflops_by_tokens.size(); ++i) {
+            const auto [n, g] = k.gflops_by_tokens[i];
+            if (!(n >= 1) || !(g > 0) || (i > 0 && !(n > k.gflops_by_tokens[i - 1].first)))
+              throw InputError(origin + ": kernels." + name +
+                               ".gflops_by_tokens needs [tokens, GFLOP/s] pairs, tokens >= 1 and ascending, "
+                               "GFLOP/s positive");
+          }
+        }
         if (!(k.bw_eff > 0) || !(k.flops_eff > 0))
           throw InputError(origin + ": kernels." + name + " needs positive bw_eff and flops_eff");
         std::string format;
@@ -76,6 +99,29 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
         }
         c.kernels[format] = k;
       }
+    }
+    if (j.contains("model_profile")) {
+      const nlohmann::json& e = j.at("model_profile");
+      ModelProfile& p = c.model_profile;
+      p.model_path = e.at("model_path").get<std::string>();
+      p.file_bytes = e.at("file_bytes").get<int64_t>();
+      p.threads = e.value("threads", 0);
+      p.forward_ms_by_tokens = e.at("forward_ms_by_tokens").get<std::vector<std::pair<double, double>>>();
+      p.logit_row_ms = e.at("logit_row_ms").get<double>();
+      p.prefill_pair_ns = e.at("prefill_pair_ns").get<double>();
+      p.decode_kv_token_ns = e.at("decode_kv_token_ns").get<double>();
+      p.noise_sigma = e.value("noise_sigma", 0.0);
+      p.measured_at = e.value("measured_at", std::string());
+      bool ok = !p.model_path.empty() && p.file_bytes > 0 && !p.forward_ms_by_tokens.empty() && p.logit_row_ms >= 0 &&
+                p.prefill_pair_ns >= 0 && p.decode_kv_token_ns >= 0 && p.noise_sigma >= 0 && p.noise_sigma < 2;
+      for (size_t i = 0; ok && i < p.forward_ms_by_tokens.size(); ++i) {
+        const auto [n, ms] = p.forward_ms_by_tokens[i];
+        ok = n >= 1 && ms > 0 && (i == 0 || n > p.forward_ms_by_tokens[i - 1].first);
+      }
+      if (!ok)
+        throw InputError(origin +
+                         ": model_profile needs a model_path, file_bytes > 0, [tokens, ms] pairs with tokens >= 1 "
+                         "ascending and ms > 0, and non-negative costs (noise_sigma under 2)");
     }
   } catch (const nlohmann::json::exception& e) {
     throw InputError(origin + ": not a parallm calibration file (" + std::string(e.what()) + ")");
@@ -127,11 +173,22 @@ const KernelEfficiency* kernel_efficiency(const Calibration& c, const WeightForm
   return it == c.kernels.end() ? nullptr : &it->second;
 }
 
+const ModelProfile* profile_for(const Calibration& c, const std::string& path) {
+  const ModelProfile& p = c.model_profile;
+  if (p.model_path.empty()) return nullptr;
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  if (ec || abs.lexically_normal().string() != p.model_path) return nullptr;
+  const auto size = std::filesystem::file_size(abs, ec);
+  return !ec && static_cast<int64_t>(size) == p.file_bytes ? &p : nullptr;
+}
+
 PerfConstants calibrated_constants(const Calibration& c, const WeightFormat& weights) {
   PerfConstants k;
   const KernelEfficiency* e = kernel_efficiency(c, weights);
   k.bw_eff = e != nullptr ? e->bw_eff : c.bw_eff;
   k.flops_eff = e != nullptr ? e->flops_eff : c.flops_eff;
+  if (e != nullptr) k.gemm_gflops_by_tokens = e->gflops_by_tokens;
   k.layer_overhead_us = c.layer_overhead_us;
   k.attn_bw_eff = c.attn_bw_eff;
   k.attn_flops_eff = c.attn_flops_eff;

@@ -12,8 +12,11 @@
 #pragma once
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "planner/hardware.h"
+#include "planner/model_profile.h"
 #include "planner/perf_model.h"
 
 namespace parallm::planner {
@@ -24,6 +27,12 @@ struct KernelEfficiency {
   double flops_eff = 0;    // prefill (128 tokens): FLOP/s achieved / fma_gflops
   double decode_gbps = 0;  // informational: the achieved figures behind the two ratios
   double prefill_gflops = 0;
+  // GFLOP/s of the model's matmul calls at each batch size (tokens, ascending;
+  // 1 = the decode pass). On a CPU the small batches of batched decode are
+  // neither bandwidth- nor peak-bound: the mat-vec kernels unpack the weights
+  // once per token (llama-110m q8_0: 1, 4, 128 tokens at ~70, ~200, ~780
+  // GFLOP/s), so one flops_eff cannot price them. Empty in older files.
+  std::vector<std::pair<double, double>> gflops_by_tokens;
 };
 
 struct Calibration {
@@ -48,6 +57,9 @@ struct Calibration {
   double attn_flops_eff = 0;  // prefill: causal attention FLOP/s / fma_gflops
   // Keyed by WeightFormat name: fp32, fp16, bf16, q8_0, q4_0.
   std::map<std::string, KernelEfficiency> kernels;
+  // `plan --calibrate --model FILE`: that model's own step times (model_path
+  // empty when none was profiled).
+  ModelProfile model_profile;
   std::string measured_at;  // ISO time
 };
 
@@ -68,5 +80,8 @@ GpuSpec calibrated_cpu(const Calibration& c, double memory_bytes);
 PerfConstants calibrated_constants(const Calibration& c, const WeightFormat& weights);
 // The entry used for `weights`, or nullptr when the fallbacks apply.
 const KernelEfficiency* kernel_efficiency(const Calibration& c, const WeightFormat& weights);
+// The profile of the model file at `path` when the calibration holds one for
+// that file as it is now (same absolute path and size), else nullptr.
+const ModelProfile* profile_for(const Calibration& c, const std::string& path);
 
 }  // namespace parallm::planner

@@ -14,6 +14,8 @@ namespace {
 struct StageWork {
   double weight_bytes = 0, gemm_flops = 0;
   double expert_bytes = 0, expert_flops = 0;
+  double tokens = 0;         // rows of the dense GEMMs
+  double expert_tokens = 0;  // rows of each touched expert's GEMM
 };
 
 double ring_allreduce_s(const PerfInputs& in, double bytes, int n) {
@@ -50,9 +52,26 @@ StageWork stage_work(const PerfInputs& in, double tokens, double logit_tokens) {
     w.expert_bytes = bpp * moe_layers * touched * static_cast<double>(p.expert) / expert_split;
     const double imbalance = in.layout.ep > 1 ? std::max(1.0, in.expert_imbalance) : 1.0;
     w.expert_flops = 2.0 * tokens * moe_layers * k * static_cast<double>(p.expert) * imbalance / tp;
+    w.expert_tokens = std::max(1.0, tokens * group * k / std::max(1.0, touched));
   }
+  w.tokens = std::max(1.0, tokens);
   w.gemm_flops = 2.0 * (tokens * non_expert + logit_tokens * head_read) / tp;
   return w;
+}
+
+// FLOP/s of the calibrated GEMM at `tokens` rows: the seconds per token-row
+// (n / rate) are linear between measured points; below the first point its
+// rate, past the last the last rate.
+double calibrated_gemm_flops_per_s(const PerfConstants& k, double tokens) {
+  const auto& c = k.gemm_gflops_by_tokens;
+  if (tokens <= c.front().first) return c.front().second * 1e9;
+  for (size_t i = 1; i < c.size(); ++i) {
+    if (tokens > c[i].first) continue;
+    const double t0 = c[i - 1].first / c[i - 1].second, t1 = c[i].first / c[i].second;  // s per GFLOP-row
+    const double f = (tokens - c[i - 1].first) / (c[i].first - c[i - 1].first);
+    return tokens / (t0 + f * (t1 - t0)) * 1e9;
+  }
+  return c.back().second * 1e9;
 }
 
 double roofline_s(const PerfInputs& in, double bytes, double flops, double bw_eff, double peak_flops_per_s) {
@@ -64,7 +83,9 @@ double roofline_s(const PerfInputs& in, double bytes, double flops, double bw_ef
 // share of their datasheet peak than 16-bit ones (fp8_flops_eff): the peak
 // assumes boost clocks the card cannot hold at its power limit, and the
 // scaled-FP8 epilogues cost extra.
-double gemm_kernel_s(const PerfInputs& in, double bytes, double flops, double scale) {
+double gemm_kernel_s(const PerfInputs& in, double bytes, double flops, double scale, double tokens) {
+  if (!in.k.gemm_gflops_by_tokens.empty())
+    return roofline_s(in, bytes, flops, in.k.bw_eff, scale * calibrated_gemm_flops_per_s(in.k, tokens));
   const bool fp8 = in.weights.compute == ComputeType::kFp8 && in.gpu.fp8_tflops > 0;
   const double eff = scale * (fp8 && in.k.fp8_flops_eff > 0 ? in.k.fp8_flops_eff : in.k.flops_eff);
   return roofline_s(in, bytes, flops, in.k.bw_eff, peak_flops(in.gpu, in.weights.compute) * eff);
@@ -72,9 +93,9 @@ double gemm_kernel_s(const PerfInputs& in, double bytes, double flops, double sc
 
 // The dense GEMMs, then the experts' grouped GEMMs, each at its own roofline.
 double gemm_s(const PerfInputs& in, const StageWork& w) {
-  double t = gemm_kernel_s(in, w.weight_bytes, w.gemm_flops, 1.0);
+  double t = gemm_kernel_s(in, w.weight_bytes, w.gemm_flops, 1.0, w.tokens);
   if (w.expert_bytes > 0 || w.expert_flops > 0)
-    t += gemm_kernel_s(in, w.expert_bytes, w.expert_flops, in.k.moe_gemm_eff);
+    t += gemm_kernel_s(in, w.expert_bytes, w.expert_flops, in.k.moe_gemm_eff, w.expert_tokens);
   return t;
 }
 

@@ -26,6 +26,8 @@
 // token budget, chunked prefill and queueing: load_model.h, on mixed_step_s.
 #pragma once
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "planner/fabric.h"
 #include "planner/memory_model.h"
@@ -54,6 +56,11 @@ struct PerfConstants {
   // Decode attention without grouped-query kernels (PerfInputs::grouped_kv_reads
   // false): GB/s at which it reads the KV once per query head (docs/plan.md).
   double ungrouped_kv_read_gbps = 3200;
+  // Calibrated CPU only (Calibration's KernelEfficiency::gflops_by_tokens):
+  // the weight GEMMs' FLOP/s by batch size, replacing flops_eff's one peak
+  // share. Between points the time per token is interpolated linearly; past
+  // the last point its rate holds.
+  std::vector<std::pair<double, double>> gemm_gflops_by_tokens;
 };
 
 struct PerfInputs {

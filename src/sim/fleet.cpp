@@ -40,7 +40,8 @@ class FleetLoop {
  public:
   FleetLoop(const FleetOptions& o, const StepCost& cost, const SimLoad& load) : o_(o), cost_(cost), load_(load) {
     PARALLM_CHECK(o.dp >= 1);
-    for (int k = 0; k < o.dp; ++k) replicas_.push_back(std::make_unique<Replica>(o.replica, cost));
+    for (int k = 0; k < o.dp; ++k)
+      replicas_.push_back(std::make_unique<Replica>(o.replica, cost, o.noise_seed + static_cast<uint64_t>(k)));
     loads_.assign(static_cast<size_t>(o.dp), ReplicaLoad{});
     kicked_.assign(static_cast<size_t>(o.dp), 0);
     PARALLM_CHECK(o.front_threads >= 1);
@@ -107,11 +108,14 @@ class FleetLoop {
     r.prompt_tokens_sent = requests_[static_cast<size_t>(id)].input_tokens;
   }
 
-  // Closed loop: the client sends its next request the moment one ends.
+  // Closed loop: the client sends its next request the moment one ends, or
+  // once it has sent those due before (FleetOptions::client_send_s).
   void issue(double now) {
     const int64_t id = static_cast<int64_t>(requests_.size());
     SimRequest r = draw_lengths(load_, id);
-    r.arrival_s = now;
+    client_free_s_ = std::max(client_free_s_, now) + o_.client_send_s;
+    r.arrival_s = client_free_s_;
+    now = r.arrival_s;
     requests_.push_back(r);
     records_.emplace_back();
     init_record(id);
@@ -268,6 +272,7 @@ class FleetLoop {
   std::priority_queue<StepEnd, std::vector<StepEnd>, std::greater<>> steps_;
   int64_t in_flight_ = 0, max_in_flight_ = 0, rejected_ = 0, itl_kept_ = 0, itl_stride_ = 1;
   double end_s_ = 0, busy_s_ = 0, now_ = 0;
+  double client_free_s_ = 0;  // closed loop: when the client may send its next request
 };
 
 }  // namespace

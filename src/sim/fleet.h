@@ -41,6 +41,15 @@ struct FleetOptions {
   // Front-end threads per replica that parse and tokenize requests, each
   // ServeOverheads::per_request_s per request (serve's --http-threads: 4).
   int front_threads = 4;
+  // Closed loop: bench's client is one event loop, so requests that fall due
+  // together (streams ending in the same step) leave it one after another,
+  // this far apart. NOTE: the value hardly matters, the order does: the
+  // first request to reach an idle replica starts its step alone, as the
+  // real step loop takes what its inbox holds when it wakes; with ties the
+  // streams would stay in lock-step forever (all prefill in one step, all
+  // decode together), which no real server shows.
+  double client_send_s = 50e-6;
+  uint64_t noise_seed = 0;  // replica k draws its jitter from noise_seed + k
 };
 
 struct FleetResult {

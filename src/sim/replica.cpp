@@ -1,6 +1,8 @@
 // Replica: see replica.h.
 #include "sim/replica.h"
 
+#include <cmath>
+
 #include "util/check.h"
 
 namespace parallm::sim {
@@ -10,10 +12,12 @@ constexpr int32_t kPromptToken = 1;   // any id: the simulated pool stores no to
 constexpr int32_t kSampledToken = 2;  // never a stop token (the predicate says no)
 }  // namespace
 
-Replica::Replica(const ReplicaOptions& options, const StepCost& cost)
+Replica::Replica(const ReplicaOptions& options, const StepCost& cost, uint64_t noise_seed)
     : kv_(options.n_kv_blocks, options.block_size, options.prefix_caching),
       scheduler_(options.scheduler, kv_, [](int32_t) { return false; }),
-      cost_(cost) {}
+      cost_(cost),
+      noise_sigma_(options.noise_sigma),
+      rng_(noise_seed) {}
 
 AdmissionResult Replica::add(uint64_t id, int64_t input_tokens, int64_t output_tokens) {
   SeqRequest r;
@@ -53,7 +57,8 @@ double Replica::begin_step() {
   plan_ = &plan;
   in_step_ = true;
   ++n_steps_;
-  return cost_.step_s(shape_);
+  const double d = cost_.step_s(shape_);
+  return noise_sigma_ > 0 ? d * std::exp(noise_sigma_ * normal_(rng_)) : d;
 }
 
 const std::vector<SeqEvent>& Replica::end_step() {

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "kv/block_manager.h"
@@ -23,11 +24,15 @@ struct ReplicaOptions {
   int64_t n_kv_blocks = 0;
   int64_t block_size = 16;
   bool prefix_caching = false;
+  // The host's step-to-step jitter (ModelProfile::noise_sigma): each step's
+  // time is multiplied by exp(sigma x N(0, 1)), median 1; 0 = exact times.
+  double noise_sigma = 0;
 };
 
 class Replica {
  public:
-  Replica(const ReplicaOptions& options, const StepCost& cost);
+  // `noise_seed`: this replica's jitter draws (with noise_sigma > 0).
+  Replica(const ReplicaOptions& options, const StepCost& cost, uint64_t noise_seed = 0);
 
   // Queues request `id` (unique in the fleet); kNever when it can never run.
   AdmissionResult add(uint64_t id, int64_t input_tokens, int64_t output_tokens);
@@ -54,6 +59,9 @@ class Replica {
   std::vector<int32_t> sampled_;
   std::vector<SeqEvent> events_;
   StepShape shape_;
+  double noise_sigma_ = 0;
+  std::mt19937_64 rng_;
+  std::normal_distribution<double> normal_;
   bool in_step_ = false;
   int64_t outstanding_tokens_ = 0, in_flight_ = 0, prefill_tokens_in_step_ = 0;
   uint64_t n_steps_ = 0;

@@ -48,13 +48,18 @@ SimulationResult run_simulation(const SimulationSpec& spec) {
   if (model.n_kv_blocks < 1) throw InputError("the KV pool of one replica holds no block");
   out.n_kv_blocks = model.n_kv_blocks;
   out.overheads = serve_overheads(model.perf);
-  const StepCost cost(model.perf, out.overheads);
+  const StepCost cost(model.perf, out.overheads, spec.profile ? &*spec.profile : nullptr);
 
   FleetOptions fo;
   fo.dp = spec.layout.dp;
   fo.policy = spec.policy;
   if (spec.http_threads < 1 || spec.http_threads > 1024) throw InputError("--http-threads must be in 1..1024");
   fo.front_threads = spec.http_threads;
+  fo.client_send_s = spec.client_send_s;
+  if (spec.profile) {
+    fo.replica.noise_sigma = spec.profile->noise_sigma;
+    fo.noise_seed = spec.load.seed * 0x9E3779B97F4A7C15ull + 1;
+  }
   fo.replica.block_size = spec.block_size;
   fo.replica.n_kv_blocks = model.n_kv_blocks;
   fo.replica.scheduler.max_num_seqs = spec.max_num_seqs;
@@ -123,7 +128,12 @@ std::string simulation_json(const SimulationSpec& spec, const SimulationResult& 
         {"per_step_ms", r.overheads.per_step_s * 1e3},
         {"per_sampled_row_ms", r.overheads.per_sampled_row_s * 1e3}}},
       {"wall_s", r.wall_s},
+      {"step_times", spec.profile ? "model profile" : "perf model"},
   };
+  if (spec.profile)
+    j["simulation"]["model_profile"] = {{"model_path", spec.profile->model_path},
+                                        {"noise_sigma", spec.profile->noise_sigma},
+                                        {"measured_at", spec.profile->measured_at}};
   return j.dump(2) + "\n";
 }
 
@@ -148,6 +158,9 @@ void write_simulation_text(const SimulationSpec& spec, const SimulationResult& r
       static_cast<unsigned long long>(r.fleet.steps), static_cast<unsigned long long>(r.fleet.preemptions),
       static_cast<long long>(r.fleet.rejected), static_cast<long long>(r.n_kv_blocks),
       static_cast<long long>(spec.block_size), route_policy_name(spec.policy), r.wall_s);
+  if (spec.profile)
+    out << strfmt("step times: the model's profile (%s, jitter %.1f%%, measured %s)\n",
+                  spec.profile->model_path.c_str(), 100 * spec.profile->noise_sigma, spec.profile->measured_at.c_str());
 }
 
 }  // namespace parallm::sim

@@ -3,6 +3,7 @@
 // loop's overheads (step_cost.h), the fleet loop (fleet.h), and the records
 // aggregated by loadtest::aggregate(), the code that makes bench's numbers.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "loadtest/bench_runner.h"
@@ -20,8 +21,12 @@ struct SimulationSpec {
   int64_t max_num_batched_tokens = 2048;
   int64_t max_model_len = 0;  // 0: the longest request of the load (or the trace)
   int64_t block_size = 16;
-  int http_threads = 4;  // front-end threads per replica, as serve's --http-threads
+  int http_threads = 4;          // front-end threads per replica, as serve's --http-threads
+  double client_send_s = 50e-6;  // closed loop: FleetOptions::client_send_s
   RoutePolicy policy = RoutePolicy::kLeastOutstandingTokens;
+  // simulate --local on a profiled model file: its measured step times and
+  // jitter replace the perf model's (planner/model_profile.h).
+  std::optional<planner::ModelProfile> profile;
 };
 
 struct SimulationResult {

@@ -9,7 +9,7 @@ namespace parallm::sim {
 
 namespace {
 constexpr double kProbeLen = 1024;  // any size works: the terms are linear
-}
+}  // namespace
 
 StepCost::StepCost(const planner::PerfInputs& in, const ServeOverheads& overheads)
     : in_(in), no_attn_(in), overheads_(overheads) {
@@ -24,10 +24,23 @@ StepCost::StepCost(const planner::PerfInputs& in, const ServeOverheads& overhead
       kProbeLen;
 }
 
+StepCost::StepCost(const planner::PerfInputs& in, const ServeOverheads& overheads, const planner::ModelProfile* profile)
+    : StepCost(in, overheads) {
+  profile_ = profile;
+  if (profile_ != nullptr) {
+    prefill_pair_s_ = profile_->prefill_pair_ns * 1e-9;
+    decode_ctx_token_s_ = profile_->decode_kv_token_ns * 1e-9;
+  }
+}
+
 double StepCost::step_s(const StepShape& s) const {
   if (s.n_tokens <= 0) return 0;
   double forward = 0;
-  if (s.n_decode == s.n_tokens) {
+  if (profile_ != nullptr) {
+    forward = planner::profile_forward_s(*profile_, static_cast<double>(s.n_tokens)) +
+              static_cast<double>(std::max<int64_t>(0, s.n_sampled - 1)) * profile_->logit_row_ms * 1e-3 +
+              s.prefill_pairs * prefill_pair_s_ + s.decode_ctx_tokens * decode_ctx_token_s_;
+  } else if (s.n_decode == s.n_tokens) {
     // Pure decode: the perf model's TPOT at the batch's mean context.
     const double b = static_cast<double>(s.n_decode);
     forward = planner::decode_step_s(in_, b, s.decode_ctx_tokens / b);

@@ -10,11 +10,14 @@
 // KV bytes, resp. causal FLOPs), so their per-unit coefficients are read off
 // once by differencing perf_model with and without attention. A pure decode
 // step is decode_step_s() itself, a lone prompt prefill_s() itself.
+// With a ModelProfile (simulate --local on the profiled file) the forward is
+// the profile's table and coefficients instead, the same decomposition.
 // NOTE: when perf_model.h gains its own mixed-step function, step_s() becomes
 // a call to it; nothing else in src/sim/ depends on how the time is found.
 #pragma once
 #include <cstdint>
 
+#include "planner/model_profile.h"
 #include "planner/perf_model.h"
 
 namespace parallm::sim {
@@ -38,6 +41,9 @@ struct ServeOverheads {
 class StepCost {
  public:
   StepCost(const planner::PerfInputs& in, const ServeOverheads& overheads);
+  // Prices the forward with a measured profile of the model (model_profile.h)
+  // instead of the perf model; `profile` must outlive this.
+  StepCost(const planner::PerfInputs& in, const ServeOverheads& overheads, const planner::ModelProfile* profile);
   double step_s(const StepShape& s) const;
   const ServeOverheads& overheads() const { return overheads_; }
   double prefill_pair_s() const { return prefill_pair_s_; }
@@ -47,6 +53,7 @@ class StepCost {
   planner::PerfInputs in_;       // as given
   planner::PerfInputs no_attn_;  // attention at (practically) infinite speed
   ServeOverheads overheads_;
+  const planner::ModelProfile* profile_ = nullptr;
   double prefill_pair_s_ = 0;      // seconds per causal query-key pair
   double decode_ctx_token_s_ = 0;  // seconds per context token read in decode
 };

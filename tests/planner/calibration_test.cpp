@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -51,9 +52,9 @@ Calibration sample_with_kernels() {
   c.layer_overhead_us = 3;
   c.attn_bw_eff = 0.05;
   c.attn_flops_eff = 0.02;
-  c.kernels["fp16"] = {0.9, 0.7, 36, 280};
-  c.kernels["q8_0"] = {0.75, 0.72, 30, 288};
-  c.kernels["q4_0"] = {0.5, 0.65, 20, 260};
+  c.kernels["fp16"] = {0.9, 0.7, 36, 280, {}};
+  c.kernels["q8_0"] = {0.75, 0.72, 30, 288, {}};
+  c.kernels["q4_0"] = {0.5, 0.65, 20, 260, {}};
   return c;
 }
 
@@ -162,6 +163,118 @@ TEST(Calibration, PrefillUsesTheDtypesFlopsAndAttentionFactors) {
   const PerfInputs old = cpu_inputs(m, c, "q8_0");
   const double expected_old = (gemm_flops + attn_flops) / (400e9 * 0.72) + layers * 3e-6;
   EXPECT_NEAR(prefill_s(old, 1, L), expected_old, expected_old * 1e-12);
+}
+
+// The GEMM rate by batch size: the time per token-row is linear between
+// measured points, the first and last rates hold outside them.
+TEST(Calibration, GemmRateByTokensInterpolatesTimePerRow) {
+  const ModelSpec m = catalog_model("llama-2-7b");
+  Calibration c = sample_with_kernels();
+  c.kernels["q8_0"].gflops_by_tokens = {{1, 20}, {4, 80}, {8, 100}, {128, 300}};
+  const Calibration back = calibration_from_json(calibration_to_json(c), "x");
+  ASSERT_EQ(back.kernels.at("q8_0").gflops_by_tokens.size(), 4u);
+  EXPECT_DOUBLE_EQ(back.kernels.at("q8_0").gflops_by_tokens[2].second, 100);
+  const PerfInputs in = cpu_inputs(m, back, "q8_0");
+  ASSERT_EQ(in.k.gemm_gflops_by_tokens.size(), 4u);
+  const ParamCounts p = count_params(m);
+  const double dense = static_cast<double>(p.total - p.embedding - p.final_norm - p.lm_head);
+  const double head = static_cast<double>(p.lm_head);
+  const double overhead_s = 32 * 3e-6;
+  const double bytes = (dense + head) * 8.5 / 8;
+  const double bw = 40e9 * 0.75;
+  // A decode step at batch b (no context): every row through the layers and the head.
+  auto decode_expected = [&](double b, double rate_gflops) {
+    return std::max(bytes / bw, 2 * b * (dense + head) / (rate_gflops * 1e9)) + overhead_s;
+  };
+  EXPECT_NEAR(decode_step_s(in, 4, 0), decode_expected(4, 80), 1e-12);
+  // 6 rows: between 4 (4/80 s-per-GFLOP-row units) and 8 (8/100): 0.05 + 0.5 x 0.03 = 0.065 -> 6 / 0.065.
+  EXPECT_NEAR(decode_step_s(in, 6, 0), decode_expected(6, 6 / 0.065), 1e-12);
+  EXPECT_NEAR(decode_step_s(in, 512, 0), decode_expected(512, 300), 1e-12);  // past the last point
+  // A lone prompt: its tokens through the layers at the rate of its length, one head row.
+  const double L = 128, attn_flops = L * L * 32 * 2 * 4096;
+  const double expected = (2 * L * dense + 2 * head) / 300e9 + attn_flops / (400e9 * 0.02) + overhead_s;
+  EXPECT_NEAR(prefill_s(in, 1, L), expected, expected * 1e-12);
+}
+
+TEST(Calibration, MalformedGemmCurveIsInputError) {
+  const std::string head = R"({"mem_bw_gbps": 10, "fma_gflops": 50, "kernels": {"q4_0": {"bw_eff": 0.5, )"
+                           R"("flops_eff": 0.5, "gflops_by_tokens": )";
+  EXPECT_NO_THROW(calibration_from_json(head + "[[1, 5], [2, 9]]}}}", "x"));
+  EXPECT_THROW(calibration_from_json(head + "[[2, 5], [1, 9]]}}}", "x"), InputError);  // not ascending
+  EXPECT_THROW(calibration_from_json(head + "[[0, 5]]}}}", "x"), InputError);          // under one token
+  EXPECT_THROW(calibration_from_json(head + "[[1, -5]]}}}", "x"), InputError);
+  EXPECT_THROW(calibration_from_json(head + "[[1]]}}}", "x"), InputError);
+}
+
+ModelProfile sample_profile(const std::string& path) {
+  ModelProfile p;
+  p.model_path = path;
+  p.file_bytes = static_cast<int64_t>(std::filesystem::file_size(path));
+  p.threads = 2;
+  p.forward_ms_by_tokens = {{1, 2}, {4, 3}, {16, 6}, {128, 40}};
+  p.logit_row_ms = 0.05;
+  p.prefill_pair_ns = 400;
+  p.decode_kv_token_ns = 1500;
+  p.noise_sigma = 0.05;
+  p.measured_at = "2026-12-03T00:00:00Z";
+  return p;
+}
+
+TEST(Calibration, ModelProfileRoundTripAndFileMatch) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "parallm-profile-test";
+  std::filesystem::create_directories(dir);
+  const std::string model = (dir / "m.gguf").string();
+  {
+    std::FILE* f = std::fopen(model.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs("not a model, 28 bytes long\n", f);
+    std::fclose(f);
+  }
+  Calibration c = sample_with_kernels();
+  c.model_profile = sample_profile(std::filesystem::absolute(model).lexically_normal().string());
+  const Calibration back = calibration_from_json(calibration_to_json(c), "x");
+  const ModelProfile* p = profile_for(back, model);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->forward_ms_by_tokens, c.model_profile.forward_ms_by_tokens);
+  EXPECT_DOUBLE_EQ(p->prefill_pair_ns, 400);
+  EXPECT_DOUBLE_EQ(p->decode_kv_token_ns, 1500);
+  EXPECT_DOUBLE_EQ(p->noise_sigma, 0.05);
+  EXPECT_EQ(p->measured_at, "2026-12-03T00:00:00Z");
+  // Another file, or the same file changed, is not this profile.
+  EXPECT_EQ(profile_for(back, (dir / "other.gguf").string()), nullptr);
+  {
+    std::FILE* f = std::fopen(model.c_str(), "ab");
+    std::fputs("grown", f);
+    std::fclose(f);
+  }
+  EXPECT_EQ(profile_for(back, model), nullptr);
+  EXPECT_EQ(profile_for(sample_with_kernels(), model), nullptr);  // none profiled
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Calibration, MalformedModelProfileIsInputError) {
+  const std::string head = R"({"mem_bw_gbps": 10, "fma_gflops": 50, "model_profile": {"model_path": "/m", )"
+                           R"("file_bytes": 10, "logit_row_ms": 0.1, "prefill_pair_ns": 1, "decode_kv_token_ns": 1, )";
+  EXPECT_NO_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2], [8, 3]]}})", "x"));
+  EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": []}})", "x"), InputError);
+  EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[8, 2], [1, 3]]}})", "x"), InputError);
+  EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 0]]}})", "x"), InputError);
+  EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "noise_sigma": -1}})", "x"),
+               InputError);
+  EXPECT_THROW(calibration_from_json(R"({"mem_bw_gbps": 10, "fma_gflops": 50, "model_profile": {}})", "x"), InputError);
+}
+
+TEST(ModelProfile, ForwardTimeIsLinearBetweenPointsAndAlongTheLastSlope) {
+  ModelProfile p;
+  p.forward_ms_by_tokens = {{1, 2}, {4, 3}, {16, 6}, {128, 40}};
+  EXPECT_DOUBLE_EQ(profile_forward_s(p, 1), 2e-3);
+  EXPECT_DOUBLE_EQ(profile_forward_s(p, 0.5), 2e-3);  // below the first point: its time
+  EXPECT_NEAR(profile_forward_s(p, 2.5), 2.5e-3, 1e-15);
+  EXPECT_NEAR(profile_forward_s(p, 10), 4.5e-3, 1e-15);
+  EXPECT_NEAR(profile_forward_s(p, 128), 40e-3, 1e-15);
+  EXPECT_NEAR(profile_forward_s(p, 240), (40 + 112 * 34.0 / 112) * 1e-3, 1e-15);  // the last slope: 34 ms / 112
+  p.forward_ms_by_tokens = {{1, 2}};
+  EXPECT_DOUBLE_EQ(profile_forward_s(p, 64), 2e-3);
 }
 
 }  // namespace

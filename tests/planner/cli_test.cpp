@@ -69,6 +69,7 @@ TEST_F(PlanCli, BadInputExits2WithOneLine) {
            std::string("plan --model llama-2-7b --gpu H100-SXM --currency CNY"),
            std::string("plan --model llama-2-7b --gpu H100-SXM --emit k8s --out /tmp/parallm-x --engine tgi"),
            std::string("plan --model meta-llama/Llama-9.9-8B-Instruct --gpu H100-SXM"),
+           std::string("plan --calibrate --model /nonexistent/m.gguf --calibration /tmp/parallm-never-written.json"),
        }) {
     Result r = run(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;

@@ -46,6 +46,42 @@ TEST_F(SimulateCli, JsonReportIsReproducible) {
   EXPECT_NE(a.err.find("parallm simulate"), std::string::npos);  // the table went to stderr
 }
 
+// --local on a model file the calibration profiled: its step times price the
+// steps (forward 2 ms at 1 token, 8 at 16, nothing else), the report says so;
+// the same file changed is not that profile any more.
+TEST_F(SimulateCli, LocalUsesTheModelsProfile) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "parallm-sim-profile";
+  std::filesystem::create_directories(dir);
+  const std::string model = (dir / "tiny.gguf").string(), cal = (dir / "cal.json").string();
+  ASSERT_EQ(run("make-model --preset tiny --dtype q8_0 --out " + model).code, 0);
+  nlohmann::json c = {{"device", "cpu"}, {"threads", 2}, {"mem_bw_gbps", 20.0}, {"fma_gflops", 100.0}};
+  c["model_profile"] = {{"model_path", std::filesystem::absolute(model).lexically_normal().string()},
+                        {"file_bytes", std::filesystem::file_size(model)},
+                        {"threads", 2},
+                        {"forward_ms_by_tokens", {{1, 2.0}, {16, 8.0}}},
+                        {"logit_row_ms", 0.0},
+                        {"prefill_pair_ns", 0.0},
+                        {"decode_kv_token_ns", 0.0}};
+  std::ofstream(cal) << c.dump();
+  const std::string args = "simulate --model " + model + " --local --calibration " + cal +
+                           " --concurrency 1 --num-requests 3 --input-len 10 --output-len 5 --json -";
+  Result r = run(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["simulation"]["step_times"], "model profile");
+  const double sample_ms = j["simulation"]["overheads"]["per_sampled_row_ms"].get<double>();
+  const double overhead_ms = j["simulation"]["overheads"]["per_request_ms"].get<double>();
+  // TTFT: the front end, then one 10-token step (2 + 9 x 6 / 15 ms); TPOT: 1-token steps.
+  EXPECT_NEAR(j["results"][0]["ttft_ms"]["p50"].get<double>(), overhead_ms + 5.6 + sample_ms, 1e-6);
+  EXPECT_NEAR(j["results"][0]["tpot_ms"]["p50"].get<double>(), 2.0 + sample_ms, 1e-6);
+  EXPECT_NE(r.err.find("step times: the model's profile"), std::string::npos);
+  std::ofstream(model, std::ios::app) << "x";
+  r = run(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["simulation"]["step_times"], "perf model");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(SimulateCli, TraceAndHtml) {
   const auto dir = std::filesystem::temp_directory_path() / "parallm_sim_cli";
   std::filesystem::create_directories(dir);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "sim/replica_model.h"
@@ -48,6 +49,7 @@ SimulationSpec constant_step_spec() {
   s.request.constants.request_overhead_ms = 0;
   s.load.input_len = {1, 1};
   s.load.output_len = {50, 50};
+  s.client_send_s = 0;  // the closed loop's clients send together: exact closed forms
   return s;
 }
 
@@ -90,6 +92,62 @@ TEST(Fleet, FrontEndThreadsLetFourSimultaneousRequestsShareAStep) {
   ASSERT_EQ(ttft.size(), 5u);
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(ttft[static_cast<size_t>(i)], 1 + t * 1e3, 1e-9);
   EXPECT_NEAR(ttft[4], 1 + 2 * t * 1e3, 1e-9);
+}
+
+// bench's client sends due requests one after another, client_send_s apart:
+// the first to reach the idle replica starts a step alone (the step loop
+// takes what its inbox holds when it wakes), the others share the next.
+// Request k is sent at (k + 1) g and enters 1 ms later; the fifth waits for
+// the first's front-end thread: 1 + g + 1 ms. All but the first enter during
+// step 1 (t > 1 + 4g ms) and end with step 2 at 1 + g + 2t.
+TEST(Fleet, ClientSendsInTurnSoTheFirstRequestStepsAlone) {
+  SimulationSpec s = constant_step_spec();
+  s.request.constants.request_overhead_ms = 1;
+  s.client_send_s = 50e-6;
+  s.load.kind = LoadKind::kClosedLoop;
+  s.load.concurrency = 5;
+  s.load.num_requests = 5;
+  const ReplicaModel m = replica_model(s.request, s.layout, 51, 16);
+  const double t = planner::decode_step_s(m.perf, 4, 0) * 1e3, g = 0.05;
+  ASSERT_GT(t, 2 + g);
+  const SimulationResult r = run_simulation(s);
+  const std::vector<double> ttft = r.report.results.at(0).ttft_samples;  // sorted
+  ASSERT_EQ(ttft.size(), 5u);
+  EXPECT_NEAR(ttft[0], 1 + t, 1e-9);
+  for (int k = 4; k >= 1; --k) EXPECT_NEAR(ttft[static_cast<size_t>(5 - k)], 1 + g + 2 * t - (k + 1) * g, 1e-9) << k;
+  EXPECT_EQ(r.fleet.steps, 51u);  // the two groups stay one step apart: 50 + 1 steps
+}
+
+// A profile's jitter: each step's time times exp(sigma z), median 1. One
+// request of 4001 tokens at a constant profiled step: its 4000 gaps have the
+// profile's median and log spread (standard error of the spread ~sigma / 90).
+TEST(Fleet, ProfileJitterHasItsMedianAndSpreadAndFollowsTheSeed) {
+  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
+  planner::ModelProfile p;
+  p.forward_ms_by_tokens = {{1, 5}};
+  p.noise_sigma = 0.1;
+  s.profile = p;
+  s.load.kind = LoadKind::kPoisson;
+  s.load.rate = 1e-6;
+  s.load.num_requests = 1;
+  s.load.input_len = {1, 1};
+  s.load.output_len = {4001, 4001};
+  s.load.seed = 3;
+  const SimulationResult a = run_simulation(s);
+  std::vector<double> gaps = a.report.results.at(0).itl_samples;
+  ASSERT_EQ(gaps.size(), 4000u);
+  std::sort(gaps.begin(), gaps.end());
+  EXPECT_NEAR(gaps[2000], 5.0, 5.0 * 0.01);
+  double mean = 0, var = 0;
+  for (double g : gaps) mean += std::log(g) / 4000;
+  for (double g : gaps) var += (std::log(g) - mean) * (std::log(g) - mean) / 3999;
+  EXPECT_NEAR(std::sqrt(var), 0.1, 0.006);
+  EXPECT_EQ(run_simulation(s).report.results.at(0).itl_samples, a.report.results.at(0).itl_samples);
+  s.load.seed = 4;
+  EXPECT_NE(run_simulation(s).report.results.at(0).itl_samples, a.report.results.at(0).itl_samples);
+  s.profile->noise_sigma = 0;  // no jitter: every gap the profiled step
+  const std::vector<double> exact = run_simulation(s).report.results.at(0).itl_samples;
+  for (double g : exact) ASSERT_NEAR(g, 5.0, 1e-4);
 }
 
 TEST(Fleet, SameSeedSameRunOtherSeedOtherRun) {

@@ -1,0 +1,45 @@
+// ModelProfile: one model file's step times measured in the real engine on
+// this machine (`plan --calibrate --model FILE`, apps/plan_profile.cpp), for
+// `simulate --local` on that file. The datasheet roofline of perf_model.h
+// prices a step from the machine's limits and per-dtype efficiencies; on a
+// CPU the model's weights may sit in the last-level cache (llama-110m q8_0,
+// 116 MB, decodes at ~48 GB/s on a host whose probe streams ~27 from RAM),
+// and small batches are neither bandwidth- nor peak-bound, so the step times
+// the simulator needs are measured on the model itself, the way Vidur profiles
+// operators before simulating (a profile per model and machine). A step is
+//   forward(tokens)                     weight matmuls, norms, per-layer work,
+//                                       one logits row (a table by tokens)
+//   + (sampled rows - 1) x logit_row    the output head for each other row
+//   + prefill pairs x pair              causal attention of prompt chunks
+//   + decode context x kv_token         KV reads of each decoding sequence
+// and its repetitions' spread is the machine's jitter (noise_sigma).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace parallm::planner {
+
+struct ModelProfile {
+  std::string model_path;  // absolute, as measured
+  int64_t file_bytes = 0;  // of model_path then: a changed file is not this profile
+  int threads = 0;         // engine threads the profile ran with
+  // (tokens, ms): one forward of that many tokens at position 0 (decode-sized
+  // batches as 1-token sequences, larger ones as 16-token chunks), one logits
+  // row, attention subtracted. Tokens ascending.
+  std::vector<std::pair<double, double>> forward_ms_by_tokens;
+  double logit_row_ms = 0;        // each logits row after the first
+  double prefill_pair_ns = 0;     // per query-key pair of a prompt chunk (n_new x pos0 + n_new^2 / 2)
+  double decode_kv_token_ns = 0;  // per context token of each decoding sequence
+  // Standard deviation of log(step time) over repetitions of one shape
+  // (median over shapes): the host's step-to-step jitter.
+  double noise_sigma = 0;
+  std::string measured_at;  // ISO time
+};
+
+// Seconds of forward_ms_by_tokens at `tokens`: linear between points, and past
+// the last point along the last segment's slope.
+double profile_forward_s(const ModelProfile& p, double tokens);
+
+}  // namespace parallm::planner
