@@ -16,10 +16,10 @@ namespace parallm {
 namespace {
 
 constexpr int kReps = 9;
-constexpr int64_t kChunk = 16;                 // tokens per sequence of the larger forward shapes
-constexpr int64_t kFar = 512;                  // the far position of the attention probes
-constexpr int64_t kPairChunk = 128;            // the prompt chunk of the prefill-attention probe
-constexpr int64_t kDecodeSeqs = 4;             // sequences of the decode-attention probe
+constexpr int64_t kChunk = 16;       // tokens per sequence of the larger forward shapes
+constexpr int64_t kFar = 512;        // the far position of the attention probes
+constexpr int64_t kPairChunk = 128;  // the prompt chunk of the prefill-attention probe
+constexpr int64_t kDecodeSeqs = 4;   // sequences of the decode-attention probe
 constexpr double kForwardTokens[] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256, 512};
 
 // A sequence's tokens at `pos0` (`logits`: its last row wants logits).
@@ -101,7 +101,8 @@ class Profiler {
     }
     // Forward time never falls with more tokens: a noisy point takes its neighbour's.
     for (size_t i = 1; i < p.forward_ms_by_tokens.size(); ++i)
-      p.forward_ms_by_tokens[i].second = std::max(p.forward_ms_by_tokens[i].second, p.forward_ms_by_tokens[i - 1].second);
+      p.forward_ms_by_tokens[i].second =
+          std::max(p.forward_ms_by_tokens[i].second, p.forward_ms_by_tokens[i - 1].second);
     std::vector<double> s = sigmas_;
     std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(s.size() / 2), s.end());
     p.noise_sigma = s[s.size() / 2];
