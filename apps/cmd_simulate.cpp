@@ -90,6 +90,9 @@ int run_simulate(SimFlags& f) {
   r.kv_elem_bytes = parse_kv_dtype_bytes(f.kv_dtype);
   if (f.mem_util < 0 || f.mem_util > 1) throw InputError("--gpu-memory-utilization must be in (0, 1]");
   resolve_device(f, r, spec.layout, &spec.profile);
+  // The profile measured the file's own weights; re-quantized to --weights it
+  // is another model (the report then says "perf model").
+  if (spec.profile && !f.weights.empty() && f.weights != r.model.file_weight_type) spec.profile.reset();
   if (f.request_overhead_ms >= 0)
     r.constants.request_overhead_ms = f.request_overhead_ms;
   else if (f.request_overhead_ms != -1)

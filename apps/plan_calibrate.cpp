@@ -1,6 +1,7 @@
 // Measurements behind `parallm plan --calibrate` (plan_calibrate.h).
 #include "plan_calibrate.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -288,12 +289,12 @@ void measure_kernels(ThreadPool& pool, Calibration* c) {
         s.params_per_layer * static_cast<double>(s.layers.size()) +
         static_cast<double>(s.heads.size()) * static_cast<double>(kProbeVocab) * static_cast<double>(kProbeEmbd);
     k.gflops_by_tokens.push_back({1.0, 2.0 * set_params / decode_s[d] / 1e9});
+    k.gflops_by_tokens.push_back({static_cast<double>(kProbePrefillTokens), k.prefill_gflops});
     for (size_t i = 0; i < kSweep; ++i) {
       const double n = static_cast<double>(kSweepTokens[i]);
-      if (kSweepTokens[i] > kProbePrefillTokens && k.gflops_by_tokens.back().first < kProbePrefillTokens)
-        k.gflops_by_tokens.push_back({static_cast<double>(kProbePrefillTokens), k.prefill_gflops});
       k.gflops_by_tokens.push_back({n, layer_flops_per_token * n / sweep_s[d][i] / 1e9});
     }
+    std::sort(k.gflops_by_tokens.begin(), k.gflops_by_tokens.end());
     c->kernels[dtypes[d].second] = k;
   }
 }

@@ -32,8 +32,7 @@ class Profiler {
  public:
   Profiler(const std::string& path, int threads) : engine_(options(path, threads)) {
     const int64_t bs = engine_.block_size();
-    per_seq_ = (kFar + kPairChunk + bs) / bs;
-    PARALLM_CHECK(engine_.n_kv_blocks() >= per_seq_ * kDecodeSeqs);
+    PARALLM_CHECK(engine_.n_kv_blocks() >= (kFar + kPairChunk + bs) / bs * kDecodeSeqs);
     tokens_.assign(static_cast<size_t>(kFar), 3);
   }
 
@@ -120,7 +119,6 @@ class Profiler {
   }
 
   Engine engine_;
-  int64_t per_seq_ = 0;
   std::vector<int32_t> tokens_;
   std::vector<std::vector<int32_t>> tables_;
   ForwardBatch batch_;

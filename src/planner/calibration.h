@@ -30,8 +30,8 @@ struct KernelEfficiency {
   // GFLOP/s of the model's matmul calls at each batch size (tokens, ascending;
   // 1 = the decode pass). On a CPU the small batches of batched decode are
   // neither bandwidth- nor peak-bound: the mat-vec kernels unpack the weights
-  // once per token (llama-110m q8_0: 1, 4, 128 tokens at ~70, ~200, ~780
-  // GFLOP/s), so one flops_eff cannot price them. Empty in older files.
+  // once per token (llama-110m q8_0 on a 2-core Xeon: 1, 4, 128 tokens at
+  // ~50, ~175, ~650 GFLOP/s), so one flops_eff cannot price them. Empty in older files.
   std::vector<std::pair<double, double>> gflops_by_tokens;
 };
 
