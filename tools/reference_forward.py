@@ -4,9 +4,13 @@
 Reads a GGUF file with its own minimal parser (no parallm code), runs the
 transformer in float64 over a list of token ids and returns the logits of
 every position. Covers what parallm's model code covers: GQA, Qwen2 QKV bias,
-tied embeddings, RoPE (interleaved pairs for `llama`, rotate-half for
-`qwen2`), Llama 3 rope scaling via `rope_freqs.weight`, linear rope scaling,
-and Mixtral-style MoE (top-k, softmax over the selected experts).
+tied embeddings, RoPE (interleaved pairs for `llama`, rotate-half for the
+Qwen families), Llama 3 rope scaling via `rope_freqs.weight`, linear rope
+scaling, Qwen3's per-head q/k RMSNorm, head_dim from `attention.key_length`,
+and MoE as the published models define it: Mixtral and Qwen3-MoE take the
+softmax over the selected top-k logits; Qwen2-MoE keeps the top-k shares of
+the softmax over all experts and adds a shared SwiGLU expert scaled by
+sigmoid(h . ffn_gate_inp_shexp).
 Supported tensor types: F32, F16, BF16 (enough for the reference tests).
 
 Usage as a script:  reference_forward.py MODEL.gguf ID ID ID ... > logits.npy
@@ -143,13 +147,15 @@ def final_hidden(g, ids, kv_dtype="f32"):
     theta = g.kv.get(p + "rope.freq_base", 10000.0)
     n_expert = g.kv.get(p + "expert_count", 0)
     k_used = g.kv.get(p + "expert_used_count", 0)
+    # llama.cpp: qwen2moe weights the top-k by the full softmax, the others renormalize.
+    norm_topk = g.kv.get(p + "expert_weights_norm", arch != "qwen2moe")
     t = g.tensors
     inv_freq = theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
     if g.kv.get(p + "rope.scaling.type") == "linear":
         inv_freq = inv_freq / g.kv[p + "rope.scaling.factor"]
     if "rope_freqs.weight" in t:
         inv_freq = inv_freq / t["rope_freqs.weight"]
-    half = arch == "qwen2"
+    half = arch in ("qwen2", "qwen3", "qwen2moe", "qwen3moe")
     T = len(ids)
     pos = np.arange(T, dtype=np.float64)
     x = t["token_embd.weight"][ids]
@@ -161,8 +167,12 @@ def final_hidden(g, ids, kv_dtype="f32"):
         q = h @ t[b + "attn_q.weight"].T + t.get(b + "attn_q.bias", 0)
         k = h @ t[b + "attn_k.weight"].T + t.get(b + "attn_k.bias", 0)
         v = h @ t[b + "attn_v.weight"].T + t.get(b + "attn_v.bias", 0)
-        q = rope(q.reshape(T, n_head, hd), pos, inv_freq, half)
-        k = rope(k.reshape(T, n_kv, hd), pos, inv_freq, half)
+        q, k = q.reshape(T, n_head, hd), k.reshape(T, n_kv, hd)
+        if b + "attn_q_norm.weight" in t:
+            q = rmsnorm(q, t[b + "attn_q_norm.weight"], eps)
+            k = rmsnorm(k, t[b + "attn_k_norm.weight"], eps)
+        q = rope(q, pos, inv_freq, half)
+        k = rope(k, pos, inv_freq, half)
         v = v.reshape(T, n_kv, hd)
         if kv_dtype == "q8_0":
             q, k, v = q8_0_round_trip(q), q8_0_round_trip(k), q8_0_round_trip(v)
@@ -180,13 +190,21 @@ def final_hidden(g, ids, kv_dtype="f32"):
             y = np.zeros_like(h)
             for i in range(T):
                 top = np.argsort(-logits[i], kind="stable")[:k_used]
-                w = np.exp(logits[i, top] - logits[i, top].max())
-                w /= w.sum()
+                probs = np.exp(logits[i] - logits[i].max())
+                probs /= probs.sum()
+                w = probs[top]
+                if norm_topk:
+                    w = w / w.sum()
                 for e, we in zip(top, w):
                     gte = t[b + "ffn_gate_exps.weight"][e]
                     up = t[b + "ffn_up_exps.weight"][e]
                     dn = t[b + "ffn_down_exps.weight"][e]
                     y[i] += we * (dn @ (silu(gte @ h[i]) * (up @ h[i])))
+            if b + "ffn_gate_inp_shexp.weight" in t:
+                shared = silu(h @ t[b + "ffn_gate_shexp.weight"].T) * (h @ t[b + "ffn_up_shexp.weight"].T)
+                shared = shared @ t[b + "ffn_down_shexp.weight"].T
+                gate = 1.0 / (1.0 + np.exp(-(h @ t[b + "ffn_gate_inp_shexp.weight"])))
+                y = y + gate[:, None] * shared
             x = x + y
         else:
             a = silu(h @ t[b + "ffn_gate.weight"].T) * (h @ t[b + "ffn_up.weight"].T)

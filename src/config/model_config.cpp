@@ -8,10 +8,36 @@
 namespace parallm {
 
 namespace {
-constexpr const char* kSupported = "supported: llama (Llama 2/3, Mistral, Mixtral-style MoE), qwen2, mistral, mixtral";
+constexpr const char* kSupported =
+    "supported: llama (Llama 2/3, Mistral, Mixtral-style MoE), mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe";
 }
 
-const char* architecture_name(Architecture a) { return a == Architecture::kQwen2 ? "qwen2" : "llama"; }
+const char* architecture_name(Architecture a) {
+  switch (a) {
+    case Architecture::kLlama:
+      return "llama";
+    case Architecture::kQwen2:
+      return "qwen2";
+    case Architecture::kQwen3:
+      return "qwen3";
+    case Architecture::kQwen2Moe:
+      return "qwen2moe";
+    case Architecture::kQwen3Moe:
+      return "qwen3moe";
+  }
+  return "llama";
+}
+
+void apply_architecture_defaults(ModelConfig* c) {
+  c->arch_name = architecture_name(c->arch);
+  const bool qwen = c->arch != Architecture::kLlama;
+  // NOTE: llama.cpp's llama arch stores q/k permuted for interleaved-pair
+  // RoPE; the Qwen families keep Hugging Face's rotate-half layout ("neox").
+  c->rope_style = qwen ? RopeStyle::kHalf : RopeStyle::kInterleaved;
+  c->qkv_bias = c->arch == Architecture::kQwen2 || c->arch == Architecture::kQwen2Moe;
+  c->qk_norm = c->arch == Architecture::kQwen3 || c->arch == Architecture::kQwen3Moe;
+  c->norm_topk_prob = c->arch != Architecture::kQwen2Moe;
+}
 
 Architecture parse_architecture(const std::string& name) {
   if (name == "llama" || name == "mistral" || name == "mixtral" || name == "LlamaForCausalLM" ||
@@ -19,6 +45,9 @@ Architecture parse_architecture(const std::string& name) {
     return Architecture::kLlama;
   }
   if (name == "qwen2" || name == "Qwen2ForCausalLM") return Architecture::kQwen2;
+  if (name == "qwen3" || name == "Qwen3ForCausalLM") return Architecture::kQwen3;
+  if (name == "qwen2moe" || name == "qwen2_moe" || name == "Qwen2MoeForCausalLM") return Architecture::kQwen2Moe;
+  if (name == "qwen3moe" || name == "qwen3_moe" || name == "Qwen3MoeForCausalLM") return Architecture::kQwen3Moe;
   throw InputError("unsupported architecture '" + name + "' (" + kSupported + ")");
 }
 
@@ -43,6 +72,10 @@ void ModelConfig::finalize() {
   if (n_expert > 0) {
     need(n_expert_used > 0 && n_expert_used <= n_expert, "experts used per token must be in 1..n_expert");
   }
+  need(n_ff_shared >= 0 && n_ff_shared <= (1 << 20), "shared expert FFN width " + std::to_string(n_ff_shared));
+  need(n_ff_shared == 0 || n_expert > 0, "a shared expert needs routed experts");
+  const bool moe_arch = arch == Architecture::kQwen2Moe || arch == Architecture::kQwen3Moe;
+  need(!moe_arch || n_expert > 0, std::string(architecture_name(arch)) + " needs an expert count");
   if (n_ctx_train <= 0) n_ctx_train = 2048;
   need(rms_eps > 0 && rms_eps < 1, "rms_norm_eps");
   need(rope_theta > 0, "rope theta");
@@ -80,7 +113,10 @@ std::string ModelConfig::summary() const {
                          arch_name.c_str(), (long long)n_vocab, (long long)n_embd, (long long)n_layer,
                          (long long)n_head, (long long)n_kv_head, (long long)head_dim, (long long)n_ff);
   if (n_expert > 0) s += strfmt(", experts %lld (top-%lld)", (long long)n_expert, (long long)n_expert_used);
+  if (n_ff_shared > 0) s += strfmt(", shared expert %lld", (long long)n_ff_shared);
+  if (n_expert > 0 && !norm_topk_prob) s += ", top-k weights unnormalized";
   if (qkv_bias) s += ", qkv bias";
+  if (qk_norm) s += ", q/k norm";
   if (tied_embeddings) s += ", tied embeddings";
   return s;
 }

@@ -2,6 +2,7 @@
 // canonical names; shapes are reversed (GGUF lists the innermost dimension
 // first). Hyper-parameters come from the "<arch>.*" metadata keys.
 #include <algorithm>
+#include <optional>
 
 #include "loader/model_file.h"
 #include "util/check.h"
@@ -13,23 +14,35 @@ namespace {
 void read_config(const GgufFile& g, ModelConfig* c) {
   std::string arch = g.get_string("general.architecture");
   c->arch = parse_architecture(arch);
-  c->arch_name = arch;
+  apply_architecture_defaults(c);
+  c->arch_name = arch;  // the prefix of its metadata keys
   const std::string p = arch + ".";
   c->n_embd = g.get_int(p + "embedding_length");
   c->n_layer = g.get_int(p + "block_count");
-  c->n_ff = g.get_int(p + "feed_forward_length");
   c->n_head = g.get_int(p + "attention.head_count");
   c->n_kv_head = g.get_int_opt(p + "attention.head_count_kv").value_or(c->n_head);
   c->head_dim = g.get_int_opt(p + "attention.key_length").value_or(0);
+  if (auto v = g.get_int_opt(p + "attention.value_length"); v && c->head_dim != 0 && *v != c->head_dim) {
+    throw InputError("GGUF '" + g.path() + "': value heads of " + std::to_string(*v) + " differ from key heads of " +
+                     std::to_string(c->head_dim) + " (not supported)");
+  }
   c->n_ctx_train = g.get_int_opt(p + "context_length").value_or(2048);
   c->rms_eps = static_cast<float>(g.get_float_opt(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   c->rope_theta = static_cast<float>(g.get_float_opt(p + "rope.freq_base").value_or(10000.0));
   c->n_expert = g.get_int_opt(p + "expert_count").value_or(0);
   c->n_expert_used = g.get_int_opt(p + "expert_used_count").value_or(0);
-  // NOTE: llama.cpp's llama arch stores q/k permuted for interleaved-pair RoPE;
-  // qwen2 keeps Hugging Face's rotate-half layout ("neox").
-  c->rope_style = c->arch == Architecture::kQwen2 ? RopeStyle::kHalf : RopeStyle::kInterleaved;
-  c->qkv_bias = c->arch == Architecture::kQwen2;
+  // MoE files name the experts' width apart from the dense one (which a
+  // Qwen-MoE file still writes, unused when every layer is sparse).
+  const std::optional<int64_t> expert_ff = g.get_int_opt(p + "expert_feed_forward_length");
+  c->n_ff = c->n_expert > 0 && expert_ff ? *expert_ff : g.get_int(p + "feed_forward_length");
+  c->n_ff_shared = g.get_int_opt(p + "expert_shared_feed_forward_length").value_or(0);
+  if (c->arch == Architecture::kQwen2Moe && c->n_ff_shared == 0) {
+    throw InputError("GGUF '" + g.path() + "': qwen2moe lacks " + p + "expert_shared_feed_forward_length");
+  }
+  if (auto norm = g.get_bool_opt(p + "expert_weights_norm")) c->norm_topk_prob = *norm;
+  if (auto every = g.get_int_opt(p + "leading_dense_block_count"); every && *every != 0) {
+    throw InputError("GGUF '" + g.path() + "': leading dense layers in a MoE model are not supported yet");
+  }
   if (auto type = g.get_string_opt(p + "rope.scaling.type")) {
     if (*type == "linear") {
       c->rope_scaling = RopeScaling::kLinear;

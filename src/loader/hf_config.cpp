@@ -79,7 +79,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
 
   ModelConfig c;
   c.arch = parse_architecture(type);  // throws listing the supported ones
-  c.arch_name = architecture_name(c.arch);
+  apply_architecture_defaults(&c);
+  const bool qwen_moe = c.arch == Architecture::kQwen2Moe || c.arch == Architecture::kQwen3Moe;
   c.n_vocab = r.get_int("vocab_size", std::nullopt);
   c.n_embd = r.get_int("hidden_size", std::nullopt);
   c.n_ff = r.get_int("intermediate_size", std::nullopt);
@@ -91,17 +92,33 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   c.rms_eps = static_cast<float>(r.get_number("rms_norm_eps", 1e-6));
   c.rope_theta = static_cast<float>(r.get_number("rope_theta", 10000.0));
   c.tied_embeddings = r.get_bool("tie_word_embeddings", false);
-  c.qkv_bias = c.arch == Architecture::kQwen2;
   c.rope_style = RopeStyle::kHalf;
-  c.n_expert = r.get_int("num_local_experts", 0);
-  c.n_expert_used = c.n_expert > 0 ? r.get_int("num_experts_per_tok", 2) : 0;
+  if (qwen_moe) {
+    // Qwen-MoE: every layer sparse, experts of moe_intermediate_size; the
+    // dense intermediate_size only serves mlp_only_layers.
+    c.n_expert = r.get_int("num_experts", std::nullopt);
+    c.n_expert_used = r.get_int("num_experts_per_tok", std::nullopt);
+    c.n_ff = r.get_int("moe_intermediate_size", std::nullopt);
+    // transformers' Qwen2Moe/Qwen3Moe configs default it to false.
+    c.norm_topk_prob = r.get_bool("norm_topk_prob", false);
+    if (c.arch == Architecture::kQwen2Moe) c.n_ff_shared = r.get_int("shared_expert_intermediate_size", std::nullopt);
+    if (r.get_int("decoder_sparse_step", 1) != 1) r.fail("decoder_sparse_step other than 1 is not supported");
+    if (const json* dense = r.find(j, "mlp_only_layers"); dense && !(dense->is_array() && dense->empty())) {
+      r.fail("mlp_only_layers (dense layers among the sparse ones) is not supported");
+    }
+  } else {
+    c.n_expert = r.get_int("num_local_experts", 0);
+    c.n_expert_used = c.n_expert > 0 ? r.get_int("num_experts_per_tok", 2) : 0;
+  }
 
   if (auto act = r.get_string("hidden_act"); act && *act != "silu") {
-    r.fail("hidden_act '" + *act + "' is not supported (the Llama family uses silu)");
+    r.fail("hidden_act '" + *act + "' is not supported (the Llama and Qwen families use silu)");
   }
-  if (c.arch == Architecture::kLlama && (r.get_bool("attention_bias", false) || r.get_bool("mlp_bias", false))) {
-    r.fail("attention_bias / mlp_bias are not supported for Llama-family models");
+  const bool bias_fixed = c.arch == Architecture::kQwen2 || c.arch == Architecture::kQwen2Moe;
+  if (!bias_fixed && (r.get_bool("attention_bias", false) || r.get_bool("mlp_bias", false))) {
+    r.fail("attention_bias / mlp_bias are not supported for " + std::string(architecture_name(c.arch)) + " models");
   }
+  if (r.get_bool("use_sliding_window", false)) r.fail("use_sliding_window is not supported (full attention only)");
   if (const json* rs = r.find(j, "rope_scaling")) {
     if (!rs->is_object()) r.fail("rope_scaling is not an object");
     std::string rtype = r.get_string("rope_type", rs).value_or(r.get_string("type", rs).value_or("default"));

@@ -184,12 +184,26 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
   w.set_u32(a + ".context_length", static_cast<uint32_t>(p.n_ctx));
   w.set_u32(a + ".embedding_length", static_cast<uint32_t>(p.n_embd));
   w.set_u32(a + ".block_count", static_cast<uint32_t>(p.n_layer));
-  w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(p.n_ff));
+  const bool qwen_moe = a == "qwen2moe" || a == "qwen3moe";
+  if (qwen_moe) {
+    // Qwen-MoE files carry a dense width that no layer uses (every layer is
+    // sparse) beside the experts': written unlike n_ff, so a reader taking
+    // the wrong key fails the shape checks.
+    w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(4 * p.n_ff));
+    w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(p.n_ff));
+    if (p.n_ff_shared > 0) w.set_u32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(p.n_ff_shared));
+  } else {
+    w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(p.n_ff));
+  }
   w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(p.n_head));
   w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(p.n_kv_head));
   w.set_f32(a + ".rope.freq_base", p.rope_theta);
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
   w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+  if (p.head_dim_override > 0) {
+    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
+    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
+  }
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(p.n_vocab));
   if (p.n_expert > 0) {
     w.set_u32(a + ".expert_count", static_cast<uint32_t>(p.n_expert));
@@ -243,7 +257,19 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
       add_random(&w, b + "attn_v.bias", DType::kF32, {kv_dim}, {0.0f, 0.5f}, seed);
     }
     add_random(&w, b + "attn_output.weight", dt, {p.n_embd, q_dim}, {0.0f, in_attn}, seed);
+    if (p.qk_norm) {
+      add_random(&w, b + "attn_q_norm.weight", DType::kF32, {hd}, norm, seed);
+      add_random(&w, b + "attn_k_norm.weight", DType::kF32, {hd}, norm, seed);
+    }
     add_random(&w, b + "ffn_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
+    if (p.n_ff_shared > 0) {
+      // Gate logits of about unit spread, so the sigmoid is far from constant.
+      const float in_shared = 1.0f / std::sqrt(static_cast<float>(p.n_ff_shared));
+      add_random(&w, b + "ffn_gate_inp_shexp.weight", DType::kF32, {p.n_embd}, {0.0f, in_embd}, seed);
+      add_random(&w, b + "ffn_gate_shexp.weight", dt, {p.n_ff_shared, p.n_embd}, {0.0f, in_embd}, seed);
+      add_random(&w, b + "ffn_down_shexp.weight", dt, {p.n_embd, p.n_ff_shared}, {0.0f, in_shared}, seed);
+      add_random(&w, b + "ffn_up_shexp.weight", dt, {p.n_ff_shared, p.n_embd}, {0.0f, in_embd}, seed);
+    }
     if (p.n_expert > 0) {
       add_random(&w, b + "ffn_gate_inp.weight", DType::kF32, {p.n_expert, p.n_embd}, {0.0f, 2.0f * in_embd}, seed);
       add_random(&w, b + "ffn_gate_exps.weight", dt, {p.n_expert, p.n_ff, p.n_embd}, {0.0f, in_embd}, seed);

@@ -92,7 +92,17 @@ void ModelFile::validate() const {
       expect(b + "attn_k.bias", {kv_dim});
       expect(b + "attn_v.bias", {kv_dim});
     }
+    if (c.qk_norm) {
+      expect(b + "attn_q_norm.weight", {c.head_dim});
+      expect(b + "attn_k_norm.weight", {c.head_dim});
+    }
     expect(b + "ffn_norm.weight", {c.n_embd});
+    if (c.has_shared_expert()) {
+      expect(b + "ffn_gate_inp_shexp.weight", {c.n_embd});
+      expect(b + "ffn_gate_shexp.weight", {c.n_ff_shared, c.n_embd});
+      expect(b + "ffn_up_shexp.weight", {c.n_ff_shared, c.n_embd});
+      expect(b + "ffn_down_shexp.weight", {c.n_embd, c.n_ff_shared});
+    }
     if (c.is_moe()) {
       expect(b + "ffn_gate_inp.weight", {c.n_expert, c.n_embd});
       if (find(b + "ffn_gate_exps.weight")) {

@@ -68,6 +68,40 @@ std::vector<ModelPreset> build_presets() {
   // Rows of 256 and 512 values: the 256-value super-blocks (q2_k .. q6_k,
   // iq4_xs) at test size; no smaller preset holds whole ones.
   v.push_back(base("tiny-256", "Llama with 256-wide rows (k-quant and iq4_xs tests)", 512, 256, 2, 4, 2, 512, 512));
+
+  // Qwen3: per-head q/k RMSNorm, heads wider than n_embd / n_head (as in
+  // Qwen3-0.6B: 16 heads of 128 over 1024), tied embeddings.
+  ModelPreset q3 = base("tiny-qwen3", "Qwen3: q/k norms, head_dim 32 != n_embd / n_head, tied embeddings", 512, 64, 2,
+                        4, 2, 128, 512);
+  q3.arch = "qwen3";
+  q3.head_dim_override = 32;
+  q3.qk_norm = true;
+  q3.tied_embeddings = true;
+  q3.rope_theta = 1000000.0f;
+  q3.rms_eps = 1e-6f;
+  v.push_back(q3);
+
+  ModelPreset q3m =
+      base("tiny-qwen3moe", "Qwen3-MoE: q/k norms, 8 experts of 64, top-2 renormalized", 512, 64, 2, 4, 2, 64, 512);
+  q3m.arch = "qwen3moe";
+  q3m.head_dim_override = 32;
+  q3m.qk_norm = true;
+  q3m.n_expert = 8;
+  q3m.n_expert_used = 2;
+  q3m.rope_theta = 1000000.0f;
+  q3m.rms_eps = 1e-6f;
+  v.push_back(q3m);
+
+  ModelPreset q2m = base("tiny-qwen2moe", "Qwen2-MoE: QKV bias, 8 experts of 64 top-2 unnormalized, gated shared 128",
+                         512, 64, 2, 4, 2, 64, 512);
+  q2m.arch = "qwen2moe";
+  q2m.qkv_bias = true;
+  q2m.n_expert = 8;
+  q2m.n_expert_used = 2;
+  q2m.n_ff_shared = 128;
+  q2m.rope_theta = 1000000.0f;
+  q2m.rms_eps = 1e-6f;
+  v.push_back(q2m);
   return v;
 }
 
@@ -77,7 +111,9 @@ int64_t ModelPreset::parameter_count() const {
   const int64_t hd = head_dim();
   int64_t attn = n_embd * n_head * hd * 2 + n_embd * n_kv_head * hd * 2;
   if (qkv_bias) attn += n_head * hd + 2 * n_kv_head * hd;
+  if (qk_norm) attn += 2 * hd;
   int64_t ffn = 3 * n_embd * n_ff * (n_expert > 0 ? n_expert : 1) + (n_expert > 0 ? n_expert * n_embd : 0);
+  if (n_ff_shared > 0) ffn += 3 * n_embd * n_ff_shared + n_embd;
   int64_t per_layer = attn + ffn + 2 * n_embd;
   return n_layer * per_layer + n_vocab * n_embd * (tied_embeddings ? 1 : 2) + n_embd;
 }
@@ -103,6 +139,7 @@ std::string describe_model_presets() {
                 (long long)p.n_embd, (long long)p.n_layer, (long long)p.n_head, (long long)p.n_kv_head,
                 (long long)p.n_ff, (long long)p.n_ctx);
     if (p.n_expert > 0) s += strfmt(", %lld experts top-%lld", (long long)p.n_expert, (long long)p.n_expert_used);
+    if (p.n_ff_shared > 0) s += strfmt(", shared expert %lld", (long long)p.n_ff_shared);
     s += strfmt(", %.1fM params: %s\n", p.parameter_count() / 1e6, p.description.c_str());
   }
   return s;

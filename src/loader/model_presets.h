@@ -1,11 +1,12 @@
 // Presets of `parallm make-model`: the shapes of random-weight models that
 // tests, benchmarks and the README's quick start generate on demand.
 //
-// Each preset names llama.cpp's architecture ("llama" or "qwen2") and every
-// hyper-parameter written to the GGUF metadata. The feature presets
-// (tiny-qwen2, tiny-tied, tiny-llama3, mixtral-tiny, tiny-mha64) each isolate
-// one architecture feature (tiny-mha64: 64-wide heads, for the q8_0 KV cache)
-// for the NumPy-reference tests.
+// Each preset names llama.cpp's architecture ("llama", "qwen2", "qwen3",
+// "qwen2moe", "qwen3moe") and every hyper-parameter written to the GGUF
+// metadata. The feature presets (tiny-qwen2, tiny-tied, tiny-llama3,
+// mixtral-tiny, tiny-mha64, tiny-qwen3, tiny-qwen3moe, tiny-qwen2moe) each
+// isolate one architecture or feature (tiny-mha64: 64-wide heads, for the
+// q8_0 KV cache) for the NumPy-reference tests.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -24,7 +25,8 @@ struct ModelPreset {
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_kv_head = 0;
-  int64_t n_ff = 0;  // each expert's width for MoE
+  int64_t n_ff = 0;               // each expert's width for MoE
+  int64_t head_dim_override = 0;  // 0: n_embd / n_head
   int64_t n_ctx = 2048;
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
@@ -32,13 +34,15 @@ struct ModelPreset {
   float rms_eps = 1e-5f;
   bool tied_embeddings = false;
   bool qkv_bias = false;
+  bool qk_norm = false;     // Qwen3: attn_q_norm / attn_k_norm per head
+  int64_t n_ff_shared = 0;  // Qwen2-MoE shared expert width
   RopeScaling rope_scaling = RopeScaling::kNone;
   float rope_factor = 1.0f;
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
   int64_t rope_original_ctx = 8192;
 
-  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : n_embd / n_head; }
   int64_t parameter_count() const;
 };
 

@@ -48,6 +48,13 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
     {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},  // Qwen3
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},  // Qwen-MoE router
+    {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+    {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
 };
 
 // Returns the canonical name, "" for tensors parallm does not use (rotary
@@ -58,6 +65,7 @@ std::string canonical_name(const std::string& hf, const std::string& where) {
   if (hf == "lm_head.weight") return "output.weight";
   static const std::regex layer(R"(model\.layers\.(\d+)\.(.+))");
   static const std::regex expert(R"(block_sparse_moe\.experts\.(\d+)\.(w1|w2|w3)\.weight)");
+  static const std::regex qwen_expert(R"(mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight)");
   std::smatch m;
   if (std::regex_match(hf, m, layer)) {
     const std::string blk = "blk." + m[1].str() + ".";
@@ -71,9 +79,11 @@ std::string canonical_name(const std::string& hf, const std::string& where) {
       const char* kind = w == "w1" ? "ffn_gate" : (w == "w3" ? "ffn_up" : "ffn_down");
       return blk + kind + "." + e[1].str() + ".weight";
     }
+    if (std::regex_match(rest, e, qwen_expert)) return blk + "ffn_" + e[2].str() + "." + e[1].str() + ".weight";
     if (rest.find("rotary_emb") != std::string::npos) return "";
   }
-  throw InputError(where + ": tensor '" + hf + "' is not part of a Llama/Mistral/Mixtral/Qwen2 checkpoint");
+  throw InputError(where + ": tensor '" + hf +
+                   "' is not part of a Llama/Mistral/Mixtral/Qwen2/Qwen3/Qwen-MoE checkpoint");
 }
 
 // The shard files of a checkpoint directory.
@@ -145,6 +155,11 @@ std::unique_ptr<ModelFile> load_safetensors_model(const std::string& dir_or_file
       w.name = name;
       w.dtype = t.dtype;
       w.shape = t.shape;
+      // Qwen2-MoE's shared-expert gate is a [1, n_embd] matrix in HF, a
+      // vector in GGUF: one dot product per token either way.
+      if (name.find("ffn_gate_inp_shexp") != std::string::npos && w.shape.size() == 2 && w.shape[0] == 1) {
+        w.shape = {w.shape[1]};
+      }
       w.data = t.data;
       w.nbytes = t.nbytes;
       model->add_tensor(std::move(w));

@@ -54,7 +54,18 @@ LlamaModel::LlamaModel(const ModelFile& file, const ModelOptions& options)
     lw.wk = store_.column_parallel(file.get(blk(l, "attn_k.weight")), k0, k1, bias(blk(l, "attn_k.bias"), k0));
     lw.wv = store_.column_parallel(file.get(blk(l, "attn_v.weight")), k0, k1, bias(blk(l, "attn_v.bias"), k0));
     lw.wo = store_.row_parallel(file.get(blk(l, "attn_output.weight")), q0, q1);
+    if (c.qk_norm) {
+      lw.q_norm = store_.vector(file.get(blk(l, "attn_q_norm.weight")));
+      lw.k_norm = store_.vector(file.get(blk(l, "attn_k_norm.weight")));
+    }
     lw.ffn_norm = store_.vector(file.get(blk(l, "ffn_norm.weight")));
+    if (c.has_shared_expert()) {
+      const int64_t f0 = s.ff_shared_begin, f1 = f0 + s.n_ff_shared_local;
+      lw.shared_gate_inp = store_.vector(file.get(blk(l, "ffn_gate_inp_shexp.weight")));
+      lw.shared_gate = store_.column_parallel(file.get(blk(l, "ffn_gate_shexp.weight")), f0, f1);
+      lw.shared_up = store_.column_parallel(file.get(blk(l, "ffn_up_shexp.weight")), f0, f1);
+      lw.shared_down = store_.row_parallel(file.get(blk(l, "ffn_down_shexp.weight")), f0, f1);
+    }
     if (c.is_moe()) {
       lw.moe.router = store_.whole(file.get(blk(l, "ffn_gate_inp.weight")));
       lw.moe.expert_begin = s.expert_begin;
@@ -121,6 +132,12 @@ void LlamaModel::attention_block(int64_t l, const ForwardBatch& batch, KvPool& k
   float* outs[3] = {act_.q.data(), act_.k.data(), act_.v.data()};
   const Linear* ls[3] = {&w.wq, &w.wk, &w.wv};
   linear_forward_multi(outs, ls, 3, act_.h.data(), n, pool);
+  if (w.q_norm != nullptr) {
+    over_tokens(pool, n, [&](int64_t b, int64_t e) {
+      cpu::rmsnorm(act_.q.data() + b * nh * hd, act_.q.data() + b * nh * hd, w.q_norm, (e - b) * nh, hd, c.rms_eps);
+      cpu::rmsnorm(act_.k.data() + b * nkv * hd, act_.k.data() + b * nkv * hd, w.k_norm, (e - b) * nkv, hd, c.rms_eps);
+    });
+  }
   cpu::rope_apply(act_.q.data(), act_.rope_cs.data(), n, nh, hd, rope_style_);
   cpu::rope_apply(act_.k.data(), act_.rope_cs.data(), n, nkv, hd, rope_style_);
   const cpu::KvRows rows{act_.k.data(), act_.v.data(), batch.slots.data()};
@@ -135,25 +152,55 @@ void LlamaModel::attention_block(int64_t l, const ForwardBatch& batch, KvPool& k
   });
 }
 
+void LlamaModel::dense_ffn(float* out, const Linear& gate, const Linear& up, const Linear& down, int64_t f, int64_t n,
+                           ThreadPool& pool) {
+  float* outs[2] = {act_.gate.data(), act_.up.data()};
+  const Linear* ls[2] = {&gate, &up};
+  linear_forward_multi(outs, ls, 2, act_.h.data(), n, pool);
+  over_tokens(pool, n, [&](int64_t b, int64_t e) {
+    cpu::swiglu(act_.gate.data() + b * f, act_.gate.data() + b * f, act_.up.data() + b * f, (e - b) * f);
+  });
+  linear_forward(out, down, act_.gate.data(), n, pool);
+}
+
+void LlamaModel::shared_expert(const LayerWeights& w, int64_t n, ThreadPool& pool) {
+  const int64_t d = config_.n_embd;
+  dense_ffn(act_.shared.data(), w.shared_gate, w.shared_up, w.shared_down, shape_.n_ff_shared_local, n, pool);
+  // The gate reads the whole (replicated) normed row, so every tp rank scales
+  // its partial sum by the same factor.
+  for (int64_t t = 0; t < n; ++t) {
+    const float* h = act_.h.data() + t * d;
+    float dot = 0.0f;
+    for (int64_t j = 0; j < d; ++j) dot += h[j] * w.shared_gate_inp[j];
+    const float g = 1.0f / (1.0f + std::exp(-dot));
+    float* s = act_.shared.data() + t * d;
+    for (int64_t j = 0; j < d; ++j) s[j] *= g;
+  }
+}
+
 void LlamaModel::ffn_block(int64_t l, int64_t n, float* x, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const LayerWeights& w = layers_[l];
+  const int64_t d = c.n_embd;
+  const size_t count = static_cast<size_t>(n * d);
   if (c.is_moe()) {
     moe_forward(act_.proj.data(), act_.h.data(), n, c, w.moe, options_.ep_comm, &moe_stats_, pool);
-    // Without ep, tp shards every expert's columns: partial sums need the all-reduce.
-    if (options_.shard.ep_size == 1) all_reduce_tp(act_.proj.data(), static_cast<size_t>(n * c.n_embd));
+    if (c.has_shared_expert()) shared_expert(w, n, pool);
+    if (options_.shard.ep_size == 1) {
+      // Without ep, tp shards every expert's columns (and the shared
+      // expert's): one all-reduce sums both partial outputs.
+      if (c.has_shared_expert()) cpu::add(act_.proj.data(), act_.proj.data(), act_.shared.data(), n * d);
+      all_reduce_tp(act_.proj.data(), count);
+    } else if (c.has_shared_expert()) {
+      // With ep the routed output is already whole; the shared expert's tp
+      // partial sums are reduced on their own.
+      all_reduce_tp(act_.shared.data(), count);
+      cpu::add(act_.proj.data(), act_.proj.data(), act_.shared.data(), n * d);
+    }
   } else {
-    float* outs[2] = {act_.gate.data(), act_.up.data()};
-    const Linear* ls[2] = {&w.w_gate, &w.w_up};
-    linear_forward_multi(outs, ls, 2, act_.h.data(), n, pool);
-    const int64_t f = shape_.n_ff_local;
-    over_tokens(pool, n, [&](int64_t b, int64_t e) {
-      cpu::swiglu(act_.gate.data() + b * f, act_.gate.data() + b * f, act_.up.data() + b * f, (e - b) * f);
-    });
-    linear_forward(act_.proj.data(), w.w_down, act_.gate.data(), n, pool);
-    all_reduce_tp(act_.proj.data(), static_cast<size_t>(n * c.n_embd));
+    dense_ffn(act_.proj.data(), w.w_gate, w.w_up, w.w_down, shape_.n_ff_local, n, pool);
+    all_reduce_tp(act_.proj.data(), count);
   }
-  const int64_t d = c.n_embd;
   over_tokens(pool, n,
               [&](int64_t b, int64_t e) { cpu::add(x + b * d, x + b * d, act_.proj.data() + b * d, (e - b) * d); });
 }
@@ -190,8 +237,10 @@ void LlamaModel::forward(const ForwardBatch& batch, KvPool& kv, float* hidden, f
   fit(act_.v, n * shape_.n_kv_head_local * hd);
   fit(act_.attn, n * shape_.n_head_local * hd);
   fit(act_.proj, n * c.n_embd);
-  fit(act_.gate, n * shape_.n_ff_local);
-  fit(act_.up, n * shape_.n_ff_local);
+  const int64_t ff = std::max(shape_.n_ff_local, shape_.n_ff_shared_local);
+  fit(act_.gate, n * ff);
+  fit(act_.up, n * ff);
+  if (c.has_shared_expert()) fit(act_.shared, n * c.n_embd);
   fit(act_.rope_cs, n * hd);
   // NOTE: once per forward, not per layer and per q / k: the sines and
   // cosines (in double) were ~4% of a 32-sequence decode step.

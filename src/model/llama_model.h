@@ -1,14 +1,17 @@
 // LlamaModel: one rank's share of a Llama-family transformer (Llama 2/3,
-// Mistral, Qwen2 with QKV bias, Mixtral-style MoE), written rank-local:
+// Mistral, Qwen2 with QKV bias, Qwen3 with q/k norms, Mixtral-style and
+// Qwen-style MoE with an optional gated shared expert), written rank-local:
 // every size below is per rank (see model/shard.h), linear layers know whether
 // they are column- or row-parallel, and the forward calls all_reduce itself.
 //
 //   x = embed(tokens)                               (first pipeline stage)
 //   for each local layer:
 //     h = rmsnorm(x) ; q,k,v = h Wq,Wk,Wv (+bias)   column-parallel, fused
+//     q,k = rmsnorm per head (Qwen3)
 //     rope(q, k) ; kv_write(k, v) ; a = attention(q, paged KV)
 //     x += all_reduce(a Wo)                          row-parallel
 //     h = rmsnorm(x) ; x += all_reduce(ffn(h))       dense: silu(h Wg) * (h Wu) Wd ; MoE: model/moe.h
+//                                                    + sigmoid(h . g_shexp) * shared_ffn(h) (Qwen2-MoE)
 //   logits = rmsnorm(x) Wout                         (last stage, requested rows only)
 #pragma once
 #include <memory>
@@ -32,10 +35,17 @@ struct LayerWeights {
   const float* attn_norm = nullptr;  // [n_embd]
   Linear wq, wk, wv;                 // column-parallel: [n_head_local*hd, n_embd], [n_kv_head_local*hd, n_embd]
   Linear wo;                         // row-parallel: [n_embd, n_head_local*hd]
+  const float* q_norm = nullptr;     // [hd], Qwen3: every head shares it
+  const float* k_norm = nullptr;     // [hd]
   const float* ffn_norm = nullptr;   // [n_embd]
   Linear w_gate, w_up;               // dense, column-parallel: [n_ff_local, n_embd]
   Linear w_down;                     // dense, row-parallel: [n_embd, n_ff_local]
   MoeWeights moe;                    // MoE layers
+  // Qwen2-MoE's shared expert: a dense SwiGLU FFN over every token, scaled
+  // by a per-token sigmoid gate; tp splits it like the dense FFN.
+  const float* shared_gate_inp = nullptr;  // [n_embd], replicated
+  Linear shared_gate, shared_up;           // column-parallel: [n_ff_shared_local, n_embd]
+  Linear shared_down;                      // row-parallel: [n_embd, n_ff_shared_local]
 };
 
 // Named intermediates of one forward (sized to the largest batch seen), so a
@@ -49,7 +59,8 @@ struct Activations {
   HugeVector<float> k, v;      // [n_tokens, n_kv_head_local * hd]
   HugeVector<float> attn;      // [n_tokens, n_head_local * hd]
   HugeVector<float> proj;      // [n_tokens, n_embd] output of Wo / Wdown before the residual add
-  HugeVector<float> gate, up;  // [n_tokens, n_ff_local]
+  HugeVector<float> gate, up;  // [n_tokens, max(n_ff_local, n_ff_shared_local)]
+  HugeVector<float> shared;    // [n_tokens, n_embd] the shared expert's gated output
   HugeVector<float> last;      // [n_logits, n_embd] normed rows that produce logits
   HugeVector<float> pool_row;  // [n_embd] one normed row being added to a pooled sum
   HugeVector<float> rope_cs;   // [n_tokens, hd] RoPE cos / sin of the batch's positions, shared by all layers
@@ -92,6 +103,12 @@ class LlamaModel {
   void attention_block(int64_t l, const ForwardBatch& batch, KvPool& kv, float* x, ThreadPool& pool);
   // x += ffn(act_.h).
   void ffn_block(int64_t l, int64_t n_tokens, float* x, ThreadPool& pool);
+  // out [n_tokens, n_embd] = silu(h Wg) * (h Wu) Wd: this rank's columns of a
+  // dense FFN (its partial sum under tp).
+  void dense_ffn(float* out, const Linear& gate, const Linear& up, const Linear& down, int64_t n_ff_local,
+                 int64_t n_tokens, ThreadPool& pool);
+  // act_.shared = sigmoid(h . g) * shared_ffn(h): this rank's partial sum under tp.
+  void shared_expert(const LayerWeights& w, int64_t n_tokens, ThreadPool& pool);
   void all_reduce_tp(float* data, size_t count);
   // pooled [n_pooled, n_embd]: see forward().
   void pool_hidden(const ForwardBatch& batch, const float* hidden, float* pooled);

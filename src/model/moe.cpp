@@ -26,7 +26,10 @@ struct Route {
   float weight;
 };
 
-// Top-k experts per token with softmax over the selected logits.
+// Top-k experts per token. Their weights are the softmax over all experts'
+// logits restricted to the k: renormalized to sum to 1 when
+// c.norm_topk_prob (then it equals a softmax over the selected logits, as
+// Mixtral computes it), left as shares of the whole softmax otherwise.
 std::vector<Route> route_tokens(const float* h, int64_t n_tokens, const ModelConfig& c, const Linear& router,
                                 ThreadPool& pool) {
   if (n_tokens == 0) return {};
@@ -35,17 +38,22 @@ std::vector<Route> route_tokens(const float* h, int64_t n_tokens, const ModelCon
   std::vector<Route> routes;
   routes.reserve(static_cast<size_t>(n_tokens * c.n_expert_used));
   std::vector<int32_t> order(static_cast<size_t>(c.n_expert));
+  std::vector<float> w(static_cast<size_t>(c.n_expert_used));
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* lg = logits.data() + t * c.n_expert;
     std::iota(order.begin(), order.end(), 0);
     // Ties broken by the lower expert id, so every rank picks the same experts.
     std::partial_sort(order.begin(), order.begin() + c.n_expert_used, order.end(),
                       [&](int32_t a, int32_t b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
-    float mx = lg[order[0]], sum = 0.f;
-    std::vector<float> w(static_cast<size_t>(c.n_expert_used));
+    const float mx = lg[order[0]];
+    float sum = 0.f;
     for (int64_t k = 0; k < c.n_expert_used; ++k) {
       w[k] = std::exp(lg[order[k]] - mx);
       sum += w[k];
+    }
+    if (!c.norm_topk_prob) {
+      sum = 0.f;
+      for (int64_t e = 0; e < c.n_expert; ++e) sum += std::exp(lg[e] - mx);
     }
     for (int64_t k = 0; k < c.n_expert_used; ++k) {
       routes.push_back({static_cast<int32_t>(t), order[k], w[k] / sum});

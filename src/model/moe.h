@@ -1,6 +1,9 @@
-// Mixture-of-experts FFN (Mixtral style): a router picks the top-k experts of
-// each token, their logits are softmaxed over the selected k, and the token's
-// output is the weighted sum of those experts' SwiGLU FFNs.
+// Mixture-of-experts FFN: a router picks the top-k experts of each token, and
+// the token's output is the weighted sum of those experts' SwiGLU FFNs. The
+// weights are the router's softmax over the selected k (Mixtral, Qwen3-MoE),
+// or their shares of the softmax over all experts (Qwen2-MoE:
+// ModelConfig::norm_topk_prob false). A shared expert, where the model has
+// one, is the caller's (model/llama_model.cpp).
 //
 // Expert parallel (ep > 1): rank r owns experts [expert_begin, expert_end).
 // Every rank holds the same tokens (the residual stream is replicated), so each

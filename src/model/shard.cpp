@@ -36,6 +36,12 @@ LocalShape local_shape(const ModelConfig& c, const ShardSpec& s) {
   }
   ls.n_ff_local = c.n_ff / tp;
   ls.ff_begin = s.tp_rank * ls.n_ff_local;
+  if (c.n_ff_shared % tp != 0) {
+    throw InputError(strfmt("--tp %lld does not divide the shared expert's FFN width %lld", (long long)tp,
+                            (long long)c.n_ff_shared));
+  }
+  ls.n_ff_shared_local = c.n_ff_shared / tp;
+  ls.ff_shared_begin = s.tp_rank * ls.n_ff_shared_local;
   ls.layer_begin = s.layer_begin;
   ls.layer_end = s.layer_end < 0 ? c.n_layer : s.layer_end;
   if (ls.layer_begin < 0 || ls.layer_begin >= ls.layer_end || ls.layer_end > c.n_layer) {

@@ -28,6 +28,8 @@ struct LocalShape {
   int64_t kv_head_begin = 0;    // first global KV head
   int64_t n_ff_local = 0;       // dense FFN columns on this rank
   int64_t ff_begin = 0;
+  int64_t n_ff_shared_local = 0;  // shared-expert FFN columns on this rank (tp splits them like a dense FFN)
+  int64_t ff_shared_begin = 0;
   int64_t layer_begin = 0, layer_end = 0;
   int64_t expert_begin = 0, expert_end = 0;  // experts owned by this rank (ep)
   bool first_stage = true, last_stage = true;

@@ -117,7 +117,8 @@ TEST(MakeModel, QuantizedFilesHoldTheQuantizedF32Weights) {
 
 TEST(MakeModel, EveryPresetFeatureLoadsWithTheRightShapes) {
   test::TempDir dir;
-  for (const char* preset : {"tiny", "mixtral-tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "tiny-mha64"}) {
+  for (const char* preset : {"tiny", "mixtral-tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "tiny-mha64",
+                             "tiny-qwen3", "tiny-qwen3moe", "tiny-qwen2moe"}) {
     for (DType dt : {DType::kF32, DType::kQ4_0}) {
       MakeModelOptions o;
       o.preset = preset;
@@ -137,11 +138,24 @@ TEST(MakeModel, EveryPresetFeatureLoadsWithTheRightShapes) {
       EXPECT_EQ(c.qkv_bias, p.qkv_bias);
       EXPECT_EQ(c.tied_embeddings, p.tied_embeddings);
       EXPECT_FLOAT_EQ(c.rope_theta, p.rope_theta);
-      EXPECT_EQ(c.rope_style, p.arch == "qwen2" ? RopeStyle::kHalf : RopeStyle::kInterleaved);
+      EXPECT_EQ(c.rope_style, p.arch == "llama" ? RopeStyle::kInterleaved : RopeStyle::kHalf);
+      EXPECT_EQ(c.head_dim, p.head_dim());
+      EXPECT_EQ(c.qk_norm, p.qk_norm);
+      EXPECT_EQ(c.n_ff, p.n_ff);
+      EXPECT_EQ(c.n_ff_shared, p.n_ff_shared);
+      EXPECT_EQ(c.norm_topk_prob, p.arch != "qwen2moe");  // llama.cpp's choice per architecture
       EXPECT_EQ(m->get("blk.1.attn_q.weight").dtype, dt);
+      EXPECT_EQ(m->get("blk.1.attn_q.weight").shape, (std::vector<int64_t>{p.n_head * p.head_dim(), p.n_embd}));
       if (p.n_expert > 0) {
-        EXPECT_EQ(m->get("blk.0.ffn_up_exps.weight").shape, (std::vector<int64_t>{8, 128, 64}));
+        EXPECT_EQ(m->get("blk.0.ffn_up_exps.weight").shape, (std::vector<int64_t>{p.n_expert, p.n_ff, p.n_embd}));
         EXPECT_EQ(m->get("blk.0.ffn_gate_inp.weight").dtype, DType::kF32);
+      }
+      if (p.qk_norm) {
+        EXPECT_EQ(m->get("blk.0.attn_k_norm.weight").shape, std::vector<int64_t>{p.head_dim()});
+      }
+      if (p.n_ff_shared > 0) {
+        EXPECT_EQ(m->get("blk.1.ffn_down_shexp.weight").shape, (std::vector<int64_t>{p.n_embd, p.n_ff_shared}));
+        EXPECT_EQ(m->get("blk.1.ffn_gate_inp_shexp.weight").shape, std::vector<int64_t>{p.n_embd});
       }
     }
   }

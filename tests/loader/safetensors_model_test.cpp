@@ -44,7 +44,15 @@ Checkpoint make_checkpoint(const std::string& type, const std::string& dtype = "
       {"model_type", type},     {"vocab_size", 10},         {"hidden_size", 8},         {"intermediate_size", 16},
       {"num_hidden_layers", 2}, {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"max_position_embeddings", 64},
       {"rms_norm_eps", 1e-5},   {"rope_theta", 10000.0},    {"hidden_act", "silu"},     {"tie_word_embeddings", false}};
-  if (n_expert > 0) {
+  const bool qwen_moe = type == "qwen2_moe" || type == "qwen3_moe";
+  if (n_expert > 0 && qwen_moe) {
+    c.config["num_experts"] = n_expert;
+    c.config["num_experts_per_tok"] = 2;
+    c.config["moe_intermediate_size"] = 16;
+    c.config["intermediate_size"] = 48;  // the dense width, unused when every layer is sparse
+    c.config["norm_topk_prob"] = type == "qwen3_moe";
+    if (type == "qwen2_moe") c.config["shared_expert_intermediate_size"] = 24;
+  } else if (n_expert > 0) {
     c.config["num_local_experts"] = n_expert;
     c.config["num_experts_per_tok"] = 2;
   }
@@ -67,12 +75,30 @@ Checkpoint make_checkpoint(const std::string& type, const std::string& dtype = "
     add(p + "self_attn.v_proj.weight", {4, 8}, dtype);
     add(p + "self_attn.o_proj.weight", {8, 8}, dtype);
     add(p + "self_attn.rotary_emb.inv_freq", {2}, "F32");
-    if (type == "qwen2") {
+    if (type == "qwen2" || type == "qwen2_moe") {
       add(p + "self_attn.q_proj.bias", {8}, dtype);
       add(p + "self_attn.k_proj.bias", {4}, dtype);
       add(p + "self_attn.v_proj.bias", {4}, dtype);
     }
-    if (n_expert > 0) {
+    if (type == "qwen3" || type == "qwen3_moe") {
+      add(p + "self_attn.q_norm.weight", {4}, dtype);
+      add(p + "self_attn.k_norm.weight", {4}, dtype);
+    }
+    if (n_expert > 0 && qwen_moe) {
+      add(p + "mlp.gate.weight", {n_expert, 8}, dtype);
+      for (int e = 0; e < n_expert; ++e) {
+        std::string q = p + "mlp.experts." + std::to_string(e) + ".";
+        add(q + "gate_proj.weight", {16, 8}, dtype);
+        add(q + "up_proj.weight", {16, 8}, dtype);
+        add(q + "down_proj.weight", {8, 16}, dtype);
+      }
+      if (type == "qwen2_moe") {
+        add(p + "mlp.shared_expert.gate_proj.weight", {24, 8}, dtype);
+        add(p + "mlp.shared_expert.up_proj.weight", {24, 8}, dtype);
+        add(p + "mlp.shared_expert.down_proj.weight", {8, 24}, dtype);
+        add(p + "mlp.shared_expert_gate.weight", {1, 8}, dtype);
+      }
+    } else if (n_expert > 0) {
       add(p + "block_sparse_moe.gate.weight", {n_expert, 8}, dtype);
       for (int e = 0; e < n_expert; ++e) {
         std::string q = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
@@ -218,6 +244,93 @@ TEST(SafetensorsModel, MixtralExpertsMapToPerExpertTensors) {
   EXPECT_EQ(e.rows, 8);
   EXPECT_EQ(e.cols, 16);
   EXPECT_EQ(e.data, m->get("blk.1.ffn_down.3.weight").data);
+}
+
+TEST(SafetensorsModel, Qwen3HasPerHeadQkNormsInF32) {
+  test::TempDir dir;
+  Checkpoint c = make_checkpoint("qwen3", "BF16");
+  write_checkpoint(dir, c);
+  auto m = load_safetensors_model(dir.path());
+  EXPECT_EQ(m->config.arch, Architecture::kQwen3);
+  EXPECT_TRUE(m->config.qk_norm);
+  EXPECT_FALSE(m->config.qkv_bias);
+  EXPECT_EQ(m->config.rope_style, RopeStyle::kHalf);
+  const WeightTensor& qn = m->get("blk.1.attn_q_norm.weight");
+  EXPECT_EQ(qn.dtype, DType::kF32);  // norms are widened for the kernels
+  EXPECT_EQ(qn.shape, std::vector<int64_t>{4});
+  const StTensor& src = hf(c, "model.layers.1.self_attn.q_norm.weight");
+  uint16_t h1;
+  std::memcpy(&h1, src.bytes.data() + 2, 2);
+  EXPECT_EQ(reinterpret_cast<const float*>(qn.data)[1], bf16_to_fp32(h1));
+}
+
+TEST(SafetensorsModel, QwenMoeRoutersExpertsAndSharedExpert) {
+  for (const std::string type : {"qwen2_moe", "qwen3_moe"}) {
+    SCOPED_TRACE(type);
+    test::TempDir dir;
+    Checkpoint c = make_checkpoint(type, "F32", 4);
+    write_checkpoint(dir, c, 2);
+    auto m = load_safetensors_model(dir.path());
+    const ModelConfig& mc = m->config;
+    EXPECT_EQ(mc.n_expert, 4);
+    EXPECT_EQ(mc.n_expert_used, 2);
+    EXPECT_EQ(mc.n_ff, 16);  // moe_intermediate_size, not intermediate_size
+    EXPECT_EQ(mc.norm_topk_prob, type == "qwen3_moe");
+    expect_same_bytes(*m, "blk.1.ffn_gate_inp.weight", hf(c, "model.layers.1.mlp.gate.weight"));
+    expect_same_bytes(*m, "blk.1.ffn_gate.3.weight", hf(c, "model.layers.1.mlp.experts.3.gate_proj.weight"));
+    expect_same_bytes(*m, "blk.0.ffn_up.2.weight", hf(c, "model.layers.0.mlp.experts.2.up_proj.weight"));
+    expect_same_bytes(*m, "blk.0.ffn_down.1.weight", hf(c, "model.layers.0.mlp.experts.1.down_proj.weight"));
+    if (type == "qwen2_moe") {
+      EXPECT_EQ(mc.arch, Architecture::kQwen2Moe);
+      EXPECT_TRUE(mc.qkv_bias);
+      EXPECT_EQ(mc.n_ff_shared, 24);
+      expect_same_bytes(*m, "blk.0.ffn_gate_shexp.weight", hf(c, "model.layers.0.mlp.shared_expert.gate_proj.weight"));
+      expect_same_bytes(*m, "blk.1.ffn_down_shexp.weight", hf(c, "model.layers.1.mlp.shared_expert.down_proj.weight"));
+      // HF's [1, n_embd] gate is GGUF's vector.
+      const WeightTensor& g = m->get("blk.1.ffn_gate_inp_shexp.weight");
+      EXPECT_EQ(g.shape, std::vector<int64_t>{8});
+      const StTensor& src = hf(c, "model.layers.1.mlp.shared_expert_gate.weight");
+      EXPECT_EQ(std::vector<uint8_t>(g.data, g.data + g.nbytes), src.bytes);
+    } else {
+      EXPECT_EQ(mc.arch, Architecture::kQwen3Moe);
+      EXPECT_TRUE(mc.qk_norm);
+      EXPECT_FALSE(mc.has_shared_expert());
+    }
+  }
+}
+
+TEST(HfConfig, QwenMoeFeaturesItCannotRunAreRefusedByName) {
+  auto err = [](const json& j) {
+    try {
+      parse_hf_config(j.dump(), "cfg.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const json base = make_checkpoint("qwen2_moe", "F32", 4).config;
+  EXPECT_EQ(err(base), "");
+  json j = base;
+  j["decoder_sparse_step"] = 2;
+  EXPECT_NE(err(j).find("decoder_sparse_step"), std::string::npos) << err(j);
+  j = base;
+  j["mlp_only_layers"] = {0};
+  EXPECT_NE(err(j).find("mlp_only_layers"), std::string::npos) << err(j);
+  j = base;
+  j.erase("moe_intermediate_size");
+  EXPECT_NE(err(j).find("'moe_intermediate_size'"), std::string::npos) << err(j);
+  j = base;
+  j.erase("shared_expert_intermediate_size");
+  EXPECT_NE(err(j).find("'shared_expert_intermediate_size'"), std::string::npos) << err(j);
+  j = base;
+  j["num_experts_per_tok"] = 5;
+  EXPECT_NE(err(j).find("experts used per token"), std::string::npos) << err(j);
+  j = make_checkpoint("qwen3").config;
+  j["use_sliding_window"] = true;
+  EXPECT_NE(err(j).find("use_sliding_window"), std::string::npos) << err(j);
+  j = make_checkpoint("qwen3").config;
+  j["attention_bias"] = true;
+  EXPECT_NE(err(j).find("attention_bias"), std::string::npos) << err(j);
 }
 
 TEST(HfConfig, ParsesRopeScaling) {

@@ -6,7 +6,8 @@ every prompt position; tools/reference_forward.py recomputes them in float64
 from the same GGUF file with its own parser. Tolerance: 1e-4 relative to the
 largest logit magnitude of the row (the acceptance bound of issue 2).
 A q8_0 KV cache is checked against the reference with Q, K and V rounded the
-same way.
+same way. The Qwen3 / Qwen3-MoE / Qwen2-MoE presets are also run from their
+Hugging Face twins (tools/gguf_to_hf.py), and at tp = 2, pp = 2 and ep = 2.
 """
 import argparse
 import json
@@ -19,7 +20,13 @@ import unittest
 import numpy as np
 
 ARGS = None
-PRESETS = ["tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "mixtral-tiny", "tiny-mha64"]
+PRESETS = ["tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "mixtral-tiny", "tiny-mha64", "tiny-qwen3",
+           "tiny-qwen3moe", "tiny-qwen2moe"]
+# Presets whose Hugging Face twin is checked too, and their parallel layouts.
+HF_TWINS = {"tiny-qwen3": [["--tp", "2"], ["--pp", "2"]],
+            "tiny-qwen3moe": [["--tp", "2"], ["--pp", "2"], ["--ep", "2"]],
+            "tiny-qwen2moe": [["--tp", "2"], ["--pp", "2"], ["--ep", "2"]],
+            "tiny-qwen2": [], "mixtral-tiny": [], "tiny": []}
 PROMPT = "Once upon a time, a small robot found a blue flower in the garden."
 
 
@@ -31,21 +38,31 @@ def run(cmd):
 
 
 class NumpyReference(unittest.TestCase):
-    def engine_and_reference(self, preset, kv_dtype="f32", extra=()):
-        """(engine logits, reference logits, reference with an f32 cache)."""
+    def engine_and_reference(self, preset, kv_dtype="f32", extra=(), hf_twin=False, mutate=None):
+        """(engine logits, reference logits, reference with an f32 cache).
+        hf_twin: the engine reads the Hugging Face twin of the GGUF (the GGUF
+        gives the tokenizer). mutate(g): edits the reference's model first."""
         sys.path.insert(0, ARGS.tools)
+        import gguf_to_hf
         import reference_forward as ref
 
         with tempfile.TemporaryDirectory() as tmp:
             model = os.path.join(tmp, preset + ".gguf")
             run([ARGS.binary, "make-model", "--preset", preset, "--dtype", "f32", "--out", model, "--seed", "7"])
+            source = ["--model", model]
+            if hf_twin:
+                hf_dir = os.path.join(tmp, "hf")
+                gguf_to_hf.convert(model, hf_dir)
+                source = ["--model", hf_dir, "--tokenizer", model]
             dump = os.path.join(tmp, "logits.f32")
-            j = json.loads(run([ARGS.binary, "generate", "--model", model, "--prompt", PROMPT, "-n", "0",
+            j = json.loads(run([ARGS.binary, "generate", *source, "--prompt", PROMPT, "-n", "0",
                                 "--kv-dtype", kv_dtype, "--json", "--dump-logits", dump, "--threads", "2", *extra]))
             ids = j["prompt_token_ids"]
             self.assertGreater(len(ids), 8)
             got = np.fromfile(dump, dtype=np.float32).reshape(len(ids), -1).astype(np.float64)
             g = ref.Gguf(model)
+            if mutate:
+                mutate(g)
             want = ref.forward(g, ids, kv_dtype)
             exact = want if kv_dtype == "f32" else ref.forward(g, ids)
             self.assertEqual(got.shape, want.shape)
@@ -55,10 +72,10 @@ class NumpyReference(unittest.TestCase):
     def worst_row_error(got, want):
         return (np.abs(got - want).max(axis=1) / np.abs(want).max(axis=1)).max()
 
-    def check_preset(self, preset, extra=()):
-        got, want, _ = self.engine_and_reference(preset, "f32", extra)
+    def check_preset(self, preset, extra=(), hf_twin=False):
+        got, want, _ = self.engine_and_reference(preset, "f32", extra, hf_twin)
         err = self.worst_row_error(got, want)
-        self.assertLess(err, 1e-4, f"{preset}: worst row relative error {err:.3g}")
+        self.assertLess(err, 1e-4, f"{preset} {' '.join(extra)} hf={hf_twin}: worst row relative error {err:.3g}")
         # The reference really differs from a wrong model: sanity-check the spread.
         self.assertGreater(np.abs(want).max(), 0.5)
 
@@ -78,6 +95,36 @@ class NumpyReference(unittest.TestCase):
         for preset in PRESETS:
             with self.subTest(preset=preset):
                 self.check_preset(preset)
+
+    def test_hf_twins_and_their_layouts_match_reference(self):
+        for preset, layouts in HF_TWINS.items():
+            for extra in [[]] + layouts:
+                for hf_twin in (False, True):
+                    if not extra and not hf_twin:
+                        continue  # test_presets has it
+                    with self.subTest(preset=preset, layout=" ".join(extra), hf=hf_twin):
+                        self.check_preset(preset, extra, hf_twin)
+
+    def test_architecture_features_change_the_answer(self):
+        # Each feature the new presets add moves the logits well past the
+        # tolerance, so the agreement above is not the plain Llama forward's.
+        def drop(suffix):
+            def edit(g):
+                for name in [n for n in g.tensors if n.endswith(suffix)]:
+                    del g.tensors[name]
+            return edit
+
+        def flip_topk_norm(g):
+            arch = g.kv["general.architecture"]
+            g.kv[arch + ".expert_weights_norm"] = arch == "qwen2moe"
+
+        for preset, mutate in (("tiny-qwen3", drop("attn_q_norm.weight")),
+                               ("tiny-qwen3moe", flip_topk_norm),
+                               ("tiny-qwen2moe", flip_topk_norm),
+                               ("tiny-qwen2moe", drop("ffn_gate_inp_shexp.weight"))):
+            with self.subTest(preset=preset, mutate=mutate.__name__):
+                got, want, _ = self.engine_and_reference(preset, mutate=mutate)
+                self.assertGreater(self.worst_row_error(got, want), 1e-2)
 
     def test_parallel_layouts_match_reference(self):
         self.check_preset("tiny", ["--tp", "2"])

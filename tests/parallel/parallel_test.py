@@ -87,6 +87,18 @@ class Layouts(unittest.TestCase):
                                           ["--tp", "4", "--ep", "4"], ["--tp", "2"], ["--pp", "2", "--ep", "2"]],
                      use_mpi=True)
 
+    def test_generated_qwen_families(self):
+        # Qwen3's q/k norms and the Qwen-MoE routers and shared expert under
+        # each split the math allows (the shared expert is tp-split, replicated under ep).
+        for preset, layouts in (("tiny-qwen3", [["--tp", "2"], ["--pp", "2"], ["--tp", "2", "--pp", "2"]]),
+                                ("tiny-qwen3moe", [["--tp", "2"], ["--pp", "2"], ["--ep", "2"]]),
+                                ("tiny-qwen2moe", [["--tp", "2"], ["--pp", "2"], ["--ep", "2"],
+                                                   ["--tp", "2", "--ep", "2"]])):
+            model = os.path.join(TMP, preset + ".gguf")
+            subprocess.run([ARGS.binary, "make-model", "--preset", preset, "--dtype", "f32", "--out", model],
+                           check=True, capture_output=True)
+            self.compare(["--model", model], layouts, use_mpi=True)
+
 
 class DoesntFit(unittest.TestCase):
     def test_tp2_fits_where_tp1_does_not(self):

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Writes the Hugging Face twin of a GGUF model: config.json + model.safetensors.
+
+The twin is the checkpoint that llama.cpp's converter would have turned into
+the given GGUF: Hugging Face tensor names, q/k rows of the `llama`
+architecture un-permuted back to rotate-half order (the converter permutes
+them for interleaved-pair RoPE), merged expert tensors split per expert, and
+the config fields transformers reads for that model type. Tests load both
+files in parallm and compare them against tools/reference_forward.py.
+
+Reads the GGUF with reference_forward's own parser (f32/f16/bf16 tensors) and
+writes every tensor as F32. No parallm code is involved.
+
+Usage: gguf_to_hf.py MODEL.gguf OUT_DIR
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_forward import Gguf  # noqa: E402
+
+# GGUF architecture -> (transformers model_type, architectures[0]).
+HF_TYPES = {
+    "llama": ("llama", "LlamaForCausalLM"),
+    "qwen2": ("qwen2", "Qwen2ForCausalLM"),
+    "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+    "qwen2moe": ("qwen2_moe", "Qwen2MoeForCausalLM"),
+    "qwen3moe": ("qwen3_moe", "Qwen3MoeForCausalLM"),
+}
+
+LAYER_NAMES = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_q.bias": "self_attn.q_proj.bias",
+    "attn_k.bias": "self_attn.k_proj.bias",
+    "attn_v.bias": "self_attn.v_proj.bias",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+    "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+    "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+    "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
+}
+
+
+def unpermute(w, n_head):
+    """Inverse of llama.cpp's q/k permutation: GGUF rows (head, i, pair) back
+    to Hugging Face's (head, half, i)."""
+    rows, cols = w.shape
+    return w.reshape(n_head, rows // n_head // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
+def hf_config(g, arch):
+    p = arch + "."
+    kv = g.kv
+    model_type, cls = HF_TYPES[arch]
+    n_expert = kv.get(p + "expert_count", 0)
+    if arch == "llama" and n_expert:
+        model_type, cls = "mixtral", "MixtralForCausalLM"
+    n_head = kv[p + "attention.head_count"]
+    c = {
+        "architectures": [cls],
+        "model_type": model_type,
+        "vocab_size": int(g.tensors["token_embd.weight"].shape[0]),
+        "hidden_size": kv[p + "embedding_length"],
+        "intermediate_size": kv[p + "feed_forward_length"],
+        "num_hidden_layers": kv[p + "block_count"],
+        "num_attention_heads": n_head,
+        "num_key_value_heads": kv.get(p + "attention.head_count_kv", n_head),
+        "head_dim": kv.get(p + "attention.key_length", kv[p + "embedding_length"] // n_head),
+        "max_position_embeddings": kv.get(p + "context_length", 2048),
+        "rms_norm_eps": kv.get(p + "attention.layer_norm_rms_epsilon", 1e-5),
+        "rope_theta": kv.get(p + "rope.freq_base", 10000.0),
+        "tie_word_embeddings": "output.weight" not in g.tensors,
+        "hidden_act": "silu",
+        "torch_dtype": "float32",
+    }
+    if arch in ("qwen3", "qwen3moe", "llama"):
+        c["attention_bias"] = False
+    if model_type == "mixtral":
+        c["num_local_experts"] = n_expert
+        c["num_experts_per_tok"] = kv[p + "expert_used_count"]
+    elif arch in ("qwen2moe", "qwen3moe"):
+        c["num_experts"] = n_expert
+        c["num_experts_per_tok"] = kv[p + "expert_used_count"]
+        c["moe_intermediate_size"] = kv[p + "expert_feed_forward_length"]
+        c["norm_topk_prob"] = bool(kv.get(p + "expert_weights_norm", arch != "qwen2moe"))
+        c["decoder_sparse_step"] = 1
+        c["mlp_only_layers"] = []
+        if arch == "qwen2moe":
+            c["shared_expert_intermediate_size"] = kv[p + "expert_shared_feed_forward_length"]
+    if kv.get(p + "rope.scaling.type") == "linear":
+        c["rope_scaling"] = {"rope_type": "linear", "factor": kv[p + "rope.scaling.factor"]}
+    elif kv.get("parallm.rope_scaling.type") == "llama3":
+        c["rope_scaling"] = {
+            "rope_type": "llama3",
+            "factor": kv["parallm.rope_scaling.factor"],
+            "low_freq_factor": kv["parallm.rope_scaling.low_freq_factor"],
+            "high_freq_factor": kv["parallm.rope_scaling.high_freq_factor"],
+            "original_max_position_embeddings": kv["parallm.rope_scaling.original_context_length"],
+        }
+    return c
+
+
+def hf_tensors(g, arch, config):
+    """(name, float32 array) in a stable order."""
+    t = g.tensors
+    out = [("model.embed_tokens.weight", t["token_embd.weight"]), ("model.norm.weight", t["output_norm.weight"])]
+    if "output.weight" in t:
+        out.append(("lm_head.weight", t["output.weight"]))
+    mixtral = config["model_type"] == "mixtral"
+    for l in range(config["num_hidden_layers"]):
+        b, hf = f"blk.{l}.", f"model.layers.{l}."
+        for suffix, name in LAYER_NAMES.items():
+            if b + suffix not in t:
+                continue
+            w = t[b + suffix]
+            if arch == "llama" and suffix == "attn_q.weight":
+                w = unpermute(w, config["num_attention_heads"])
+            elif arch == "llama" and suffix == "attn_k.weight":
+                w = unpermute(w, config["num_key_value_heads"])
+            out.append((hf + name, w))
+        if b + "ffn_gate_inp.weight" in t:
+            out.append((hf + ("block_sparse_moe.gate.weight" if mixtral else "mlp.gate.weight"),
+                        t[b + "ffn_gate_inp.weight"]))
+        if b + "ffn_gate_inp_shexp.weight" in t:
+            out.append((hf + "mlp.shared_expert_gate.weight", t[b + "ffn_gate_inp_shexp.weight"][None, :]))
+        if b + "ffn_gate_exps.weight" in t:
+            for e in range(t[b + "ffn_gate_exps.weight"].shape[0]):
+                for kind, w_name, q_name in (("gate", "w1", "gate_proj"), ("up", "w3", "up_proj"),
+                                             ("down", "w2", "down_proj")):
+                    w = t[b + f"ffn_{kind}_exps.weight"][e]
+                    name = f"block_sparse_moe.experts.{e}.{w_name}.weight" if mixtral else f"mlp.experts.{e}.{q_name}.weight"
+                    out.append((hf + name, w))
+    return out
+
+
+def write_safetensors(path, tensors):
+    header, offset, blobs = {}, 0, []
+    for name, arr in tensors:
+        data = np.ascontiguousarray(arr, dtype=np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header, separators=(",", ":"))
+    text += " " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text.encode())
+        for blob in blobs:
+            f.write(blob)
+
+
+def convert(gguf_path, out_dir):
+    g = Gguf(gguf_path)
+    arch = g.kv["general.architecture"]
+    if arch not in HF_TYPES:
+        raise SystemExit(f"gguf_to_hf: architecture {arch} has no Hugging Face twin here")
+    config = hf_config(g, arch)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), hf_tensors(g, arch, config))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    convert(sys.argv[1], sys.argv[2])
