@@ -5,7 +5,9 @@ The twin is the checkpoint that llama.cpp's converter would have turned into
 the given GGUF: Hugging Face tensor names, q/k rows of the `llama`
 architecture un-permuted back to rotate-half order (the converter permutes
 them for interleaved-pair RoPE), merged expert tensors split per expert, and
-the config fields transformers reads for that model type. Tests load both
+the config fields transformers reads for that model type, and Gemma's norm
+weights stored as w - 1 (Gemma multiplies by 1 + w; llama.cpp's converter
+adds the 1). Tests load both
 files in parallm and compare them against tools/reference_forward.py.
 
 Reads the GGUF with reference_forward's own parser (f32/f16/bf16 tensors) and
@@ -30,6 +32,17 @@ HF_TYPES = {
     "qwen3": ("qwen3", "Qwen3ForCausalLM"),
     "qwen2moe": ("qwen2_moe", "Qwen2MoeForCausalLM"),
     "qwen3moe": ("qwen3_moe", "Qwen3MoeForCausalLM"),
+    "gemma2": ("gemma2", "Gemma2ForCausalLM"),
+    "gemma3": ("gemma3_text", "Gemma3ForCausalLM"),
+    "phi3": ("phi3", "Phi3ForCausalLM"),
+}
+
+# Gemma's names for its four norms per layer.
+GEMMA_NORMS = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "post_attention_norm.weight": "post_attention_layernorm.weight",
+    "ffn_norm.weight": "pre_feedforward_layernorm.weight",
+    "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
 }
 
 LAYER_NAMES = {
@@ -85,7 +98,7 @@ def hf_config(g, arch):
         "hidden_act": "silu",
         "torch_dtype": "float32",
     }
-    if arch in ("qwen3", "qwen3moe", "llama"):
+    if arch in ("qwen3", "qwen3moe", "llama", "phi3"):
         c["attention_bias"] = False
     if model_type == "mixtral":
         c["num_local_experts"] = n_expert
@@ -99,6 +112,22 @@ def hf_config(g, arch):
         c["mlp_only_layers"] = []
         if arch == "qwen2moe":
             c["shared_expert_intermediate_size"] = kv[p + "expert_shared_feed_forward_length"]
+    if arch in ("gemma2", "gemma3"):
+        gemma2 = arch == "gemma2"
+        c["hidden_activation"] = "gelu_pytorch_tanh"
+        c.pop("hidden_act")
+        c["query_pre_attn_scalar"] = c["head_dim"]
+        c["sliding_window"] = kv.get(p + "attention.sliding_window", 4096 if gemma2 else 512)
+        c["attn_logit_softcapping"] = kv.get(p + "attn_logit_softcapping", 50.0 if gemma2 else None)
+        c["final_logit_softcapping"] = kv.get(p + "final_logit_softcapping", 30.0 if gemma2 else None)
+        if not gemma2:
+            c["rope_local_base_freq"] = 10000.0
+            c["sliding_window_pattern"] = kv.get(p + "attention.sliding_window_pattern", 6)
+    if "rope_factors_long.weight" in g.tensors:
+        c["original_max_position_embeddings"] = kv[p + "rope.scaling.original_context_length"]
+        c["rope_scaling"] = {"type": "longrope",
+                             "long_factor": [float(x) for x in g.tensors["rope_factors_long.weight"]],
+                             "short_factor": [float(x) for x in g.tensors["rope_factors_short.weight"]]}
     if kv.get(p + "rope.scaling.type") == "linear":
         c["rope_scaling"] = {"rope_type": "linear", "factor": kv[p + "rope.scaling.factor"]}
     elif kv.get("parallm.rope_scaling.type") == "llama3":
@@ -119,12 +148,20 @@ def hf_tensors(g, arch, config):
     if "output.weight" in t:
         out.append(("lm_head.weight", t["output.weight"]))
     mixtral = config["model_type"] == "mixtral"
+    gemma = arch in ("gemma2", "gemma3")
+    if gemma:
+        out[1] = ("model.norm.weight", t["output_norm.weight"] - 1.0)
+    names = {**LAYER_NAMES, **GEMMA_NORMS} if gemma else dict(LAYER_NAMES)
+    if arch == "phi3":  # fused Q/K/V; ffn_up holds gate and up
+        names.update({"attn_qkv.weight": "self_attn.qkv_proj.weight", "ffn_up.weight": "mlp.gate_up_proj.weight"})
     for l in range(config["num_hidden_layers"]):
         b, hf = f"blk.{l}.", f"model.layers.{l}."
-        for suffix, name in LAYER_NAMES.items():
+        for suffix, name in names.items():
             if b + suffix not in t:
                 continue
             w = t[b + suffix]
+            if gemma and suffix.endswith("norm.weight"):
+                w = w - 1.0
             if arch == "llama" and suffix == "attn_q.weight":
                 w = unpermute(w, config["num_attention_heads"])
             elif arch == "llama" and suffix == "attn_k.weight":

@@ -10,7 +10,16 @@ scaling, Qwen3's per-head q/k RMSNorm, head_dim from `attention.key_length`,
 and MoE as the published models define it: Mixtral and Qwen3-MoE take the
 softmax over the selected top-k logits; Qwen2-MoE keeps the top-k shares of
 the softmax over all experts and adds a shared SwiGLU expert scaled by
-sigmoid(h . ffn_gate_inp_shexp).
+sigmoid(h . ffn_gate_inp_shexp). Gemma 2 / 3 as llama.cpp runs their GGUFs
+(norm weights already hold Gemma's 1 + w): embeddings times sqrt(n_embd),
+tanh-GELU gates, norms after attention and FFN, score and logit soft-caps,
+sliding-window layers (every layer but each 2nd / 6th), Gemma 3's local
+layers on an unscaled RoPE base of 10000, and the query scale
+1/sqrt(head_dim) (1/sqrt(n_embd / n_head) for the 27B shapes). Phi-3: fused
+attn_qkv (Q, K, V rows) and ffn_up (gate rows, then up rows), LongRoPE:
+inverse frequencies divided by the long factors when the context exceeds
+the original one (the short factors otherwise), rotated q and k scaled by
+rope.scaling.attn_factor.
 Supported tensor types: F32, F16, BF16 (enough for the reference tests).
 
 Usage as a script:  reference_forward.py MODEL.gguf ID ID ID ... > logits.npy
@@ -111,6 +120,14 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def softcap(x, cap):
+    return cap * np.tanh(x / cap) if cap else x
+
+
 def q8_0_round_trip(x):
     """Values as a q8_0 KV cache holds them: per 32 values along the last axis,
     d = amax / 127 kept as f16, q = x / d rounded half to even (as the SIMD
@@ -122,18 +139,20 @@ def q8_0_round_trip(x):
     return (q * d.astype(np.float16).astype(np.float64)).reshape(x.shape)
 
 
-def forward(g, ids, kv_dtype="f32"):
+def forward(g, ids, kv_dtype="f32", n_ctx=None):
     """Logits of every position; kv_dtype "q8_0" rounds K (after RoPE) and V
     through a q8_0 cache first, and Q too (the engine scores q8_0 keys
     against q8_0-rounded queries, as ggml does)."""
     t = g.tensors
     out_w = t.get("output.weight", t["token_embd.weight"])
-    return final_hidden(g, ids, kv_dtype) @ out_w.T
+    arch = g.kv["general.architecture"]
+    return softcap(final_hidden(g, ids, kv_dtype, n_ctx) @ out_w.T, g.kv.get(arch + ".final_logit_softcapping", 0))
 
 
-def final_hidden(g, ids, kv_dtype="f32"):
+def final_hidden(g, ids, kv_dtype="f32", n_ctx=None):
     """The last hidden state of every position after the final norm, the
-    rows the output matrix reads ([T, n_embd]): what embeddings pool."""
+    rows the output matrix reads ([T, n_embd]): what embeddings pool.
+    n_ctx: the context the engine runs (default: the file's context_length)."""
     if kv_dtype not in ("f32", "q8_0"):
         raise ValueError(f"kv_dtype must be f32 or q8_0, not {kv_dtype}")
     arch = g.kv["general.architecture"]
@@ -155,35 +174,66 @@ def final_hidden(g, ids, kv_dtype="f32"):
         inv_freq = inv_freq / g.kv[p + "rope.scaling.factor"]
     if "rope_freqs.weight" in t:
         inv_freq = inv_freq / t["rope_freqs.weight"]
-    half = arch in ("qwen2", "qwen3", "qwen2moe", "qwen3moe")
+    mscale = 1.0
+    if "rope_factors_long.weight" in t:
+        n_ctx = n_ctx or g.kv.get(p + "context_length", 2048)
+        original = g.kv[p + "rope.scaling.original_context_length"]
+        factors = t["rope_factors_long.weight"] if n_ctx > original else t["rope_factors_short.weight"]
+        inv_freq = inv_freq / factors
+        mscale = g.kv[p + "rope.scaling.attn_factor"]
+    half = arch in ("qwen2", "qwen3", "qwen2moe", "qwen3moe", "gemma2", "gemma3", "phi3")
+    gemma = arch in ("gemma2", "gemma3")
     T = len(ids)
     pos = np.arange(T, dtype=np.float64)
     x = t["token_embd.weight"][ids]
     mask = np.triu(np.full((T, T), -np.inf), 1)
+    scale = 1.0 / np.sqrt(hd)
+    attn_cap = 0
+    if gemma:
+        x = x * np.sqrt(n_embd)
+        if n_layer == (46 if arch == "gemma2" else 62):
+            scale = 1.0 / np.sqrt(n_embd // n_head)
+        attn_cap = g.kv.get(p + "attn_logit_softcapping", 50.0 if arch == "gemma2" else 0)
+        window = g.kv.get(p + "attention.sliding_window", 4096 if arch == "gemma2" else 512)
+        pattern = g.kv.get(p + "attention.sliding_window_pattern", 2 if arch == "gemma2" else 6)
+        # Keys j of query i with i - window < j <= i.
+        rows, cols = np.arange(T)[:, None], np.arange(T)[None, :]
+        window_mask = np.where((cols <= rows) & (cols > rows - window), 0.0, -np.inf)
+        inv_freq_local = 10000.0 ** (-np.arange(0, hd, 2, dtype=np.float64) / hd) if arch == "gemma3" else inv_freq
     group = n_head // n_kv
     for l in range(n_layer):
         b = f"blk.{l}."
+        sliding = gemma and l % pattern < pattern - 1
+        layer_mask = window_mask if sliding else mask
+        layer_freq = inv_freq_local if sliding else inv_freq
         h = rmsnorm(x, t[b + "attn_norm.weight"], eps)
-        q = h @ t[b + "attn_q.weight"].T + t.get(b + "attn_q.bias", 0)
-        k = h @ t[b + "attn_k.weight"].T + t.get(b + "attn_k.bias", 0)
-        v = h @ t[b + "attn_v.weight"].T + t.get(b + "attn_v.bias", 0)
+        if b + "attn_qkv.weight" in t:
+            qkv = h @ t[b + "attn_qkv.weight"].T
+            q, k, v = np.split(qkv, [n_head * hd, (n_head + n_kv) * hd], axis=1)
+        else:
+            q = h @ t[b + "attn_q.weight"].T + t.get(b + "attn_q.bias", 0)
+            k = h @ t[b + "attn_k.weight"].T + t.get(b + "attn_k.bias", 0)
+            v = h @ t[b + "attn_v.weight"].T + t.get(b + "attn_v.bias", 0)
         q, k = q.reshape(T, n_head, hd), k.reshape(T, n_kv, hd)
         if b + "attn_q_norm.weight" in t:
             q = rmsnorm(q, t[b + "attn_q_norm.weight"], eps)
             k = rmsnorm(k, t[b + "attn_k_norm.weight"], eps)
-        q = rope(q, pos, inv_freq, half)
-        k = rope(k, pos, inv_freq, half)
+        q = rope(q, pos, layer_freq, half) * mscale
+        k = rope(k, pos, layer_freq, half) * mscale
         v = v.reshape(T, n_kv, hd)
         if kv_dtype == "q8_0":
             q, k, v = q8_0_round_trip(q), q8_0_round_trip(k), q8_0_round_trip(v)
         out = np.zeros((T, n_head, hd))
         for hh in range(n_head):
             kv = hh // group
-            s = q[:, hh, :] @ k[:, kv, :].T / np.sqrt(hd) + mask
+            s = softcap(q[:, hh, :] @ k[:, kv, :].T * scale, attn_cap) + layer_mask
             s = np.exp(s - s.max(axis=1, keepdims=True))
             s /= s.sum(axis=1, keepdims=True)
             out[:, hh, :] = s @ v[:, kv, :]
-        x = x + out.reshape(T, n_head * hd) @ t[b + "attn_output.weight"].T
+        o = out.reshape(T, n_head * hd) @ t[b + "attn_output.weight"].T
+        if gemma:
+            o = rmsnorm(o, t[b + "post_attention_norm.weight"], eps)
+        x = x + o
         h = rmsnorm(x, t[b + "ffn_norm.weight"], eps)
         if n_expert:
             logits = h @ t[b + "ffn_gate_inp.weight"].T
@@ -207,8 +257,16 @@ def final_hidden(g, ids, kv_dtype="f32"):
                 y = y + gate[:, None] * shared
             x = x + y
         else:
-            a = silu(h @ t[b + "ffn_gate.weight"].T) * (h @ t[b + "ffn_up.weight"].T)
-            x = x + a @ t[b + "ffn_down.weight"].T
+            act = gelu_tanh if gemma else silu
+            if b + "ffn_gate.weight" in t:
+                gate, up = h @ t[b + "ffn_gate.weight"].T, h @ t[b + "ffn_up.weight"].T
+            else:  # Phi-3: gate rows, then up rows
+                gate, up = np.split(h @ t[b + "ffn_up.weight"].T, 2, axis=1)
+            a = act(gate) * up
+            f = a @ t[b + "ffn_down.weight"].T
+            if gemma:
+                f = rmsnorm(f, t[b + "post_ffw_norm.weight"], eps)
+            x = x + f
     return rmsnorm(x, t["output_norm.weight"], eps)
 
 

@@ -9,7 +9,8 @@ namespace parallm {
 
 namespace {
 constexpr const char* kSupported =
-    "supported: llama (Llama 2/3, Mistral, Mixtral-style MoE), mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe";
+    "supported: llama (Llama 2/3, Mistral, Mixtral-style MoE), mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe, "
+    "gemma2, gemma3 (text), phi3";
 }
 
 const char* architecture_name(Architecture a) {
@@ -24,6 +25,12 @@ const char* architecture_name(Architecture a) {
       return "qwen2moe";
     case Architecture::kQwen3Moe:
       return "qwen3moe";
+    case Architecture::kGemma2:
+      return "gemma2";
+    case Architecture::kGemma3:
+      return "gemma3";
+    case Architecture::kPhi3:
+      return "phi3";
   }
   return "llama";
 }
@@ -35,8 +42,30 @@ void apply_architecture_defaults(ModelConfig* c) {
   // RoPE; the Qwen families keep Hugging Face's rotate-half layout ("neox").
   c->rope_style = qwen ? RopeStyle::kHalf : RopeStyle::kInterleaved;
   c->qkv_bias = c->arch == Architecture::kQwen2 || c->arch == Architecture::kQwen2Moe;
-  c->qk_norm = c->arch == Architecture::kQwen3 || c->arch == Architecture::kQwen3Moe;
+  c->qk_norm =
+      c->arch == Architecture::kQwen3 || c->arch == Architecture::kQwen3Moe || c->arch == Architecture::kGemma3;
   c->norm_topk_prob = c->arch != Architecture::kQwen2Moe;
+  const bool gemma = c->arch == Architecture::kGemma2 || c->arch == Architecture::kGemma3;
+  c->ffn_act = gemma ? FfnActivation::kGeluTanh : FfnActivation::kSilu;
+  c->post_norms = gemma;
+  c->tied_embeddings = gemma;
+  c->fused_qkv = c->fused_gate_up = c->arch == Architecture::kPhi3;
+}
+
+float longrope_attn_factor(int64_t n_ctx, int64_t original_ctx) {
+  if (original_ctx <= 1 || n_ctx <= original_ctx) return 1.0f;
+  const double scale = static_cast<double>(n_ctx) / static_cast<double>(original_ctx);
+  return static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(original_ctx))));
+}
+
+float ModelConfig::query_scale() const {
+  return attn_scale > 0.0f ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+
+void ModelConfig::set_sliding_pattern(int64_t pattern) {
+  sliding_layers.clear();
+  if (pattern <= 0) return;
+  for (int64_t l = 0; l < n_layer; ++l) sliding_layers.push_back(l % pattern < pattern - 1 ? 1 : 0);
 }
 
 Architecture parse_architecture(const std::string& name) {
@@ -48,6 +77,9 @@ Architecture parse_architecture(const std::string& name) {
   if (name == "qwen3" || name == "Qwen3ForCausalLM") return Architecture::kQwen3;
   if (name == "qwen2moe" || name == "qwen2_moe" || name == "Qwen2MoeForCausalLM") return Architecture::kQwen2Moe;
   if (name == "qwen3moe" || name == "qwen3_moe" || name == "Qwen3MoeForCausalLM") return Architecture::kQwen3Moe;
+  if (name == "gemma2" || name == "Gemma2ForCausalLM") return Architecture::kGemma2;
+  if (name == "phi3" || name == "Phi3ForCausalLM") return Architecture::kPhi3;
+  if (name == "gemma3" || name == "gemma3_text" || name == "Gemma3ForCausalLM") return Architecture::kGemma3;
   throw InputError("unsupported architecture '" + name + "' (" + kSupported + ")");
 }
 
@@ -80,13 +112,46 @@ void ModelConfig::finalize() {
   need(rms_eps > 0 && rms_eps < 1, "rms_norm_eps");
   need(rope_theta > 0, "rope theta");
   need(rope_factor > 0, "rope scaling factor");
+  if (rope_scaling == RopeScaling::kLongRope) {
+    const size_t half = static_cast<size_t>(head_dim / 2);
+    need(rope_long_factors.size() == half && rope_short_factors.size() == half,
+         strfmt("longrope needs %zu long and short factors, has %zu and %zu", half, rope_long_factors.size(),
+                rope_short_factors.size()));
+    for (size_t i = 0; i < half; ++i) {
+      need(rope_long_factors[i] > 0 && rope_short_factors[i] > 0, "longrope factors must be positive");
+    }
+    need(rope_original_ctx > 0 && rope_attn_factor > 0, "longrope needs a positive original context and attn factor");
+  }
+  need(sliding_layers.empty() || static_cast<int64_t>(sliding_layers.size()) == n_layer,
+       "the sliding-window layer list has " + std::to_string(sliding_layers.size()) + " entries for " +
+           std::to_string(n_layer) + " layers");
+  bool any_sliding = false;
+  for (uint8_t s : sliding_layers) any_sliding = any_sliding || s != 0;
+  need(!any_sliding || sliding_window > 0, "sliding-window layers need a positive sliding_window");
+  need(attn_softcap >= 0 && final_softcap >= 0 && attn_scale >= 0 && embd_scale >= 0 && rope_theta_swa >= 0,
+       "negative soft-cap, attention scale, embedding scale or RoPE base");
 }
 
-std::vector<float> ModelConfig::rope_inv_freq() const {
+std::vector<float> ModelConfig::rope_inv_freq_swa() const {
+  if (rope_theta_swa <= 0.0f) return rope_inv_freq();
   std::vector<float> inv(static_cast<size_t>(head_dim / 2));
   for (int64_t i = 0; i < head_dim / 2; ++i) {
+    inv[static_cast<size_t>(i)] = static_cast<float>(
+        std::pow(static_cast<double>(rope_theta_swa), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim)));
+  }
+  return inv;
+}
+
+std::vector<float> ModelConfig::rope_inv_freq(int64_t n_ctx) const {
+  std::vector<float> inv(static_cast<size_t>(head_dim / 2));
+  // llama.cpp's choice: the long factors once the context exceeds the
+  // original one (transformers switches per sequence length instead).
+  const std::vector<float>& longrope = n_ctx > rope_original_ctx ? rope_long_factors : rope_short_factors;
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
     double f = std::pow(static_cast<double>(rope_theta), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
-    if (rope_scaling == RopeScaling::kLinear) {
+    if (rope_scaling == RopeScaling::kLongRope) {
+      f /= longrope[static_cast<size_t>(i)];
+    } else if (rope_scaling == RopeScaling::kLinear) {
       f /= rope_factor;
     } else if (rope_scaling == RopeScaling::kLlama3) {
       // Llama 3.1: long wavelengths are slowed by `factor`, short ones kept,
@@ -117,6 +182,16 @@ std::string ModelConfig::summary() const {
   if (n_expert > 0 && !norm_topk_prob) s += ", top-k weights unnormalized";
   if (qkv_bias) s += ", qkv bias";
   if (qk_norm) s += ", q/k norm";
+  if (ffn_act == FfnActivation::kGeluTanh) s += ", GeGLU";
+  if (post_norms) s += ", post-norms";
+  if (attn_softcap > 0) s += strfmt(", attention soft-cap %g", attn_softcap);
+  if (final_softcap > 0) s += strfmt(", logit soft-cap %g", final_softcap);
+  if (!sliding_layers.empty() && sliding_window > 0) {
+    int64_t n = 0;
+    for (uint8_t v : sliding_layers) n += v;
+    s += strfmt(", sliding window %lld on %lld of %lld layers", (long long)sliding_window, (long long)n,
+                (long long)n_layer);
+  }
   if (tied_embeddings) s += ", tied embeddings";
   return s;
 }

@@ -11,10 +11,14 @@ namespace parallm {
 
 // Mistral and Mixtral are Llama-family. Qwen3 adds per-head q/k RMSNorm;
 // Qwen2-MoE adds a shared expert behind a sigmoid gate; Qwen3-MoE is Qwen3
-// with routed experts only.
-enum class Architecture { kLlama, kQwen2, kQwen3, kQwen2Moe, kQwen3Moe };
-enum class RopeStyle { kInterleaved, kHalf };  // pairs (2i,2i+1) vs (i, i+head_dim/2)
-enum class RopeScaling { kNone, kLinear, kLlama3 };
+// with routed experts only. Gemma 2 and 3 (text) differ in more places: see
+// the Gemma block of ModelConfig.
+// Phi-3 fuses Q/K/V and gate/up into single matrices and extends its
+// context with LongRoPE.
+enum class Architecture { kLlama, kQwen2, kQwen3, kQwen2Moe, kQwen3Moe, kGemma2, kGemma3, kPhi3 };
+enum class FfnActivation { kSilu, kGeluTanh };  // SwiGLU, or GeGLU with the tanh GELU (Gemma)
+enum class RopeStyle { kInterleaved, kHalf };   // pairs (2i,2i+1) vs (i, i+head_dim/2)
+enum class RopeScaling { kNone, kLinear, kLlama3, kLongRope };
 
 struct ModelConfig {
   Architecture arch = Architecture::kLlama;
@@ -41,22 +45,53 @@ struct ModelConfig {
   float rope_factor = 1.0f;            // linear / llama3 scaling factor
   float rope_low_freq_factor = 1.0f;   // llama3
   float rope_high_freq_factor = 4.0f;  // llama3
-  int64_t rope_original_ctx = 8192;    // llama3 original_max_position_embeddings
-  bool qkv_bias = false;               // Qwen2
-  bool qk_norm = false;                // Qwen3: RMSNorm over each q and k head before RoPE
-  bool tied_embeddings = false;        // classifier shares token_embd
+  int64_t rope_original_ctx = 8192;    // llama3 / longrope original_max_position_embeddings
+  // LongRoPE (Phi-3): per-frequency divisors [head_dim / 2], the long ones
+  // for contexts past rope_original_ctx, and the factor cos / sin are scaled by.
+  std::vector<float> rope_long_factors, rope_short_factors;
+  float rope_attn_factor = 1.0f;
+  bool qkv_bias = false;  // Qwen2
+  bool qk_norm = false;   // Qwen3, Gemma 3: RMSNorm over each q and k head before RoPE
+
+  // Gemma. Norm weights are the effective ones (Gemma's HF checkpoints store
+  // w - 1; the loader adds the 1, as llama.cpp's converter does).
+  FfnActivation ffn_act = FfnActivation::kSilu;
+  bool post_norms = false;              // RMSNorm of the attention and FFN outputs before each residual add
+  float embd_scale = 0.0f;              // token embeddings times this (sqrt(n_embd)); 0 = 1
+  float attn_scale = 0.0f;              // query scaling; 0 = 1 / sqrt(head_dim)
+  float attn_softcap = 0.0f;            // scores -> cap * tanh(scores / cap) before the softmax; 0 = off
+  float final_softcap = 0.0f;           // the same on the output logits
+  int64_t sliding_window = 0;           // keys a sliding layer's query sees, itself included
+  std::vector<uint8_t> sliding_layers;  // [n_layer] 1 = sliding window, 0 = global; empty = all global
+  float rope_theta_swa = 0.0f;          // sliding layers' RoPE base, unscaled (Gemma 3); 0 = the global RoPE
+  bool tied_embeddings = false;         // classifier shares token_embd
+  bool fused_qkv = false;               // Phi-3: one attn_qkv [q_dim + 2 kv_dim, n_embd]
+  bool fused_gate_up = false;           // Phi-3: ffn_up holds gate rows then up rows [2 n_ff, n_embd]
 
   // Checks ranges and divisibility, fills derived fields; throws InputError.
   void finalize();
   bool is_moe() const { return n_expert > 0; }
   bool has_shared_expert() const { return n_ff_shared > 0; }
-  // Rotary inverse frequencies [head_dim / 2], with rope scaling applied.
-  std::vector<float> rope_inv_freq() const;
+  bool is_sliding(int64_t layer) const {
+    return !sliding_layers.empty() && sliding_layers[static_cast<size_t>(layer)] != 0;
+  }
+  float query_scale() const;
+  // Layers l with l % pattern < pattern - 1 slide (llama.cpp's swa pattern:
+  // Gemma 2 is 2, Gemma 3 is 6); pattern 0 = none.
+  void set_sliding_pattern(int64_t pattern);
+  // Rotary inverse frequencies [head_dim / 2], with rope scaling applied;
+  // n_ctx (the engine's context) picks LongRoPE's long or short factors.
+  std::vector<float> rope_inv_freq(int64_t n_ctx = 0) const;
+  // Those of the sliding layers: rope_theta_swa unscaled when set, else the global ones.
+  std::vector<float> rope_inv_freq_swa() const;
   std::string summary() const;
 };
 
 // llama.cpp's name of the architecture ("llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe").
 const char* architecture_name(Architecture a);
+// LongRoPE's cos / sin factor when a file leaves it out (transformers' rule):
+// sqrt(1 + ln(n_ctx / original) / ln(original)) for a longer context, else 1.
+float longrope_attn_factor(int64_t n_ctx, int64_t original_ctx);
 // What each architecture implies beyond the shapes: RoPE style, QKV bias,
 // q/k norms, how the router weights its top-k. Both file formats call it
 // before reading the fields a file may override.

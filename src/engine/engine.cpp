@@ -205,6 +205,7 @@ void Engine::build_ranks() {
     mo.shard.layer_begin = begin;
     mo.shard.layer_end = begin + layers[static_cast<size_t>(r->stage)];
     mo.weight_dtype = options_.weight_dtype;
+    mo.n_ctx = ctx_size_;
     mo.tp_comm = options_.tp > 1 ? r->group.get() : nullptr;
     mo.ep_comm = options_.ep > 1 ? r->group.get() : nullptr;
     r->model = std::make_unique<LlamaModel>(*model_file_, mo);

@@ -2,14 +2,37 @@
 // canonical names; shapes are reversed (GGUF lists the innermost dimension
 // first). Hyper-parameters come from the "<arch>.*" metadata keys.
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "loader/model_file.h"
 #include "util/check.h"
+#include "util/log.h"
 
 namespace parallm {
 
 namespace {
+
+// Gemma's keys, and what llama.cpp fixes per architecture instead of storing.
+void read_gemma(const GgufFile& g, const std::string& p, ModelConfig* c) {
+  const bool gemma2 = c->arch == Architecture::kGemma2;
+  c->embd_scale = std::sqrt(static_cast<float>(c->n_embd));
+  c->sliding_window = g.get_int_opt(p + "attention.sliding_window").value_or(gemma2 ? 4096 : 512);
+  c->set_sliding_pattern(g.get_int_opt(p + "attention.sliding_window_pattern").value_or(gemma2 ? 2 : 6));
+  if (gemma2) {
+    c->attn_softcap = static_cast<float>(g.get_float_opt(p + "attn_logit_softcapping").value_or(50.0));
+    c->final_softcap = static_cast<float>(g.get_float_opt(p + "final_logit_softcapping").value_or(30.0));
+  } else {
+    c->final_softcap = static_cast<float>(g.get_float_opt(p + "final_logit_softcapping").value_or(0.0));
+    c->rope_theta_swa = 10000.0f;  // llama.cpp: Gemma 3's local layers, unscaled
+  }
+  // NOTE: GGUF keeps no query_pre_attn_scalar; llama.cpp scales by
+  // 1/sqrt(n_embd / n_head) for the 27B models (46 and 62 layers), whose
+  // heads are narrower than head_dim would say, and by 1/sqrt(head_dim) else.
+  const int64_t head_dim = c->head_dim > 0 ? c->head_dim : c->n_embd / c->n_head;
+  const bool is_27b = c->n_layer == (gemma2 ? 46 : 62);
+  c->attn_scale = 1.0f / std::sqrt(static_cast<float>(is_27b ? c->n_embd / c->n_head : head_dim));
+}
 
 void read_config(const GgufFile& g, ModelConfig* c) {
   std::string arch = g.get_string("general.architecture");
@@ -43,20 +66,57 @@ void read_config(const GgufFile& g, ModelConfig* c) {
   if (auto every = g.get_int_opt(p + "leading_dense_block_count"); every && *every != 0) {
     throw InputError("GGUF '" + g.path() + "': leading dense layers in a MoE model are not supported yet");
   }
+  if (c->arch == Architecture::kGemma2 || c->arch == Architecture::kGemma3) read_gemma(g, p, c);
+  if (c->arch == Architecture::kPhi3 && g.get_int_opt(p + "attention.sliding_window").value_or(0) > 0) {
+    log_warn("GGUF '" + g.path() + "': Phi-3's sliding window is not applied (full attention, as llama.cpp runs it)");
+  }
   if (auto type = g.get_string_opt(p + "rope.scaling.type")) {
     if (*type == "linear") {
       c->rope_scaling = RopeScaling::kLinear;
     } else if (*type == "llama3") {
       c->rope_scaling = RopeScaling::kLlama3;
+    } else if (*type == "longrope" || *type == "su") {
+      c->rope_scaling = RopeScaling::kLongRope;  // the factors are tensors (read_longrope)
     } else if (*type != "none") {
       throw InputError("GGUF '" + g.path() + "': unsupported rope scaling type '" + *type +
-                       "' (supported: none, linear, llama3)");
+                       "' (supported: none, linear, llama3, longrope)");
     }
     c->rope_factor = static_cast<float>(g.get_float_opt(p + "rope.scaling.factor").value_or(1.0));
     c->rope_original_ctx = g.get_int_opt(p + "rope.scaling.original_context_length").value_or(8192);
     c->rope_low_freq_factor = static_cast<float>(g.get_float_opt(p + "rope.scaling.low_freq_factor").value_or(1.0));
     c->rope_high_freq_factor = static_cast<float>(g.get_float_opt(p + "rope.scaling.high_freq_factor").value_or(4.0));
   }
+}
+
+// Phi-3's LongRoPE: llama.cpp's converter stores the long and short factors
+// as tensors and the original context and cos / sin factor as keys.
+void read_longrope(const GgufFile& g, ModelFile* model) {
+  const WeightTensor* lf = model->find("rope_factors_long.weight");
+  const WeightTensor* sf = model->find("rope_factors_short.weight");
+  ModelConfig& c = model->config;
+  if (lf == nullptr && sf == nullptr) {
+    if (c.rope_scaling == RopeScaling::kLongRope) {
+      throw InputError("model '" + model->path + "': longrope scaling without rope_factors_long / _short tensors");
+    }
+    return;
+  }
+  auto factors = [&](const WeightTensor* t, const char* name) {
+    if (t == nullptr || t->dtype != DType::kF32 || t->shape.size() != 1) {
+      throw InputError("model '" + model->path +
+                       "': LongRoPE needs both rope_factors_long and rope_factors_short as f32 "
+                       "vectors; " +
+                       name + " is missing or not one");
+    }
+    const float* v = reinterpret_cast<const float*>(t->data);
+    return std::vector<float>(v, v + t->shape[0]);
+  };
+  c.rope_long_factors = factors(lf, "rope_factors_long.weight");
+  c.rope_short_factors = factors(sf, "rope_factors_short.weight");
+  c.rope_scaling = RopeScaling::kLongRope;
+  const std::string p = c.arch_name + ".";
+  c.rope_original_ctx = g.get_int_opt(p + "rope.scaling.original_context_length").value_or(c.n_ctx_train);
+  c.rope_attn_factor = static_cast<float>(g.get_float_opt(p + "rope.scaling.attn_factor")
+                                              .value_or(longrope_attn_factor(c.n_ctx_train, c.rope_original_ctx)));
 }
 
 }  // namespace
@@ -90,6 +150,7 @@ std::unique_ptr<ModelFile> load_gguf_model(const std::string& path) {
   if (embd.shape.size() != 2) throw InputError("model '" + path + "': token_embd.weight is not a matrix");
   model->config.n_vocab = gguf->get_int_opt(model->config.arch_name + ".vocab_size").value_or(embd.shape[0]);
   model->config.tied_embeddings = model->find("output.weight") == nullptr;
+  read_longrope(*gguf, model.get());
   model->config.finalize();
   if (const WeightTensor* f = model->find("rope_freqs.weight")) {
     // Llama 3.1 checkpoints converted by llama.cpp carry the per-frequency

@@ -1,11 +1,14 @@
 // Parsing of Hugging Face config.json (see hf_config.h).
 #include "loader/hf_config.h"
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "util/check.h"
 #include "util/json_parse.h"
+#include "util/log.h"
 
 namespace parallm {
 
@@ -55,6 +58,63 @@ class ConfigReader {
   const json& j_;
   const std::string& source_;
 };
+
+// Gemma 2 / Gemma 3 text fields (transformers' Gemma2Config, Gemma3TextConfig).
+void read_gemma(const ConfigReader& r, const json& j, ModelConfig* c) {
+  const bool gemma2 = c->arch == Architecture::kGemma2;
+  for (const char* key : {"hidden_activation", "hidden_act"}) {
+    if (auto act = r.get_string(key); act && *act != "gelu_pytorch_tanh" && *act != "gelu_tanh") {
+      r.fail(std::string(key) + " '" + *act + "' is not supported (Gemma uses gelu_pytorch_tanh)");
+    }
+  }
+  c->tied_embeddings = r.get_bool("tie_word_embeddings", true);
+  c->embd_scale = std::sqrt(static_cast<float>(c->n_embd));
+  const double head_dim =
+      static_cast<double>(c->head_dim > 0 ? c->head_dim : c->n_embd / std::max<int64_t>(1, c->n_head));
+  const double qpas = r.get_number("query_pre_attn_scalar", head_dim);
+  if (!(qpas > 0)) r.fail("query_pre_attn_scalar must be positive");
+  c->attn_scale = static_cast<float>(1.0 / std::sqrt(qpas));
+  c->attn_softcap = static_cast<float>(r.get_number("attn_logit_softcapping", gemma2 ? 50.0 : 0.0));
+  c->final_softcap = static_cast<float>(r.get_number("final_logit_softcapping", gemma2 ? 30.0 : 0.0));
+  c->sliding_window = r.get_int("sliding_window", gemma2 ? 4096 : 512);
+  if (!gemma2) c->rope_theta_swa = static_cast<float>(r.get_number("rope_local_base_freq", 10000.0));
+  if (const json* types = r.find(j, "layer_types")) {
+    // Newer transformers list every layer's kind.
+    if (!types->is_array()) r.fail("layer_types is not a list");
+    for (const json& t : *types) {
+      if (!t.is_string()) r.fail("layer_types holds a non-string");
+      const std::string kind = t.get<std::string>();
+      if (kind != "sliding_attention" && kind != "full_attention") {
+        r.fail("layer_types entry '" + kind + "' is not supported (sliding_attention, full_attention)");
+      }
+      c->sliding_layers.push_back(kind == "sliding_attention" ? 1 : 0);
+    }
+  } else {
+    c->set_sliding_pattern(gemma2 ? 2 : r.get_int("sliding_window_pattern", 6));
+  }
+}
+
+// LongRoPE (Phi-3): factor lists, the original context (top level in
+// Phi3Config) and the cos / sin factor, given or derived.
+void read_longrope(const ConfigReader& r, const json& j, const json& rs, ModelConfig* c) {
+  auto factors = [&](const char* key) {
+    const json* v = r.find(rs, key);
+    if (v == nullptr || !v->is_array()) r.fail(std::string("rope_scaling longrope needs the list '") + key + "'");
+    std::vector<float> out;
+    for (const json& x : *v) {
+      if (!x.is_number()) r.fail(std::string("rope_scaling '") + key + "' holds a non-number");
+      out.push_back(x.get<float>());
+    }
+    return out;
+  };
+  c->rope_scaling = RopeScaling::kLongRope;
+  c->rope_long_factors = factors("long_factor");
+  c->rope_short_factors = factors("short_factor");
+  c->rope_original_ctx = r.get_int("original_max_position_embeddings", c->n_ctx_train, &rs);
+  c->rope_original_ctx = r.get_int("original_max_position_embeddings", c->rope_original_ctx, &j);
+  c->rope_attn_factor = static_cast<float>(
+      r.get_number("attention_factor", longrope_attn_factor(c->n_ctx_train, c->rope_original_ctx), &rs));
+}
 
 }  // namespace
 
@@ -111,7 +171,10 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
     c.n_expert_used = c.n_expert > 0 ? r.get_int("num_experts_per_tok", 2) : 0;
   }
 
-  if (auto act = r.get_string("hidden_act"); act && *act != "silu") {
+  const bool gemma = c.arch == Architecture::kGemma2 || c.arch == Architecture::kGemma3;
+  if (gemma) {
+    read_gemma(r, j, &c);
+  } else if (auto act = r.get_string("hidden_act"); act && *act != "silu") {
     r.fail("hidden_act '" + *act + "' is not supported (the Llama and Qwen families use silu)");
   }
   const bool bias_fixed = c.arch == Architecture::kQwen2 || c.arch == Architecture::kQwen2Moe;
@@ -119,6 +182,15 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
     r.fail("attention_bias / mlp_bias are not supported for " + std::string(architecture_name(c.arch)) + " models");
   }
   if (r.get_bool("use_sliding_window", false)) r.fail("use_sliding_window is not supported (full attention only)");
+  if (c.arch == Architecture::kPhi3) {
+    if (r.get_number("partial_rotary_factor", 1.0) != 1.0) {
+      r.fail("partial_rotary_factor other than 1 is not supported (RoPE over the whole head only)");
+    }
+    if (r.get_int("sliding_window", 0) > 0 && r.get_int("sliding_window", 0) < c.n_ctx_train) {
+      log_warn(source + ": Phi-3's sliding_window is not applied (full attention, as llama.cpp runs it)");
+    }
+  }
+  if (c.arch == Architecture::kGemma2 && r.find(j, "rope_scaling")) r.fail("rope_scaling is not supported for gemma2");
   if (const json* rs = r.find(j, "rope_scaling")) {
     if (!rs->is_object()) r.fail("rope_scaling is not an object");
     std::string rtype = r.get_string("rope_type", rs).value_or(r.get_string("type", rs).value_or("default"));
@@ -135,8 +207,10 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
     } else if (rtype == "linear") {
       c.rope_scaling = RopeScaling::kLinear;
       c.rope_factor = static_cast<float>(r.get_number("factor", 1.0, rs));
+    } else if (rtype == "longrope" || rtype == "su") {
+      read_longrope(r, j, *rs, &c);
     } else if (rtype != "default") {
-      r.fail("rope_scaling type '" + rtype + "' is not supported (supported: linear, llama3)");
+      r.fail("rope_scaling type '" + rtype + "' is not supported (supported: linear, llama3, longrope)");
     }
   }
   try {

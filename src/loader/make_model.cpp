@@ -166,7 +166,7 @@ uint32_t gguf_file_type(DType t) {
 }
 
 GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summary) {
-  ModelPreset p = find_model_preset(opts.preset);
+  ModelPreset p = opts.shape != nullptr ? *opts.shape : find_model_preset(opts.preset);
   const DType dt = opts.dtype;
   const std::string a = p.arch;
   GgufWriter w;
@@ -205,11 +205,18 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
     w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
   }
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(p.n_vocab));
+  if (p.sliding_window > 0) w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(p.sliding_window));
+  if (p.attn_softcap > 0) w.set_f32(a + ".attn_logit_softcapping", p.attn_softcap);
+  if (p.final_softcap > 0) w.set_f32(a + ".final_logit_softcapping", p.final_softcap);
   if (p.n_expert > 0) {
     w.set_u32(a + ".expert_count", static_cast<uint32_t>(p.n_expert));
     w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(p.n_expert_used));
   }
-  if (p.rope_scaling == RopeScaling::kLinear) {
+  if (p.rope_scaling == RopeScaling::kLongRope) {
+    // As llama.cpp's converter writes Phi-3: the factors are tensors.
+    w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(p.rope_original_ctx));
+    w.set_f32(a + ".rope.scaling.attn_factor", longrope_attn_factor(p.n_ctx, p.rope_original_ctx));
+  } else if (p.rope_scaling == RopeScaling::kLinear) {
     w.set_string(a + ".rope.scaling.type", "linear");
     w.set_f32(a + ".rope.scaling.factor", p.rope_factor);
   } else if (p.rope_scaling == RopeScaling::kLlama3) {
@@ -239,6 +246,22 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
   add_random(&w, "token_embd.weight", dt, {p.n_vocab, p.n_embd}, {0.0f, 2.0f * in_embd}, seed);
   add_random(&w, "output_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
   if (!p.tied_embeddings) add_random(&w, "output.weight", dt, {p.n_vocab, p.n_embd}, {0.0f, 2.0f * in_embd}, seed);
+  if (p.rope_scaling == RopeScaling::kLongRope) {
+    // Smooth ramps as real checkpoints have: long 1 -> 8, short 1 -> 1.5.
+    const int64_t half = hd / 2;
+    std::vector<float> lf(static_cast<size_t>(half)), sf(lf.size());
+    for (int64_t i = 0; i < half; ++i) {
+      const float x = half > 1 ? static_cast<float>(i) / static_cast<float>(half - 1) : 0.0f;
+      lf[static_cast<size_t>(i)] = 1.0f + 7.0f * x * x;
+      sf[static_cast<size_t>(i)] = 1.0f + 0.5f * x;
+    }
+    for (const auto& [name, f] :
+         {std::pair{"rope_factors_long.weight", lf}, std::pair{"rope_factors_short.weight", sf}}) {
+      std::vector<uint8_t> bytes(f.size() * sizeof(float));
+      std::memcpy(bytes.data(), f.data(), bytes.size());
+      w.add_tensor(name, DType::kF32, {half}, std::move(bytes));
+    }
+  }
   if (p.rope_scaling == RopeScaling::kLlama3) {
     std::vector<float> f = llama3_rope_factors(p);
     std::vector<uint8_t> bytes(f.size() * sizeof(float));
@@ -248,9 +271,13 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
   for (int64_t l = 0; l < p.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     add_random(&w, b + "attn_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
-    add_random(&w, b + "attn_q.weight", dt, {q_dim, p.n_embd}, {0.0f, in_embd}, seed);
-    add_random(&w, b + "attn_k.weight", dt, {kv_dim, p.n_embd}, {0.0f, in_embd}, seed);
-    add_random(&w, b + "attn_v.weight", dt, {kv_dim, p.n_embd}, {0.0f, in_embd}, seed);
+    if (a == "phi3") {
+      add_random(&w, b + "attn_qkv.weight", dt, {q_dim + 2 * kv_dim, p.n_embd}, {0.0f, in_embd}, seed);
+    } else {
+      add_random(&w, b + "attn_q.weight", dt, {q_dim, p.n_embd}, {0.0f, in_embd}, seed);
+      add_random(&w, b + "attn_k.weight", dt, {kv_dim, p.n_embd}, {0.0f, in_embd}, seed);
+      add_random(&w, b + "attn_v.weight", dt, {kv_dim, p.n_embd}, {0.0f, in_embd}, seed);
+    }
     if (p.qkv_bias) {
       add_random(&w, b + "attn_q.bias", DType::kF32, {q_dim}, {0.0f, 0.5f}, seed);
       add_random(&w, b + "attn_k.bias", DType::kF32, {kv_dim}, {0.0f, 0.5f}, seed);
@@ -262,6 +289,10 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
       add_random(&w, b + "attn_k_norm.weight", DType::kF32, {hd}, norm, seed);
     }
     add_random(&w, b + "ffn_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
+    if (a == "gemma2" || a == "gemma3") {
+      add_random(&w, b + "post_attention_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
+      add_random(&w, b + "post_ffw_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
+    }
     if (p.n_ff_shared > 0) {
       // Gate logits of about unit spread, so the sigmoid is far from constant.
       const float in_shared = 1.0f / std::sqrt(static_cast<float>(p.n_ff_shared));
@@ -275,6 +306,9 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
       add_random(&w, b + "ffn_gate_exps.weight", dt, {p.n_expert, p.n_ff, p.n_embd}, {0.0f, in_embd}, seed);
       add_random(&w, b + "ffn_down_exps.weight", dt, {p.n_expert, p.n_embd, p.n_ff}, {0.0f, in_ff}, seed);
       add_random(&w, b + "ffn_up_exps.weight", dt, {p.n_expert, p.n_ff, p.n_embd}, {0.0f, in_embd}, seed);
+    } else if (a == "phi3") {  // gate rows then up rows, one matrix
+      add_random(&w, b + "ffn_down.weight", dt, {p.n_embd, p.n_ff}, {0.0f, in_ff}, seed);
+      add_random(&w, b + "ffn_up.weight", dt, {2 * p.n_ff, p.n_embd}, {0.0f, in_embd}, seed);
     } else {
       add_random(&w, b + "ffn_gate.weight", dt, {p.n_ff, p.n_embd}, {0.0f, in_embd}, seed);
       add_random(&w, b + "ffn_down.weight", dt, {p.n_embd, p.n_ff}, {0.0f, in_ff}, seed);

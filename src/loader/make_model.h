@@ -11,7 +11,7 @@
 // 0.5, router std 2/sqrt(n_embd). Norms, biases, the router and rope_freqs
 // stay F32 as in llama.cpp's files; every other matrix takes --dtype.
 //
-// GGUF keys written (ARCH = llama or qwen2): general.architecture, general.name,
+// GGUF keys written (ARCH = the preset's architecture): general.architecture, general.name,
 // general.file_type, general.quantization_version (quantized only),
 // ARCH.context_length, ARCH.embedding_length, ARCH.block_count,
 // ARCH.feed_forward_length, ARCH.attention.head_count, ARCH.attention.head_count_kv,
@@ -24,7 +24,13 @@
 // keys (ignored by llama.cpp, which asserts on an unknown rope.scaling.type):
 // parallm.rope_scaling.type = "llama3", parallm.rope_scaling.factor,
 // parallm.rope_scaling.low_freq_factor, parallm.rope_scaling.high_freq_factor,
-// parallm.rope_scaling.original_context_length.
+// parallm.rope_scaling.original_context_length. Qwen-MoE:
+// ARCH.expert_feed_forward_length (and feed_forward_length 4x it, unused),
+// ARCH.expert_shared_feed_forward_length. Explicit head sizes:
+// ARCH.attention.key_length / value_length. Gemma: ARCH.attention.sliding_window,
+// ARCH.attn_logit_softcapping, ARCH.final_logit_softcapping. Phi-3 LongRoPE:
+// the tensors rope_factors_long / rope_factors_short.weight [head_dim/2],
+// ARCH.rope.scaling.original_context_length, ARCH.rope.scaling.attn_factor.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -41,6 +47,7 @@ struct MakeModelOptions {
   uint64_t seed = 0;
   std::string vocab_from;  // GGUF file whose tokenizer.* keys are copied; "" = generate
   std::string out_path;
+  const ModelPreset* shape = nullptr;  // when set, used instead of `preset` (tests' and fuzz seeds' own shapes)
 };
 
 struct MakeModelSummary {

@@ -83,9 +83,13 @@ void ModelFile::validate() const {
   for (int64_t l = 0; l < c.n_layer; ++l) {
     std::string b = "blk." + std::to_string(l) + ".";
     expect(b + "attn_norm.weight", {c.n_embd});
-    expect(b + "attn_q.weight", {q_dim, c.n_embd});
-    expect(b + "attn_k.weight", {kv_dim, c.n_embd});
-    expect(b + "attn_v.weight", {kv_dim, c.n_embd});
+    if (c.fused_qkv) {
+      expect(b + "attn_qkv.weight", {q_dim + 2 * kv_dim, c.n_embd});
+    } else {
+      expect(b + "attn_q.weight", {q_dim, c.n_embd});
+      expect(b + "attn_k.weight", {kv_dim, c.n_embd});
+      expect(b + "attn_v.weight", {kv_dim, c.n_embd});
+    }
     expect(b + "attn_output.weight", {c.n_embd, q_dim});
     if (c.qkv_bias) {
       expect(b + "attn_q.bias", {q_dim});
@@ -97,6 +101,10 @@ void ModelFile::validate() const {
       expect(b + "attn_k_norm.weight", {c.head_dim});
     }
     expect(b + "ffn_norm.weight", {c.n_embd});
+    if (c.post_norms) {
+      expect(b + "post_attention_norm.weight", {c.n_embd});
+      expect(b + "post_ffw_norm.weight", {c.n_embd});
+    }
     if (c.has_shared_expert()) {
       expect(b + "ffn_gate_inp_shexp.weight", {c.n_embd});
       expect(b + "ffn_gate_shexp.weight", {c.n_ff_shared, c.n_embd});
@@ -117,6 +125,9 @@ void ModelFile::validate() const {
           expect(b + "ffn_down" + s, {c.n_embd, c.n_ff});
         }
       }
+    } else if (c.fused_gate_up) {
+      expect(b + "ffn_up.weight", {2 * c.n_ff, c.n_embd});
+      expect(b + "ffn_down.weight", {c.n_embd, c.n_ff});
     } else {
       expect(b + "ffn_gate.weight", {c.n_ff, c.n_embd});
       expect(b + "ffn_up.weight", {c.n_ff, c.n_embd});

@@ -102,6 +102,43 @@ std::vector<ModelPreset> build_presets() {
   q2m.rope_theta = 1000000.0f;
   q2m.rms_eps = 1e-6f;
   v.push_back(q2m);
+
+  // Gemma 2: windows of 8 keys on the even layers so a test prompt crosses
+  // them; soft-caps low enough to bend a random model's scores and logits.
+  ModelPreset g2 = base("tiny-gemma2", "Gemma 2: GeGLU, post-norms, soft-caps 10/5, window 8 on even layers, head 32",
+                        512, 64, 2, 4, 2, 128, 512);
+  g2.arch = "gemma2";
+  g2.head_dim_override = 32;
+  g2.tied_embeddings = true;
+  g2.sliding_window = 8;
+  g2.attn_softcap = 10.0f;
+  g2.final_softcap = 5.0f;
+  g2.rms_eps = 1e-6f;
+  v.push_back(g2);
+
+  // Gemma 3: the 5:1 pattern needs six layers (the sixth global); the global
+  // layer's RoPE is linear-scaled as in the 4B+ models, the local ones not.
+  ModelPreset g3 = base("tiny-gemma3", "Gemma 3: q/k norms, window 8 on 5 of 6 layers, local/global RoPE 1e4/1e6 x8",
+                        512, 64, 6, 4, 1, 128, 512);
+  g3.arch = "gemma3";
+  g3.head_dim_override = 32;
+  g3.qk_norm = true;
+  g3.tied_embeddings = true;
+  g3.sliding_window = 8;
+  g3.rope_theta = 1000000.0f;
+  g3.rope_scaling = RopeScaling::kLinear;
+  g3.rope_factor = 8.0f;
+  g3.rms_eps = 1e-6f;
+  v.push_back(g3);
+
+  // Phi-3: a trained context (512) past the original one (64), so the
+  // default context runs the long factors and --ctx-size 64 the short ones.
+  ModelPreset phi = base("tiny-phi3", "Phi-3: fused attn_qkv and gate+up, LongRoPE (original context 64)", 512, 64, 2,
+                         4, 2, 128, 512);
+  phi.arch = "phi3";
+  phi.rope_scaling = RopeScaling::kLongRope;
+  phi.rope_original_ctx = 64;
+  v.push_back(phi);
   return v;
 }
 
@@ -112,6 +149,7 @@ int64_t ModelPreset::parameter_count() const {
   int64_t attn = n_embd * n_head * hd * 2 + n_embd * n_kv_head * hd * 2;
   if (qkv_bias) attn += n_head * hd + 2 * n_kv_head * hd;
   if (qk_norm) attn += 2 * hd;
+  if (arch == "gemma2" || arch == "gemma3") attn += 2 * n_embd;  // the post-norms
   int64_t ffn = 3 * n_embd * n_ff * (n_expert > 0 ? n_expert : 1) + (n_expert > 0 ? n_expert * n_embd : 0);
   if (n_ff_shared > 0) ffn += 3 * n_embd * n_ff_shared + n_embd;
   int64_t per_layer = attn + ffn + 2 * n_embd;

@@ -2,11 +2,12 @@
 // tests, benchmarks and the README's quick start generate on demand.
 //
 // Each preset names llama.cpp's architecture ("llama", "qwen2", "qwen3",
-// "qwen2moe", "qwen3moe") and every hyper-parameter written to the GGUF
-// metadata. The feature presets (tiny-qwen2, tiny-tied, tiny-llama3,
-// mixtral-tiny, tiny-mha64, tiny-qwen3, tiny-qwen3moe, tiny-qwen2moe) each
-// isolate one architecture or feature (tiny-mha64: 64-wide heads, for the
-// q8_0 KV cache) for the NumPy-reference tests.
+// "qwen2moe", "qwen3moe", "gemma2", "gemma3") and every hyper-parameter
+// written to the GGUF metadata. The feature presets (tiny-qwen2, tiny-tied,
+// tiny-llama3, mixtral-tiny, tiny-mha64, tiny-qwen3, tiny-qwen3moe,
+// tiny-qwen2moe, tiny-gemma2, tiny-gemma3) each isolate one architecture or
+// feature (tiny-mha64: 64-wide heads, for the q8_0 KV cache) for the
+// NumPy-reference tests.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -36,6 +37,12 @@ struct ModelPreset {
   bool qkv_bias = false;
   bool qk_norm = false;     // Qwen3: attn_q_norm / attn_k_norm per head
   int64_t n_ff_shared = 0;  // Qwen2-MoE shared expert width
+  // Gemma (written under llama.cpp's keys; 0 = the key is left out).
+  int64_t sliding_window = 0;
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
+  // Phi-3 (arch "phi3") writes attn_qkv and a gate+up ffn_up; LongRoPE
+  // (rope_scaling kLongRope) writes long / short factor tensors.
   RopeScaling rope_scaling = RopeScaling::kNone;
   float rope_factor = 1.0f;
   float rope_low_freq_factor = 1.0f;

@@ -55,11 +55,23 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
     {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
     {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+    {"self_attn.qkv_proj.weight", "attn_qkv.weight"},  // Phi-3: fused Q, K, V rows
+    {"mlp.gate_up_proj.weight", "ffn_up.weight"},      // Phi-3: gate rows, then up rows (llama.cpp's name)
 };
 
 // Returns the canonical name, "" for tensors parallm does not use (rotary
 // caches some exporters include), or throws for names it cannot place.
-std::string canonical_name(const std::string& hf, const std::string& where) {
+// Gemma's four norms per layer: the one after attention is not the FFN's
+// pre-norm there.
+constexpr std::pair<const char*, const char*> kGemmaNorms[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+};
+
+bool is_gemma(const ModelConfig& c) { return c.arch == Architecture::kGemma2 || c.arch == Architecture::kGemma3; }
+
+std::string canonical_name(const std::string& hf, const std::string& where, const ModelConfig& config) {
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
@@ -70,6 +82,11 @@ std::string canonical_name(const std::string& hf, const std::string& where) {
   if (std::regex_match(hf, m, layer)) {
     const std::string blk = "blk." + m[1].str() + ".";
     const std::string rest = m[2].str();
+    if (is_gemma(config)) {
+      for (const auto& [from, to] : kGemmaNorms) {
+        if (rest == from) return blk + to;
+      }
+    }
     for (const auto& [from, to] : kLayerNames) {
       if (rest == from) return blk + to;
     }
@@ -83,7 +100,31 @@ std::string canonical_name(const std::string& hf, const std::string& where) {
     if (rest.find("rotary_emb") != std::string::npos) return "";
   }
   throw InputError(where + ": tensor '" + hf +
-                   "' is not part of a Llama/Mistral/Mixtral/Qwen2/Qwen3/Qwen-MoE checkpoint");
+                   "' is not part of a Llama/Mistral/Mixtral/Qwen2/Qwen3/Qwen-MoE/Gemma/Phi-3 checkpoint");
+}
+
+// Gemma's RMSNorm multiplies by (1 + w) and its checkpoints store w; the
+// kernels multiply by the stored vector, so the 1 is added once here (as
+// llama.cpp's converter does when it writes a Gemma GGUF).
+void add_one_to_gemma_norms(ModelFile* model) {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : model->tensors()) {
+    const std::string suffix = "norm.weight";
+    if (t.shape.size() == 1 && name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      names.push_back(name);
+    }
+  }
+  for (const std::string& name : names) {
+    WeightTensor t = model->get(name);
+    PARALLM_CHECK(t.dtype == DType::kF32);
+    std::vector<uint8_t> bytes(t.nbytes);
+    std::memcpy(bytes.data(), t.data, t.nbytes);
+    float* w = reinterpret_cast<float*>(bytes.data());
+    for (int64_t i = 0; i < t.shape[0]; ++i) w[i] += 1.0f;
+    t.data = model->own_buffer(std::move(bytes));
+    model->add_tensor(std::move(t));
+  }
 }
 
 // The shard files of a checkpoint directory.
@@ -144,7 +185,7 @@ std::unique_ptr<ModelFile> load_safetensors_model(const std::string& dir_or_file
   for (const auto& shard : shards) {
     SafetensorsFile f(shard);
     for (const auto& t : f.tensors()) {
-      std::string name = canonical_name(t.name, shard);
+      std::string name = canonical_name(t.name, shard, model->config);
       if (name.empty()) continue;
       if (name == "output.weight") {
         has_lm_head = true;
@@ -187,6 +228,7 @@ std::unique_ptr<ModelFile> load_safetensors_model(const std::string& dir_or_file
     c.data = model->own_buffer(std::move(bytes));
     model->add_tensor(std::move(c));
   }
+  if (is_gemma(model->config)) add_one_to_gemma_norms(model.get());
   model->validate();
   log_debug("loaded Hugging Face checkpoint " + dir + " (" + std::to_string(shards.size()) + " shard(s))");
   return model;

@@ -50,15 +50,29 @@ LlamaModel::LlamaModel(const ModelFile& file, const ModelOptions& options)
     lw.attn_norm = store_.vector(file.get(blk(l, "attn_norm.weight")));
     const int64_t q0 = s.head_begin * hd, q1 = q0 + s.n_head_local * hd;
     const int64_t k0 = s.kv_head_begin * hd, k1 = k0 + s.n_kv_head_local * hd;
-    lw.wq = store_.column_parallel(file.get(blk(l, "attn_q.weight")), q0, q1, bias(blk(l, "attn_q.bias"), q0));
-    lw.wk = store_.column_parallel(file.get(blk(l, "attn_k.weight")), k0, k1, bias(blk(l, "attn_k.bias"), k0));
-    lw.wv = store_.column_parallel(file.get(blk(l, "attn_v.weight")), k0, k1, bias(blk(l, "attn_v.bias"), k0));
+    if (c.fused_qkv) {
+      // Phi-3: Q rows, then K rows, then V rows of one matrix; each rank
+      // takes its heads' rows of each part.
+      const WeightTensor& qkv = file.get(blk(l, "attn_qkv.weight"));
+      const int64_t q_dim = c.n_head * hd, kv_dim = c.n_kv_head * hd;
+      lw.wq = store_.column_parallel(qkv, q0, q1);
+      lw.wk = store_.column_parallel(qkv, q_dim + k0, q_dim + k1);
+      lw.wv = store_.column_parallel(qkv, q_dim + kv_dim + k0, q_dim + kv_dim + k1);
+    } else {
+      lw.wq = store_.column_parallel(file.get(blk(l, "attn_q.weight")), q0, q1, bias(blk(l, "attn_q.bias"), q0));
+      lw.wk = store_.column_parallel(file.get(blk(l, "attn_k.weight")), k0, k1, bias(blk(l, "attn_k.bias"), k0));
+      lw.wv = store_.column_parallel(file.get(blk(l, "attn_v.weight")), k0, k1, bias(blk(l, "attn_v.bias"), k0));
+    }
     lw.wo = store_.row_parallel(file.get(blk(l, "attn_output.weight")), q0, q1);
     if (c.qk_norm) {
       lw.q_norm = store_.vector(file.get(blk(l, "attn_q_norm.weight")));
       lw.k_norm = store_.vector(file.get(blk(l, "attn_k_norm.weight")));
     }
     lw.ffn_norm = store_.vector(file.get(blk(l, "ffn_norm.weight")));
+    if (c.post_norms) {
+      lw.post_attn_norm = store_.vector(file.get(blk(l, "post_attention_norm.weight")));
+      lw.post_ffn_norm = store_.vector(file.get(blk(l, "post_ffw_norm.weight")));
+    }
     if (c.has_shared_expert()) {
       const int64_t f0 = s.ff_shared_begin, f1 = f0 + s.n_ff_shared_local;
       lw.shared_gate_inp = store_.vector(file.get(blk(l, "ffn_gate_inp_shexp.weight")));
@@ -86,8 +100,14 @@ LlamaModel::LlamaModel(const ModelFile& file, const ModelOptions& options)
       }
     } else {
       const int64_t f0 = s.ff_begin, f1 = s.ff_begin + s.n_ff_local;
-      lw.w_gate = store_.column_parallel(file.get(blk(l, "ffn_gate.weight")), f0, f1);
-      lw.w_up = store_.column_parallel(file.get(blk(l, "ffn_up.weight")), f0, f1);
+      if (c.fused_gate_up) {  // Phi-3: gate rows [0, n_ff), up rows [n_ff, 2 n_ff)
+        const WeightTensor& gate_up = file.get(blk(l, "ffn_up.weight"));
+        lw.w_gate = store_.column_parallel(gate_up, f0, f1);
+        lw.w_up = store_.column_parallel(gate_up, c.n_ff + f0, c.n_ff + f1);
+      } else {
+        lw.w_gate = store_.column_parallel(file.get(blk(l, "ffn_gate.weight")), f0, f1);
+        lw.w_up = store_.column_parallel(file.get(blk(l, "ffn_up.weight")), f0, f1);
+      }
       lw.w_down = store_.row_parallel(file.get(blk(l, "ffn_down.weight")), f0, f1);
     }
     layers_.push_back(std::move(lw));
@@ -97,11 +117,12 @@ LlamaModel::LlamaModel(const ModelFile& file, const ModelOptions& options)
     output_norm_ = store_.vector(file.get("output_norm.weight"));
     output_ = store_.whole(c.tied_embeddings ? file.get("token_embd.weight") : file.get("output.weight"));
   }
-  inv_freq_ = c.rope_inv_freq();
+  inv_freq_ = c.rope_inv_freq(options.n_ctx);
   if (const WeightTensor* f = file.find("rope_freqs.weight")) {
     const float* div = reinterpret_cast<const float*>(f->data);
     for (size_t i = 0; i < inv_freq_.size(); ++i) inv_freq_[i] /= div[i];
   }
+  if (c.rope_theta_swa > 0.0f) inv_freq_swa_ = c.rope_inv_freq_swa();
   rope_style_ = c.rope_style == RopeStyle::kHalf ? cpu::RopeStyle::kHalf : cpu::RopeStyle::kInterleaved;
 }
 
@@ -117,6 +138,9 @@ void LlamaModel::embed(const ForwardBatch& batch, float* x) {
     if (id < 0 || id >= config_.n_vocab)
       throw InputError("token id " + std::to_string(id) + " is outside the vocabulary");
     cpu::dequantize_row(e.dtype, e.data + static_cast<size_t>(id) * e.row_bytes(), x + t * n_embd, n_embd);
+    if (config_.embd_scale > 0.0f) {
+      for (int64_t j = 0; j < n_embd; ++j) x[t * n_embd + j] *= config_.embd_scale;
+    }
   }
 }
 
@@ -138,15 +162,21 @@ void LlamaModel::attention_block(int64_t l, const ForwardBatch& batch, KvPool& k
       cpu::rmsnorm(act_.k.data() + b * nkv * hd, act_.k.data() + b * nkv * hd, w.k_norm, (e - b) * nkv, hd, c.rms_eps);
     });
   }
-  cpu::rope_apply(act_.q.data(), act_.rope_cs.data(), n, nh, hd, rope_style_);
-  cpu::rope_apply(act_.k.data(), act_.rope_cs.data(), n, nkv, hd, rope_style_);
+  const bool sliding = c.is_sliding(shape_.layer_begin + l);
+  const float* cs = sliding && !inv_freq_swa_.empty() ? act_.rope_cs_swa.data() : act_.rope_cs.data();
+  cpu::rope_apply(act_.q.data(), cs, n, nh, hd, rope_style_);
+  cpu::rope_apply(act_.k.data(), cs, n, nkv, hd, rope_style_);
   const cpu::KvRows rows{act_.k.data(), act_.v.data(), batch.slots.data()};
+  const cpu::AttendLimits limits{sliding ? c.sliding_window : 0, c.attn_softcap};
   cpu::paged_attention(act_.attn.data(), act_.q.data(), kv.layer(l), batch.positions.data(), batch.seq_of_token.data(),
-                       batch.block_tables.data(), n, nh, 1.0f / std::sqrt(static_cast<float>(hd)), pool, &rows);
+                       batch.block_tables.data(), n, nh, c.query_scale(), pool, &rows, limits);
   linear_forward(act_.proj.data(), w.wo, act_.attn.data(), n, pool);
   all_reduce_tp(act_.proj.data(), static_cast<size_t>(n * c.n_embd));
   // The residual add and the next norm in one pass over the batch.
   over_tokens(pool, n, [&](int64_t b, int64_t e) {
+    if (w.post_attn_norm != nullptr) {
+      cpu::rmsnorm(act_.proj.data() + b * d, act_.proj.data() + b * d, w.post_attn_norm, e - b, d, c.rms_eps);
+    }
     cpu::add(x + b * d, x + b * d, act_.proj.data() + b * d, (e - b) * d);
     cpu::rmsnorm(act_.h.data() + b * d, x + b * d, w.ffn_norm, e - b, d, c.rms_eps);
   });
@@ -157,8 +187,15 @@ void LlamaModel::dense_ffn(float* out, const Linear& gate, const Linear& up, con
   float* outs[2] = {act_.gate.data(), act_.up.data()};
   const Linear* ls[2] = {&gate, &up};
   linear_forward_multi(outs, ls, 2, act_.h.data(), n, pool);
+  const bool gelu = config_.ffn_act == FfnActivation::kGeluTanh;
   over_tokens(pool, n, [&](int64_t b, int64_t e) {
-    cpu::swiglu(act_.gate.data() + b * f, act_.gate.data() + b * f, act_.up.data() + b * f, (e - b) * f);
+    float* g = act_.gate.data() + b * f;
+    const float* u = act_.up.data() + b * f;
+    if (gelu) {
+      cpu::geglu_tanh(g, g, u, (e - b) * f);
+    } else {
+      cpu::swiglu(g, g, u, (e - b) * f);
+    }
   });
   linear_forward(out, down, act_.gate.data(), n, pool);
 }
@@ -201,8 +238,12 @@ void LlamaModel::ffn_block(int64_t l, int64_t n, float* x, ThreadPool& pool) {
     dense_ffn(act_.proj.data(), w.w_gate, w.w_up, w.w_down, shape_.n_ff_local, n, pool);
     all_reduce_tp(act_.proj.data(), count);
   }
-  over_tokens(pool, n,
-              [&](int64_t b, int64_t e) { cpu::add(x + b * d, x + b * d, act_.proj.data() + b * d, (e - b) * d); });
+  over_tokens(pool, n, [&](int64_t b, int64_t e) {
+    if (w.post_ffn_norm != nullptr) {
+      cpu::rmsnorm(act_.proj.data() + b * d, act_.proj.data() + b * d, w.post_ffn_norm, e - b, d, c.rms_eps);
+    }
+    cpu::add(x + b * d, x + b * d, act_.proj.data() + b * d, (e - b) * d);
+  });
 }
 
 // Sums of final-norm rows, in token order: the same norm as the logits rows,
@@ -245,6 +286,13 @@ void LlamaModel::forward(const ForwardBatch& batch, KvPool& kv, float* hidden, f
   // NOTE: once per forward, not per layer and per q / k: the sines and
   // cosines (in double) were ~4% of a 32-sequence decode step.
   cpu::rope_table(act_.rope_cs.data(), batch.positions.data(), n, hd, inv_freq_.data());
+  if (c.rope_scaling == RopeScaling::kLongRope && c.rope_attn_factor != 1.0f) {
+    for (int64_t i = 0; i < n * hd; ++i) act_.rope_cs[static_cast<size_t>(i)] *= c.rope_attn_factor;
+  }
+  if (!inv_freq_swa_.empty()) {
+    fit(act_.rope_cs_swa, n * hd);
+    cpu::rope_table(act_.rope_cs_swa.data(), batch.positions.data(), n, hd, inv_freq_swa_.data());
+  }
 
   if (shape_.first_stage) embed(batch, hidden);
   for (int64_t l = 0; l < n_local_layers(); ++l) {
@@ -262,6 +310,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KvPool& kv, float* hidden, f
     cpu::rmsnorm(act_.last.data() + i * c.n_embd, hidden + row * c.n_embd, output_norm_, 1, c.n_embd, c.rms_eps);
   }
   linear_forward(logits, output_, act_.last.data(), n_logits, pool);
+  if (c.final_softcap > 0.0f) cpu::softcap(logits, n_logits * c.n_vocab, c.final_softcap);
 }
 
 }  // namespace parallm

@@ -9,9 +9,12 @@
 //     h = rmsnorm(x) ; q,k,v = h Wq,Wk,Wv (+bias)   column-parallel, fused
 //     q,k = rmsnorm per head (Qwen3)
 //     rope(q, k) ; kv_write(k, v) ; a = attention(q, paged KV)
-//     x += all_reduce(a Wo)                          row-parallel
+//       (Gemma: sliding window on some layers, scores soft-capped)
+//     x += all_reduce(a Wo)                          row-parallel (Gemma: post-normed first)
 //     h = rmsnorm(x) ; x += all_reduce(ffn(h))       dense: silu(h Wg) * (h Wu) Wd ; MoE: model/moe.h
 //                                                    + sigmoid(h . g_shexp) * shared_ffn(h) (Qwen2-MoE)
+//                                                    Gemma: gelu_tanh for silu, post-normed
+//   x = embed(tokens) is scaled by sqrt(n_embd) for Gemma, its logits soft-capped (Gemma 2)
 //   logits = rmsnorm(x) Wout                         (last stage, requested rows only)
 #pragma once
 #include <memory>
@@ -32,15 +35,17 @@
 namespace parallm {
 
 struct LayerWeights {
-  const float* attn_norm = nullptr;  // [n_embd]
-  Linear wq, wk, wv;                 // column-parallel: [n_head_local*hd, n_embd], [n_kv_head_local*hd, n_embd]
-  Linear wo;                         // row-parallel: [n_embd, n_head_local*hd]
-  const float* q_norm = nullptr;     // [hd], Qwen3: every head shares it
-  const float* k_norm = nullptr;     // [hd]
-  const float* ffn_norm = nullptr;   // [n_embd]
-  Linear w_gate, w_up;               // dense, column-parallel: [n_ff_local, n_embd]
-  Linear w_down;                     // dense, row-parallel: [n_embd, n_ff_local]
-  MoeWeights moe;                    // MoE layers
+  const float* attn_norm = nullptr;       // [n_embd]
+  Linear wq, wk, wv;                      // column-parallel: [n_head_local*hd, n_embd], [n_kv_head_local*hd, n_embd]
+  Linear wo;                              // row-parallel: [n_embd, n_head_local*hd]
+  const float* q_norm = nullptr;          // [hd], Qwen3: every head shares it
+  const float* k_norm = nullptr;          // [hd]
+  const float* ffn_norm = nullptr;        // [n_embd]
+  const float* post_attn_norm = nullptr;  // [n_embd], Gemma: on the attention output before the residual add
+  const float* post_ffn_norm = nullptr;   // [n_embd], Gemma: on the FFN output
+  Linear w_gate, w_up;                    // dense, column-parallel: [n_ff_local, n_embd]
+  Linear w_down;                          // dense, row-parallel: [n_embd, n_ff_local]
+  MoeWeights moe;                         // MoE layers
   // Qwen2-MoE's shared expert: a dense SwiGLU FFN over every token, scaled
   // by a per-token sigmoid gate; tp splits it like the dense FFN.
   const float* shared_gate_inp = nullptr;  // [n_embd], replicated
@@ -53,17 +58,18 @@ struct LayerWeights {
 // a prefill's GEMM writes its output 128 token rows at a time, one 4 KiB page
 // each otherwise (util/huge_pages.h).
 struct Activations {
-  HugeVector<float> x;         // [n_tokens, n_embd] residual stream
-  HugeVector<float> h;         // [n_tokens, n_embd] normed input of a sub-block
-  HugeVector<float> q;         // [n_tokens, n_head_local * hd]
-  HugeVector<float> k, v;      // [n_tokens, n_kv_head_local * hd]
-  HugeVector<float> attn;      // [n_tokens, n_head_local * hd]
-  HugeVector<float> proj;      // [n_tokens, n_embd] output of Wo / Wdown before the residual add
-  HugeVector<float> gate, up;  // [n_tokens, max(n_ff_local, n_ff_shared_local)]
-  HugeVector<float> shared;    // [n_tokens, n_embd] the shared expert's gated output
-  HugeVector<float> last;      // [n_logits, n_embd] normed rows that produce logits
-  HugeVector<float> pool_row;  // [n_embd] one normed row being added to a pooled sum
-  HugeVector<float> rope_cs;   // [n_tokens, hd] RoPE cos / sin of the batch's positions, shared by all layers
+  HugeVector<float> x;            // [n_tokens, n_embd] residual stream
+  HugeVector<float> h;            // [n_tokens, n_embd] normed input of a sub-block
+  HugeVector<float> q;            // [n_tokens, n_head_local * hd]
+  HugeVector<float> k, v;         // [n_tokens, n_kv_head_local * hd]
+  HugeVector<float> attn;         // [n_tokens, n_head_local * hd]
+  HugeVector<float> proj;         // [n_tokens, n_embd] output of Wo / Wdown before the residual add
+  HugeVector<float> gate, up;     // [n_tokens, max(n_ff_local, n_ff_shared_local)]
+  HugeVector<float> shared;       // [n_tokens, n_embd] the shared expert's gated output
+  HugeVector<float> last;         // [n_logits, n_embd] normed rows that produce logits
+  HugeVector<float> pool_row;     // [n_embd] one normed row being added to a pooled sum
+  HugeVector<float> rope_cs;      // [n_tokens, hd] RoPE cos / sin of the batch's positions, shared by all layers
+  HugeVector<float> rope_cs_swa;  // [n_tokens, hd] the same for sliding layers with their own base (Gemma 3)
 };
 
 struct ModelOptions {
@@ -71,6 +77,7 @@ struct ModelOptions {
   std::optional<DType> weight_dtype;  // --dtype: convert weights at load
   Communicator* tp_comm = nullptr;    // null when tp == 1
   Communicator* ep_comm = nullptr;    // null when ep == 1
+  int64_t n_ctx = 0;                  // the engine's context: LongRoPE picks its factors by it
 };
 
 class LlamaModel {
@@ -120,8 +127,9 @@ class LlamaModel {
   const WeightTensor* token_embd_ = nullptr;  // [n_vocab, n_embd], read row by row
   std::vector<LayerWeights> layers_;          // [n_local_layers]
   const float* output_norm_ = nullptr;
-  Linear output_;                // [n_vocab, n_embd]
-  std::vector<float> inv_freq_;  // [head_dim / 2]
+  Linear output_;                    // [n_vocab, n_embd]
+  std::vector<float> inv_freq_;      // [head_dim / 2]
+  std::vector<float> inv_freq_swa_;  // [head_dim / 2] sliding layers' (Gemma 3); empty = inv_freq_
   cpu::RopeStyle rope_style_;
   Activations act_;
   MoeStats moe_stats_;

@@ -11,7 +11,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     parallm::ModelConfig c = parallm::parse_hf_config(std::string(reinterpret_cast<const char*>(data), size));
-    (void)c.rope_inv_freq();
+    (void)c.rope_inv_freq(2 * c.n_ctx_train);
+    (void)c.rope_inv_freq_swa();
   } catch (const parallm::InputError&) {
   }
   return 0;

@@ -67,6 +67,25 @@ int main(int argc, char** argv) {
   o.preset = "tiny";
   o.dtype = DType::kQ4_0;
   write(out + "/fuzz_gguf", "tiny_q4_0.gguf", build_model_gguf(o).to_bytes());
+  // Whole models small enough to fuzz, one per architecture preset, for the
+  // model mapping (fuzz_gguf_model): 300 tokens, 8 wide, heads of 4.
+  for (const ModelPreset& preset : model_presets()) {
+    if (preset.name.rfind("tiny-", 0) != 0 && preset.name != "mixtral-tiny") continue;
+    ModelPreset micro = preset;
+    micro.n_vocab = 300;
+    micro.n_embd = 8;
+    micro.n_head = 2;
+    micro.n_kv_head = micro.arch == "gemma3" ? 1 : 2;
+    micro.head_dim_override = preset.head_dim_override > 0 ? 8 : 0;
+    micro.n_ff = 8;
+    micro.n_ff_shared = preset.n_ff_shared > 0 ? 16 : 0;
+    micro.n_expert = preset.n_expert > 0 ? 4 : 0;
+    micro.rope_original_ctx = preset.rope_scaling == RopeScaling::kLlama3 ? 64 : 16;
+    micro.n_ctx = 64;
+    MakeModelOptions mo;
+    mo.shape = &micro;
+    write(out + "/fuzz_gguf_model", preset.name + ".gguf", build_model_gguf(mo).to_bytes());
+  }
 
   std::vector<test::StTensor> st = {
       {"model.embed_tokens.weight", "F32", {2, 2}, test::f32_bytes({1, 2, 3, 4})},
@@ -91,7 +110,38 @@ int main(int argc, char** argv) {
       R"({"model_type": "mixtral", "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,)"
       R"( "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "num_local_experts": 8,)"
       R"( "num_experts_per_tok": 2, "rope_scaling": {"type": "linear", "factor": 2.0}, "head_dim": 128})";
-  for (const auto& [name, text] : {std::pair{"llama3.json", llama}, {"qwen2.json", qwen}, {"mixtral.json", mixtral}}) {
+  const std::string qwen3moe =
+      R"({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": 151936,)"
+      R"( "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,)"
+      R"( "num_experts_per_tok": 8, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [],)"
+      R"( "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128})";
+  const std::string qwen2moe =
+      R"({"model_type": "qwen2_moe", "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632,)"
+      R"( "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632, "num_experts": 60,)"
+      R"( "num_experts_per_tok": 4, "norm_topk_prob": false, "num_hidden_layers": 24, "num_attention_heads": 16})";
+  const std::string gemma2 =
+      R"({"model_type": "gemma2", "vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216,)"
+      R"( "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,)"
+      R"( "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 256, "sliding_window": 4096,)"
+      R"( "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0})";
+  const std::string gemma3 =
+      R"({"model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 1152, "intermediate_size": 6912,)"
+      R"( "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,)"
+      R"( "sliding_window": 512, "sliding_window_pattern": 6, "rope_local_base_freq": 10000.0,)"
+      R"( "rope_theta": 1000000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0}})";
+  const std::string phi3 =
+      R"({"model_type": "phi3", "vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192,)"
+      R"( "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 131072,)"
+      R"( "original_max_position_embeddings": 4096, "rope_scaling": {"type": "longrope",)"
+      R"( "long_factor": [1.0, 1.2, 1.5, 2.0], "short_factor": [1.0, 1.0, 1.1, 1.2]}, "head_dim": 8})";
+  for (const auto& [name, text] : {std::pair{"llama3.json", llama},
+                                   {"qwen2.json", qwen},
+                                   {"mixtral.json", mixtral},
+                                   {"qwen3moe.json", qwen3moe},
+                                   {"qwen2moe.json", qwen2moe},
+                                   {"gemma2.json", gemma2},
+                                   {"gemma3.json", gemma3},
+                                   {"phi3.json", phi3}}) {
     write(out + "/fuzz_hf_config", name, std::vector<uint8_t>(text.begin(), text.end()));
   }
 

@@ -43,6 +43,7 @@ struct Case {
   int64_t block_size = 16;
   // The batch's own rows stored by paged_attention (KvRows), not beforehand.
   bool write_in_call = false;
+  AttendLimits limits = {};  // Gemma's window and soft-cap
 };
 
 void run_case(const Case& c, ThreadPool& pool) {
@@ -119,7 +120,7 @@ void run_case(const Case& c, ThreadPool& pool) {
   }
   const KvRows rows{batch_k.data(), batch_v.data(), batch_slots.data()};
   paged_attention(out.data(), q.data(), kv, pos.data(), seq.data(), tabs.data(), nt, c.n_head, scale, pool,
-                  c.write_in_call ? &rows : nullptr);
+                  c.write_in_call ? &rows : nullptr, c.limits);
 
   for (int64_t t = 0; t < nt; ++t) {
     const auto& k = ks[static_cast<size_t>(seq[t])];
@@ -130,13 +131,16 @@ void run_case(const Case& c, ThreadPool& pool) {
       const float* qh = q_ref.data() + (t * c.n_head + h) * c.head_dim;
       std::vector<double> w(static_cast<size_t>(len));
       double mx = -1e300, sum = 0;
-      for (int64_t p = 0; p < len; ++p) {
+      // Keys the window leaves out weigh nothing.
+      const int64_t lo = c.limits.window > 0 ? std::max<int64_t>(0, len - c.limits.window) : 0;
+      for (int64_t p = lo; p < len; ++p) {
         double d = 0;
         for (int64_t i = 0; i < c.head_dim; ++i) d += static_cast<double>(qh[i]) * k[p * width + hk * c.head_dim + i];
         w[p] = d * scale;
+        if (c.limits.softcap > 0) w[p] = c.limits.softcap * std::tanh(w[p] / c.limits.softcap);
         mx = std::max(mx, w[p]);
       }
-      for (auto& x : w) sum += (x = std::exp(x - mx));
+      for (int64_t p = lo; p < len; ++p) sum += (w[p] = std::exp(w[p] - mx));
       for (int64_t i = 0; i < c.head_dim; ++i) {
         double o = 0;
         for (int64_t p = 0; p < len; ++p) o += w[p] / sum * v[p * width + hk * c.head_dim + i];
@@ -180,6 +184,30 @@ TEST(PagedAttention, MatchesNaiveOnEveryIsaDtypeAndHeadSize) {
       for (Case c : {Case{64, 8, 2, DType::kF16}, Case{64, 8, 2, DType::kQ8_0}, Case{96, 6, 3, DType::kQ8_0}}) {
         c.block_size = bs;
         run_case(c, pool);
+      }
+    }
+  }
+}
+
+TEST(PagedAttention, SlidingWindowsAndSoftCapsMatchNaive) {
+  // Windows shorter than a block, across block edges, longer than every
+  // context; a soft-cap that bends these scores (about N(0, 1) x sqrt(hd) / sqrt(hd)).
+  IsaGuard guard;
+  ThreadPool pool(2);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    set_active_isa(isa);
+    for (AttendLimits limits : {AttendLimits{5, 0.0f}, AttendLimits{16, 0.0f}, AttendLimits{23, 1.5f},
+                                AttendLimits{1000, 0.0f}, AttendLimits{0, 0.7f}}) {
+      for (DType dt : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+        for (int decode_tokens : {0, 3}) {
+          SCOPED_TRACE(std::string(isa_name(isa)) + " " + dtype_name(dt) + " window " + std::to_string(limits.window) +
+                       " softcap " + std::to_string(limits.softcap) + " decode " + std::to_string(decode_tokens));
+          Case c{64, 8, 2, dt, decode_tokens};
+          c.limits = limits;
+          c.write_in_call = decode_tokens == 0;
+          run_case(c, pool);
+        }
       }
     }
   }

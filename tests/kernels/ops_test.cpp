@@ -171,6 +171,32 @@ TEST(Ops, SwigluAndAdd) {
   }
 }
 
+TEST(Ops, GegluTanhAndSoftcapMatchTheirFormulas) {
+  // Gemma's tanh GELU gate and soft-cap, in double from their definitions.
+  std::vector<float> gate, up;
+  for (int i = -40; i <= 40; ++i) {
+    gate.push_back(0.2f * static_cast<float>(i));
+    up.push_back(1.0f + 0.01f * static_cast<float>(i));
+  }
+  const int64_t n = static_cast<int64_t>(gate.size());
+  std::vector<float> out(gate.size());
+  geglu_tanh(out.data(), gate.data(), up.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = gate[i];
+    const double g = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    EXPECT_NEAR(out[i], g * up[i], 1e-6 * (1 + std::fabs(g * up[i]))) << x;
+  }
+  geglu_tanh(gate.data(), gate.data(), up.data(), n);  // in place
+  EXPECT_EQ(gate, out);
+  std::vector<float> x = {-100.0f, -3.0f, 0.0f, 0.5f, 30.0f, 1000.0f};
+  std::vector<float> capped = x;
+  softcap(capped.data(), static_cast<int64_t>(x.size()), 5.0f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(capped[i], 5.0 * std::tanh(x[i] / 5.0), 1e-6);
+    EXPECT_LE(std::fabs(capped[i]), 5.0f);
+  }
+}
+
 TEST(Ops, DotAndAxpy) {
   IsaGuard guard;
   for (Isa isa : supported_isas()) {

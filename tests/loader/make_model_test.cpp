@@ -117,8 +117,9 @@ TEST(MakeModel, QuantizedFilesHoldTheQuantizedF32Weights) {
 
 TEST(MakeModel, EveryPresetFeatureLoadsWithTheRightShapes) {
   test::TempDir dir;
-  for (const char* preset : {"tiny", "mixtral-tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "tiny-mha64",
-                             "tiny-qwen3", "tiny-qwen3moe", "tiny-qwen2moe"}) {
+  for (const char* preset :
+       {"tiny", "mixtral-tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "tiny-mha64", "tiny-qwen3", "tiny-qwen3moe",
+        "tiny-qwen2moe", "tiny-gemma2", "tiny-gemma3", "tiny-phi3"}) {
     for (DType dt : {DType::kF32, DType::kQ4_0}) {
       MakeModelOptions o;
       o.preset = preset;
@@ -144,8 +145,24 @@ TEST(MakeModel, EveryPresetFeatureLoadsWithTheRightShapes) {
       EXPECT_EQ(c.n_ff, p.n_ff);
       EXPECT_EQ(c.n_ff_shared, p.n_ff_shared);
       EXPECT_EQ(c.norm_topk_prob, p.arch != "qwen2moe");  // llama.cpp's choice per architecture
-      EXPECT_EQ(m->get("blk.1.attn_q.weight").dtype, dt);
-      EXPECT_EQ(m->get("blk.1.attn_q.weight").shape, (std::vector<int64_t>{p.n_head * p.head_dim(), p.n_embd}));
+      EXPECT_EQ(c.sliding_window, p.sliding_window > 0 ? p.sliding_window : (p.arch == "gemma3" ? 512 : 0));
+      EXPECT_FLOAT_EQ(c.attn_softcap, p.attn_softcap);
+      EXPECT_FLOAT_EQ(c.final_softcap, p.final_softcap);
+      EXPECT_EQ(c.post_norms, p.arch.rfind("gemma", 0) == 0);
+      const int64_t q_dim = p.n_head * p.head_dim(), kv_dim = p.n_kv_head * p.head_dim();
+      if (p.arch == "phi3") {
+        EXPECT_TRUE(c.fused_qkv && c.fused_gate_up);
+        EXPECT_EQ(m->get("blk.1.attn_qkv.weight").dtype, dt);
+        EXPECT_EQ(m->get("blk.1.attn_qkv.weight").shape, (std::vector<int64_t>{q_dim + 2 * kv_dim, p.n_embd}));
+        EXPECT_EQ(m->get("blk.0.ffn_up.weight").shape, (std::vector<int64_t>{2 * p.n_ff, p.n_embd}));
+        EXPECT_EQ(c.rope_scaling, RopeScaling::kLongRope);
+        EXPECT_EQ(c.rope_original_ctx, p.rope_original_ctx);
+        EXPECT_FLOAT_EQ(c.rope_attn_factor, longrope_attn_factor(p.n_ctx, p.rope_original_ctx));
+        EXPECT_GT(c.rope_attn_factor, 1.0f);
+      } else {
+        EXPECT_EQ(m->get("blk.1.attn_q.weight").dtype, dt);
+        EXPECT_EQ(m->get("blk.1.attn_q.weight").shape, (std::vector<int64_t>{q_dim, p.n_embd}));
+      }
       if (p.n_expert > 0) {
         EXPECT_EQ(m->get("blk.0.ffn_up_exps.weight").shape, (std::vector<int64_t>{p.n_expert, p.n_ff, p.n_embd}));
         EXPECT_EQ(m->get("blk.0.ffn_gate_inp.weight").dtype, DType::kF32);

@@ -80,9 +80,13 @@ Checkpoint make_checkpoint(const std::string& type, const std::string& dtype = "
       add(p + "self_attn.k_proj.bias", {4}, dtype);
       add(p + "self_attn.v_proj.bias", {4}, dtype);
     }
-    if (type == "qwen3" || type == "qwen3_moe") {
+    if (type == "qwen3" || type == "qwen3_moe" || type == "gemma3_text") {
       add(p + "self_attn.q_norm.weight", {4}, dtype);
       add(p + "self_attn.k_norm.weight", {4}, dtype);
+    }
+    if (type == "gemma2" || type == "gemma3_text") {
+      add(p + "pre_feedforward_layernorm.weight", {8}, dtype);
+      add(p + "post_feedforward_layernorm.weight", {8}, dtype);
     }
     if (n_expert > 0 && qwen_moe) {
       add(p + "mlp.gate.weight", {n_expert, 8}, dtype);
@@ -297,6 +301,152 @@ TEST(SafetensorsModel, QwenMoeRoutersExpertsAndSharedExpert) {
       EXPECT_FALSE(mc.has_shared_expert());
     }
   }
+}
+
+TEST(SafetensorsModel, GemmaNormsGetTheirOneAndTheirOwnNames) {
+  for (const std::string type : {"gemma2", "gemma3_text"}) {
+    SCOPED_TRACE(type);
+    test::TempDir dir;
+    Checkpoint c = make_checkpoint(type, "BF16");
+    c.config["hidden_activation"] = "gelu_pytorch_tanh";
+    c.config.erase("hidden_act");
+    c.config["tie_word_embeddings"] = true;
+    c.tensors.erase(c.tensors.begin() + 2);  // lm_head
+    write_checkpoint(dir, c);
+    auto m = load_safetensors_model(dir.path());
+    const ModelConfig& mc = m->config;
+    EXPECT_EQ(mc.ffn_act, FfnActivation::kGeluTanh);
+    EXPECT_TRUE(mc.post_norms);
+    EXPECT_TRUE(mc.tied_embeddings);
+    EXPECT_FLOAT_EQ(mc.embd_scale, std::sqrt(8.0f));
+    EXPECT_FLOAT_EQ(mc.query_scale(), 0.5f);  // query_pre_attn_scalar defaults to head_dim 4
+    // Each norm's stored w is applied as 1 + w: the loader adds the 1.
+    auto first = [&](const std::string& canonical, const std::string& name) {
+      const StTensor& src = hf(c, name);
+      uint16_t h;
+      std::memcpy(&h, src.bytes.data(), 2);
+      EXPECT_EQ(reinterpret_cast<const float*>(m->get(canonical).data)[0], bf16_to_fp32(h) + 1.0f) << canonical;
+    };
+    first("blk.0.attn_norm.weight", "model.layers.0.input_layernorm.weight");
+    first("blk.0.post_attention_norm.weight", "model.layers.0.post_attention_layernorm.weight");
+    first("blk.1.ffn_norm.weight", "model.layers.1.pre_feedforward_layernorm.weight");
+    first("blk.1.post_ffw_norm.weight", "model.layers.1.post_feedforward_layernorm.weight");
+    first("output_norm.weight", "model.norm.weight");
+    if (type == "gemma2") {
+      EXPECT_EQ(mc.sliding_layers, (std::vector<uint8_t>{1, 0}));
+      EXPECT_FLOAT_EQ(mc.attn_softcap, 50.0f);
+      EXPECT_FLOAT_EQ(mc.final_softcap, 30.0f);
+      EXPECT_EQ(mc.sliding_window, 4096);
+    } else {
+      first("blk.1.attn_k_norm.weight", "model.layers.1.self_attn.k_norm.weight");
+      EXPECT_EQ(mc.sliding_layers, (std::vector<uint8_t>{1, 1}));  // 5:1, and only two layers
+      EXPECT_FLOAT_EQ(mc.rope_theta_swa, 10000.0f);
+      EXPECT_FLOAT_EQ(mc.attn_softcap, 0.0f);
+    }
+  }
+}
+
+TEST(SafetensorsModel, Phi3FusedMatricesAndLongRope) {
+  test::TempDir dir;
+  Checkpoint c = make_checkpoint("phi3");
+  std::vector<StTensor> kept;
+  for (auto& t : c.tensors) {
+    const bool split = t.name.find("q_proj") != std::string::npos || t.name.find("k_proj") != std::string::npos ||
+                       t.name.find("v_proj") != std::string::npos || t.name.find("gate_proj") != std::string::npos ||
+                       t.name.find("up_proj") != std::string::npos;
+    if (!split) kept.push_back(t);
+  }
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    kept.push_back({p + "self_attn.qkv_proj.weight", "F32", {16, 8}, ramp(16 * 8, 40.0f + l, "F32")});
+    kept.push_back({p + "mlp.gate_up_proj.weight", "F32", {32, 8}, ramp(32 * 8, 50.0f + l, "F32")});
+  }
+  c.tensors = kept;
+  c.config["original_max_position_embeddings"] = 16;  // max_position_embeddings is 64
+  c.config["rope_scaling"] = {{"type", "longrope"}, {"long_factor", {2.0, 8.0}}, {"short_factor", {1.0, 1.5}}};
+  write_checkpoint(dir, c);
+  auto m = load_safetensors_model(dir.path());
+  const ModelConfig& mc = m->config;
+  EXPECT_EQ(mc.arch, Architecture::kPhi3);
+  EXPECT_TRUE(mc.fused_qkv && mc.fused_gate_up);
+  EXPECT_EQ(mc.rope_scaling, RopeScaling::kLongRope);
+  EXPECT_EQ(mc.rope_original_ctx, 16);
+  EXPECT_EQ(mc.rope_long_factors, (std::vector<float>{2.0f, 8.0f}));
+  EXPECT_FLOAT_EQ(mc.rope_attn_factor, std::sqrt(1.0f + std::log(4.0f) / std::log(16.0f)));
+  // Past the original context the long factors divide the frequencies, within it the short ones.
+  EXPECT_FLOAT_EQ(mc.rope_inv_freq(64)[1], std::pow(10000.0f, -0.5f) / 8.0f);
+  EXPECT_FLOAT_EQ(mc.rope_inv_freq(16)[1], std::pow(10000.0f, -0.5f) / 1.5f);
+  expect_same_bytes(*m, "blk.1.attn_qkv.weight", hf(c, "model.layers.1.self_attn.qkv_proj.weight"));
+  expect_same_bytes(*m, "blk.0.ffn_up.weight", hf(c, "model.layers.0.mlp.gate_up_proj.weight"));
+
+  auto err = [](const json& bad) {
+    try {
+      parse_hf_config(bad.dump(), "cfg.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  json bad = c.config;
+  bad["partial_rotary_factor"] = 0.75;
+  EXPECT_NE(err(bad).find("partial_rotary_factor"), std::string::npos) << err(bad);
+  bad = c.config;
+  bad["rope_scaling"]["long_factor"] = {2.0};
+  EXPECT_NE(err(bad).find("longrope needs 2 long"), std::string::npos) << err(bad);
+  bad = c.config;
+  bad["rope_scaling"].erase("short_factor");
+  EXPECT_NE(err(bad).find("'short_factor'"), std::string::npos) << err(bad);
+  bad = c.config;
+  bad["rope_scaling"]["short_factor"] = {1.0, -1.0};
+  EXPECT_NE(err(bad).find("positive"), std::string::npos) << err(bad);
+  // Unfused matrices in a Phi-3 checkpoint are a shape error naming the fused one.
+  test::TempDir dir2;
+  Checkpoint unfused = make_checkpoint("phi3");
+  write_checkpoint(dir2, unfused);
+  EXPECT_NE(load_error(dir2.path()).find("attn_qkv"), std::string::npos) << load_error(dir2.path());
+}
+
+TEST(HfConfig, GemmaFields) {
+  json j = make_checkpoint("gemma3_text").config;
+  j.erase("hidden_act");
+  j["hidden_activation"] = "gelu_pytorch_tanh";
+  j["query_pre_attn_scalar"] = 144;
+  j["layer_types"] = {"full_attention", "sliding_attention"};
+  j["sliding_window"] = 1024;
+  j["rope_local_base_freq"] = 20000.0;
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  ModelConfig c = parse_hf_config(j.dump());
+  EXPECT_EQ(c.arch, Architecture::kGemma3);
+  EXPECT_FLOAT_EQ(c.query_scale(), 1.0f / 12.0f);
+  EXPECT_EQ(c.sliding_layers, (std::vector<uint8_t>{0, 1}));
+  EXPECT_EQ(c.sliding_window, 1024);
+  EXPECT_EQ(c.rope_scaling, RopeScaling::kLinear);
+  // The sliding layers' base is unscaled, the global one divided by 8.
+  EXPECT_FLOAT_EQ(c.rope_inv_freq_swa()[1], std::pow(20000.0f, -0.5f));
+  EXPECT_FLOAT_EQ(c.rope_inv_freq()[1], std::pow(10000.0f, -0.5f) / 8.0f);
+  auto err = [](const json& bad) {
+    try {
+      parse_hf_config(bad.dump(), "cfg.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  json bad = j;
+  bad["hidden_activation"] = "relu";
+  EXPECT_NE(err(bad).find("relu"), std::string::npos) << err(bad);
+  bad = j;
+  bad["layer_types"] = {"full_attention"};
+  EXPECT_NE(err(bad).find("sliding-window layer list"), std::string::npos) << err(bad);
+  bad = j;
+  bad["layer_types"] = {"full_attention", "chunked_attention"};
+  EXPECT_NE(err(bad).find("chunked_attention"), std::string::npos) << err(bad);
+  bad = j;
+  bad["sliding_window"] = 0;
+  EXPECT_NE(err(bad).find("sliding_window"), std::string::npos) << err(bad);
+  bad = j;
+  bad["query_pre_attn_scalar"] = -1;
+  EXPECT_NE(err(bad).find("query_pre_attn_scalar"), std::string::npos) << err(bad);
 }
 
 TEST(HfConfig, QwenMoeFeaturesItCannotRunAreRefusedByName) {

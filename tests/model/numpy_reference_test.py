@@ -21,13 +21,19 @@ import numpy as np
 
 ARGS = None
 PRESETS = ["tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "mixtral-tiny", "tiny-mha64", "tiny-qwen3",
-           "tiny-qwen3moe", "tiny-qwen2moe"]
+           "tiny-qwen3moe", "tiny-qwen2moe", "tiny-gemma2", "tiny-gemma3", "tiny-phi3"]
 # Presets whose Hugging Face twin is checked too, and their parallel layouts.
 HF_TWINS = {"tiny-qwen3": [["--tp", "2"], ["--pp", "2"]],
             "tiny-qwen3moe": [["--tp", "2"], ["--pp", "2"], ["--ep", "2"]],
             "tiny-qwen2moe": [["--tp", "2"], ["--pp", "2"], ["--ep", "2"]],
+            "tiny-gemma2": [["--tp", "2"], ["--pp", "2"]],
+            "tiny-gemma3": [["--tp", "2"], ["--pp", "3"]],
+            "tiny-phi3": [["--tp", "2"], ["--pp", "2"]],
             "tiny-qwen2": [], "mixtral-tiny": [], "tiny": []}
 PROMPT = "Once upon a time, a small robot found a blue flower in the garden."
+# Gemma's presets slide windows of 8 keys over blocks of 16: a prompt of
+# about 60 tokens makes later queries skip whole blocks.
+LONG_PROMPT = " ".join([PROMPT] * 3)
 
 
 def run(cmd):
@@ -38,7 +44,7 @@ def run(cmd):
 
 
 class NumpyReference(unittest.TestCase):
-    def engine_and_reference(self, preset, kv_dtype="f32", extra=(), hf_twin=False, mutate=None):
+    def engine_and_reference(self, preset, kv_dtype="f32", extra=(), hf_twin=False, mutate=None, ref_ctx=None):
         """(engine logits, reference logits, reference with an f32 cache).
         hf_twin: the engine reads the Hugging Face twin of the GGUF (the GGUF
         gives the tokenizer). mutate(g): edits the reference's model first."""
@@ -55,7 +61,8 @@ class NumpyReference(unittest.TestCase):
                 gguf_to_hf.convert(model, hf_dir)
                 source = ["--model", hf_dir, "--tokenizer", model]
             dump = os.path.join(tmp, "logits.f32")
-            j = json.loads(run([ARGS.binary, "generate", *source, "--prompt", PROMPT, "-n", "0",
+            prompt = LONG_PROMPT if "gemma" in preset else PROMPT
+            j = json.loads(run([ARGS.binary, "generate", *source, "--prompt", prompt, "-n", "0",
                                 "--kv-dtype", kv_dtype, "--json", "--dump-logits", dump, "--threads", "2", *extra]))
             ids = j["prompt_token_ids"]
             self.assertGreater(len(ids), 8)
@@ -63,7 +70,7 @@ class NumpyReference(unittest.TestCase):
             g = ref.Gguf(model)
             if mutate:
                 mutate(g)
-            want = ref.forward(g, ids, kv_dtype)
+            want = ref.forward(g, ids, kv_dtype, ref_ctx)
             exact = want if kv_dtype == "f32" else ref.forward(g, ids)
             self.assertEqual(got.shape, want.shape)
             return got, want, exact
@@ -72,8 +79,8 @@ class NumpyReference(unittest.TestCase):
     def worst_row_error(got, want):
         return (np.abs(got - want).max(axis=1) / np.abs(want).max(axis=1)).max()
 
-    def check_preset(self, preset, extra=(), hf_twin=False):
-        got, want, _ = self.engine_and_reference(preset, "f32", extra, hf_twin)
+    def check_preset(self, preset, extra=(), hf_twin=False, ref_ctx=None):
+        got, want, _ = self.engine_and_reference(preset, "f32", extra, hf_twin, ref_ctx=ref_ctx)
         err = self.worst_row_error(got, want)
         self.assertLess(err, 1e-4, f"{preset} {' '.join(extra)} hf={hf_twin}: worst row relative error {err:.3g}")
         # The reference really differs from a wrong model: sanity-check the spread.
@@ -105,6 +112,15 @@ class NumpyReference(unittest.TestCase):
                     with self.subTest(preset=preset, layout=" ".join(extra), hf=hf_twin):
                         self.check_preset(preset, extra, hf_twin)
 
+    def test_longrope_short_factors_within_the_original_context(self):
+        # tiny-phi3's original context is 64: a context of 64 runs the short
+        # factors, its trained 512 the long ones (test_presets).
+        for hf_twin in (False, True):
+            with self.subTest(hf=hf_twin):
+                self.check_preset("tiny-phi3", ["--ctx-size", "64"], hf_twin, ref_ctx=64)
+        got, want, _ = self.engine_and_reference("tiny-phi3", extra=["--ctx-size", "64"], ref_ctx=512)
+        self.assertGreater(self.worst_row_error(got, want), 1e-2)
+
     def test_architecture_features_change_the_answer(self):
         # Each feature the new presets add moves the logits well past the
         # tolerance, so the agreement above is not the plain Llama forward's.
@@ -114,6 +130,12 @@ class NumpyReference(unittest.TestCase):
                     del g.tensors[name]
             return edit
 
+        def set_key(key, value):
+            def edit(g):
+                g.kv[g.kv["general.architecture"] + "." + key] = value
+            edit.__name__ = f"{key}={value}"
+            return edit
+
         def flip_topk_norm(g):
             arch = g.kv["general.architecture"]
             g.kv[arch + ".expert_weights_norm"] = arch == "qwen2moe"
@@ -121,7 +143,13 @@ class NumpyReference(unittest.TestCase):
         for preset, mutate in (("tiny-qwen3", drop("attn_q_norm.weight")),
                                ("tiny-qwen3moe", flip_topk_norm),
                                ("tiny-qwen2moe", flip_topk_norm),
-                               ("tiny-qwen2moe", drop("ffn_gate_inp_shexp.weight"))):
+                               ("tiny-qwen2moe", drop("ffn_gate_inp_shexp.weight")),
+                               ("tiny-gemma2", set_key("attn_logit_softcapping", 0)),
+                               ("tiny-gemma2", set_key("final_logit_softcapping", 0)),
+                               ("tiny-gemma2", set_key("attention.sliding_window", 10 ** 6)),
+                               ("tiny-gemma3", set_key("attention.sliding_window", 10 ** 6)),
+                               ("tiny-gemma3", set_key("attention.sliding_window_pattern", 10 ** 6)),
+                               ("tiny-phi3", set_key("rope.scaling.attn_factor", 1.0))):
             with self.subTest(preset=preset, mutate=mutate.__name__):
                 got, want, _ = self.engine_and_reference(preset, mutate=mutate)
                 self.assertGreater(self.worst_row_error(got, want), 1e-2)

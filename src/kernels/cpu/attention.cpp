@@ -162,8 +162,11 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void attend_item(fl
                                                                               const PagedKv& kv, const int32_t* table,
                                                                               int64_t len, int64_t h_kv, int64_t group,
                                                                               int64_t max_len, float scale,
-                                                                              Scratch& s) {
+                                                                              AttendLimits limits, Scratch& s) {
   const int64_t hd = kv.head_dim, bs = kv.block_size;
+  // Keys [lo, len): all of them, or the window's; blocks before lo's are skipped.
+  const int64_t lo = limits.window > 0 ? std::max<int64_t>(0, len - limits.window) : 0;
+  const int64_t first = lo / bs * bs;
   float* scores = s.scores.data();
   if (kv.dtype == DType::kQ8_0) {  // queries rounded through q8_0 too (attention.h)
     for (int64_t g = 0; g < group; ++g) {
@@ -174,7 +177,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void attend_item(fl
   }
   constexpr int kLanes = 16;
   const bool lanes_fit = hd % kLanes == 0;
-  for (int64_t p0 = 0; p0 < len; p0 += bs) {
+  for (int64_t p0 = first; p0 < len; p0 += bs) {
     const int64_t n = std::min(bs, len - p0);
     const uint8_t* src = static_cast<const uint8_t*>(kv.k) + block_head_offset(kv, table[p0 / bs], h_kv);
     const float* kb = reinterpret_cast<const float*>(src);
@@ -198,14 +201,19 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void attend_item(fl
           for (int64_t d = 0; d < hd; ++d) acc += qh[d] * kr[d];
         }
         sc[r] = acc * scale;
+        if (limits.softcap > 0.0f) sc[r] = limits.softcap * std::tanh(sc[r] / limits.softcap);
       }
     }
   }
   // ops.h's softmax runs the active ISA's vectorized exp: a scalar std::exp
   // per score was a visible share of decode at a few hundred positions.
-  for (int64_t g = 0; g < group; ++g) softmax(scores + g * max_len, len);
+  for (int64_t g = 0; g < group; ++g) {
+    float* sc = scores + g * max_len;
+    softmax(sc + lo, len - lo);
+    std::fill(sc + first, sc + lo, 0.f);  // outside the window: no weight
+  }
   std::fill(og, og + group * hd, 0.f);
-  for (int64_t p0 = 0; p0 < len; p0 += bs) {
+  for (int64_t p0 = first; p0 < len; p0 += bs) {
     const int64_t n = std::min(bs, len - p0);
     const uint8_t* src = static_cast<const uint8_t*>(kv.v) + block_head_offset(kv, table[p0 / bs], h_kv);
     const float* vb = reinterpret_cast<const float*>(src);
@@ -239,7 +247,7 @@ void prefetch_item_start(const PagedKv& kv, const int32_t* table, int64_t h_kv, 
 
 void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_t* positions,
                      const int32_t* seq_of_token, const int32_t* const* block_tables, int64_t n_tokens, int64_t n_head,
-                     float scale, ThreadPool& pool, const KvRows* write) {
+                     float scale, ThreadPool& pool, const KvRows* write, AttendLimits limits) {
   const int64_t n_kv_head = kv.n_kv_head, hd = kv.head_dim, bs = kv.block_size;
   PARALLM_CHECK(n_head % n_kv_head == 0 && kv_dtype_supported(kv.dtype, hd));
   const int64_t group = n_head / n_kv_head;
@@ -247,7 +255,9 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
   for (int64_t t = 0; t < n_tokens; ++t) max_pos = std::max(max_pos, positions[t]);
   const int64_t max_len = max_pos + 1;
   // The ISA's own kernel when it has one for this head size.
-  void (*const fast)(const AttendTask&) = hd % 16 == 0 ? active_kernels().attend : nullptr;
+  // NOTE: windows and soft-caps (Gemma) run the portable loop for now.
+  const bool plain = limits.window <= 0 && limits.softcap <= 0.0f;
+  void (*const fast)(const AttendTask&) = plain && hd % 16 == 0 ? active_kernels().attend : nullptr;
 
   // Query tiles: up to kTileQueries consecutive tokens of one sequence at
   // consecutive positions (a prefill chunk) go to the ISA kernel together,
@@ -390,7 +400,7 @@ void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_
         prefetch_item_start(kv, block_tables[seq_of_token[t1]], next % n_runs, positions[t1] + 1);
       }
       attend_item(out + offset, q + offset, kv, block_tables[seq_of_token[t]], positions[t] + 1, h0, group, max_len,
-                  scale, s);
+                  scale, limits, s);
     };
     int64_t b = share_begin[static_cast<size_t>(ti)], e = share_begin[static_cast<size_t>(ti) + 1];
     int64_t fetched = -1;  // the item whose start the last one fetched

@@ -41,6 +41,15 @@ size_t kv_row_bytes(const PagedKv& kv);
 // Stores k/v rows [n_tokens, n_kv_head * head_dim] at slots[n_tokens].
 void kv_write(const PagedKv& kv, const float* k, const float* v, const int64_t* slots, int64_t n_tokens);
 
+// What a layer's attention may see and how it bends scores (Gemma): a
+// sliding window of the last `window` positions (the query's own included;
+// 0 = all), and soft-capping, score -> softcap * tanh(score / softcap)
+// after the scale (0 = off). Either one runs the portable kernel.
+struct AttendLimits {
+  int64_t window = 0;
+  float softcap = 0.0f;
+};
+
 // The batch's own K/V rows, for paged_attention to store before it attends.
 struct KvRows {
   const float* k;  // [n_tokens, n_kv_head * head_dim]
@@ -54,6 +63,6 @@ struct KvRows {
 // by the threads of the same parallel region when the batch is large.
 void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_t* positions,
                      const int32_t* seq_of_token, const int32_t* const* block_tables, int64_t n_tokens, int64_t n_head,
-                     float scale, ThreadPool& pool, const KvRows* write = nullptr);
+                     float scale, ThreadPool& pool, const KvRows* write = nullptr, AttendLimits limits = {});
 
 }  // namespace parallm::cpu

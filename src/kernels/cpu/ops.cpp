@@ -79,6 +79,21 @@ float exp_shifted(float* x, int64_t n, float scale) { return n > 0 ? active_kern
 
 void swiglu(float* out, const float* gate, const float* up, int64_t n) { active_kernels().swiglu(out, gate, up, n); }
 
+// NOTE: plain std::tanh; Gemma's FFN widths make this a small share beside
+// the matmuls around it, and a vector tanh can come with a profile.
+void geglu_tanh(float* out, const float* gate, const float* up, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    const float g = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+    out[i] = g * up[i];
+  }
+}
+
+void softcap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 float dot(const float* a, const float* b, int64_t n) { return active_kernels().dot(a, b, n); }
 
 void axpy(float* y, float a, const float* x, int64_t n) { active_kernels().axpy(y, a, x, n); }

@@ -39,6 +39,11 @@ float exp_shifted(float* x, int64_t n, float scale);
 
 // out, gate, up: [n]. out = silu(gate) * up; out may alias gate or up.
 void swiglu(float* out, const float* gate, const float* up, int64_t n);
+// out = gelu_tanh(gate) * up (Gemma's GeGLU), gelu_tanh(x) =
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); out may alias gate or up.
+void geglu_tanh(float* out, const float* gate, const float* up, int64_t n);
+// x = cap * tanh(x / cap) over x: [n] (Gemma 2's logit soft-capping).
+void softcap(float* x, int64_t n, float cap);
 
 // Dot product of a, b: [n], f32 accumulation (attention scores).
 float dot(const float* a, const float* b, int64_t n);
