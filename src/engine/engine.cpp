@@ -125,7 +125,7 @@ std::vector<int64_t> pipeline_stage_layers(const ModelConfig& c, int pp, const s
 
 Engine::Engine(const EngineOptions& options) : options_(options) {
   if (options_.tp < 1 || options_.pp < 1 || options_.ep < 1) throw InputError("--tp, --pp and --ep must be >= 1");
-  model_file_ = open_model(options_.model_path);
+  model_file_ = open_model(options_.model_path, options_.weight_dtype);
   const ModelConfig& c = model_file_->config;
   if (!options_.tokenizer_path.empty()) {
     tokenizer_ = load_tokenizer(options_.tokenizer_path);

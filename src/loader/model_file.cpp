@@ -153,9 +153,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 }  // namespace
 
-std::unique_ptr<ModelFile> open_model(const std::string& path) {
+std::unique_ptr<ModelFile> open_model(const std::string& path, std::optional<DType> quantized_as) {
   if (is_directory(path) || ends_with(path, ".safetensors") || ends_with(path, "config.json")) {
-    return load_safetensors_model(path);
+    return load_safetensors_model(path, quantized_as);
   }
   MappedFile probe(path);
   if (probe.size() >= 4 && std::memcmp(probe.data(), "GGUF", 4) == 0) return load_gguf_model(path);

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,11 +95,14 @@ class ModelFile {
 // Opens a model by sniffing the path: a directory (Hugging Face config.json +
 // safetensors), a GGUF file, or a llama2.c checkpoint. ctx_size > 0 overrides
 // the context length in the metadata.
-std::unique_ptr<ModelFile> open_model(const std::string& path);
+// quantized_as: the dtype a quantized HF checkpoint's layers are converted
+// to at load (--dtype); nullopt = the format's fastest (loader/quantized_checkpoint.h).
+std::unique_ptr<ModelFile> open_model(const std::string& path, std::optional<DType> quantized_as = std::nullopt);
 
 // Per-format readers (each in its own file).
 std::unique_ptr<ModelFile> load_gguf_model(const std::string& path);
-std::unique_ptr<ModelFile> load_safetensors_model(const std::string& dir_or_file);  // safetensors_model.cpp
-std::unique_ptr<ModelFile> load_llama2c_model(const std::string& path);             // llama2c_model.cpp
+std::unique_ptr<ModelFile> load_safetensors_model(const std::string& dir_or_file,  // safetensors_model.cpp
+                                                  std::optional<DType> quantized_as = std::nullopt);
+std::unique_ptr<ModelFile> load_llama2c_model(const std::string& path);  // llama2c_model.cpp
 
 }  // namespace parallm

@@ -4,13 +4,16 @@
 // model_file.h (q/k are not permuted: the config selects rotate-half RoPE).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 
 #include "loader/hf_config.h"
 #include "loader/model_file.h"
+#include "loader/quantized_checkpoint.h"
 #include "loader/safetensors_reader.h"
 #include "util/check.h"
 #include "util/json_parse.h"
@@ -127,6 +130,16 @@ void add_one_to_gemma_norms(ModelFile* model) {
   }
 }
 
+bool all_zero(const SafetensorsTensor& t) {
+  for (size_t i = 0; i < t.nbytes; ++i) {
+    // -0.0 is zero too: only its sign bit is set (the top bit of the last byte of an element).
+    const size_t elem = t.st_dtype == "F32" ? 4 : 2;
+    const uint8_t b = t.data[i];
+    if (b != 0 && !(i % elem == elem - 1 && b == 0x80)) return false;
+  }
+  return true;
+}
+
 // The shard files of a checkpoint directory.
 std::vector<std::string> shard_files(const std::string& dir) {
   const std::string single = dir + "/model.safetensors";
@@ -160,7 +173,7 @@ std::vector<std::string> shard_files(const std::string& dir) {
 
 }  // namespace
 
-std::unique_ptr<ModelFile> load_safetensors_model(const std::string& dir_or_file) {
+std::unique_ptr<ModelFile> load_safetensors_model(const std::string& dir_or_file, std::optional<DType> quantized_as) {
   std::string dir = dir_or_file;
   std::vector<std::string> shards;
   if (is_dir(dir_or_file)) {
@@ -181,17 +194,47 @@ std::unique_ptr<ModelFile> load_safetensors_model(const std::string& dir_or_file
   model->hf_dir = dir;
   model->config = parse_hf_config(read_text_file(config_path), config_path);
 
+  const QuantScheme scheme = parse_quant_scheme(read_text_file(config_path), config_path);
   bool has_lm_head = false;
+  auto add = [&](WeightTensor w, const std::string& hf_name) {
+    if (w.name == "output.weight") {
+      has_lm_head = true;
+      if (model->config.tied_embeddings) return;  // tied: the classifier is token_embd
+    }
+    if (model->find(w.name) != nullptr) throw InputError("model '" + dir + "': tensor '" + hf_name + "' appears twice");
+    model->add_tensor(std::move(w));
+  };
+  // Quantized modules' pieces, gathered over every shard, then converted.
+  std::map<std::string, QuantParts> quantized;
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
   for (const auto& shard : shards) {
-    SafetensorsFile f(shard);
+    files.push_back(std::make_unique<SafetensorsFile>(shard));
+    SafetensorsFile& f = *files.back();
     for (const auto& t : f.tensors()) {
-      std::string name = canonical_name(t.name, shard, model->config);
-      if (name.empty()) continue;
-      if (name == "output.weight") {
-        has_lm_head = true;
-        if (model->config.tied_embeddings) continue;  // tied: the classifier is token_embd
+      const size_t dot = t.name.rfind('.');
+      const std::string base = dot == std::string::npos ? t.name : t.name.substr(0, dot);
+      const std::string suffix = dot == std::string::npos ? "" : t.name.substr(dot + 1);
+      if (scheme.is_part(suffix) ||
+          (scheme.method == QuantMethod::kFp8 && suffix == "weight" && t.st_dtype == "F8_E4M3")) {
+        quantized[base][suffix] = &t;
+        continue;
       }
-      if (model->find(name) != nullptr) throw InputError("model '" + dir + "': tensor '" + t.name + "' appears twice");
+      if (!t.is_float) {
+        throw InputError("model '" + dir + "': tensor '" + t.name + "' has dtype " + t.st_dtype +
+                         (scheme.method == QuantMethod::kNone
+                              ? ", and config.json has no quantization_config that would use it"
+                              : ", which " + scheme.name + " checkpoints do not store there"));
+      }
+      std::string name;
+      try {
+        name = canonical_name(t.name, shard, model->config);
+      } catch (const InputError&) {
+        // GPTQ exports carry a bias for every linear layer, zeros where the
+        // architecture has none: those are dropped, any other is an error.
+        if (scheme.method == QuantMethod::kNone || suffix != "bias" || !all_zero(t)) throw;
+        continue;
+      }
+      if (name.empty()) continue;
       WeightTensor w;
       w.name = name;
       w.dtype = t.dtype;
@@ -203,9 +246,18 @@ std::unique_ptr<ModelFile> load_safetensors_model(const std::string& dir_or_file
       }
       w.data = t.data;
       w.nbytes = t.nbytes;
-      model->add_tensor(std::move(w));
+      add(std::move(w), t.name);
     }
     model->keep_mapping(f.take_mapping());
+  }
+  for (const auto& [base, parts] : quantized) {
+    const bool only_unused = std::all_of(parts.begin(), parts.end(), [](const auto& p) {
+      return p.first == "input_scale" || p.first == "weight_shape";
+    });
+    if (only_unused) continue;  // e.g. the input scale of a layer kept in bf16
+    const std::string name = canonical_name(base + ".weight", dir, model->config);
+    if (name.empty()) continue;
+    add(dequantize_module(scheme, parts, name, quantized_as, model.get()), base);
   }
   if (!model->config.tied_embeddings && !has_lm_head) {
     throw InputError("model '" + dir + "' lacks lm_head.weight and config.json does not set tie_word_embeddings");

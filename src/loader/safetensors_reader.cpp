@@ -105,14 +105,12 @@ void SafetensorsFile::parse() {
     if (elem_bytes == 0) throw InputError(tensor_where + " has unknown dtype '" + dtype + "'");
     SafetensorsTensor t;
     t.name = key;
-    if (dtype == "F32") {
-      t.dtype = DType::kF32;
-    } else if (dtype == "F16") {
+    t.st_dtype = dtype;
+    t.is_float = dtype == "F32" || dtype == "F16" || dtype == "BF16";
+    if (dtype == "F16") {
       t.dtype = DType::kF16;
     } else if (dtype == "BF16") {
       t.dtype = DType::kBF16;
-    } else {
-      throw InputError(tensor_where + " has dtype " + dtype + "; parallm reads F32, F16 and BF16 tensors");
     }
     if (sh->size() > kMaxDims) throw InputError(tensor_where + " has too many dimensions");
     uint64_t n_elems = 1;

@@ -9,8 +9,10 @@
 // exposed: header length, JSON shape, offsets inside the data section, no two
 // tensors overlapping, and end - begin == product(shape) * element size. Any
 // violation is an InputError naming the file and the tensor (fuzzed by
-// tests/fuzz/fuzz_safetensors.cpp). parallm runs F32, F16 and BF16 tensors;
-// any other dtype is an InputError naming it.
+// tests/fuzz/fuzz_safetensors.cpp). Every dtype of the format is read;
+// `dtype` says which of parallm's float types a tensor is, and tensors of
+// other dtypes (quantized checkpoints' I32 / F8_E4M3 parts) are left to the
+// loader, which refuses them by name unless a quantization scheme uses them.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -25,6 +27,8 @@ namespace parallm {
 
 struct SafetensorsTensor {
   std::string name;
+  std::string st_dtype;   // the file's dtype string ("BF16", "I32", "F8_E4M3", ...)
+  bool is_float = false;  // F32, F16 or BF16: then `dtype` is set
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;  // row-major, outermost first (as in the file)
   const uint8_t* data = nullptr;
