@@ -250,6 +250,7 @@ bool pack_int4_block(const ModuleReader& r, int64_t o, int64_t b, DType target, 
     if (r.group(i) != g) return false;
   }
   const float z = r.zero(o, g), s = r.scale(o, g);
+  if (!(std::fabs(s) * 16.0f <= 65504.0f)) return false;  // the f32 path names the module
   uint8_t qs[16];
   for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(r.q(o, i0 + j) | (r.q(o, i0 + j + 16) << 4));
   if (target == DType::kQ4_0) {
@@ -273,6 +274,17 @@ bool pack_int4_block(const ModuleReader& r, int64_t o, int64_t b, DType target, 
 WeightTensor dequantize_module(const QuantScheme& scheme, const QuantParts& parts, const std::string& name,
                                std::optional<DType> target, ModelFile* model) {
   const ModuleReader r(scheme, parts, name);
+  // A NaN or infinite scale (or an fp8 NaN code) has no value to store, and
+  // the block types keep their scales and minimums in f16: weights past
+  // f16's range (no real checkpoint has them) are refused rather than stored wrong.
+  auto need_finite = [&](const float* v, int64_t n, int64_t o) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (!(std::fabs(v[i]) <= 65504.0f)) {
+        throw InputError(strfmt("%s module '%s': row %lld holds a weight of %g (NaN, infinite or past f16's range)",
+                                scheme.name.c_str(), name.c_str(), (long long)o, static_cast<double>(v[i])));
+      }
+    }
+  };
   const int64_t out = r.out(), in = r.in();
   // NOTE: int4 groups scattered by desc_act would mix in a 4-bit block;
   // 8 bits keep them (measured: a logit error of 0.32 re-quantized to q4_1).
@@ -304,12 +316,14 @@ WeightTensor dequantize_module(const QuantScheme& scheme, const QuantParts& part
           const int64_t i = b * 32 + j, g = r.group(i);
           row[static_cast<size_t>(j)] = (static_cast<float>(r.q(o, i)) - r.zero(o, g)) * r.scale(o, g);
         }
+        need_finite(row.data(), 32, o);
         cpu::quantize_row(t, row.data(), dst + b * bb, 32);
         ++requantized;
       }
       continue;
     }
     r.row(o, row.data());
+    need_finite(row.data(), in, o);
     cpu::quantize_row(t, row.data(), dst, in);
   }
   if (requantized > 0) {

@@ -4,6 +4,7 @@
 // OUT/fuzz_hf_config; and request bodies past the JSON limits for
 // OUT/fuzz_openai_request.
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -95,6 +96,36 @@ int main(int argc, char** argv) {
   };
   write(out + "/fuzz_safetensors", "small.safetensors", test::safetensors_bytes(st, {{"format", "pt"}}));
   write(out + "/fuzz_safetensors", "one.safetensors", test::safetensors_bytes({st[0]}));
+
+  // One module of each quantized layout (fuzz_quantized_module): the first
+  // byte picks the method, the second the group size (32), then a
+  // safetensors file of the module's parts.
+  {
+    auto words = [](size_t n, uint32_t v) {
+      std::vector<uint8_t> b(n * 4);
+      for (size_t i = 0; i < n; ++i) std::memcpy(b.data() + 4 * i, &v, 4);
+      return b;
+    };
+    const std::vector<uint8_t> half_scales(2 * 2 * 16, 0x3c);  // f16 ~1.0 bytes
+    const std::vector<test::StTensor> gptq = {{"qweight", "I32", {8, 16}, words(8 * 16, 0x76543210u)},
+                                              {"qzeros", "I32", {2, 2}, words(4, 0x77777777u)},
+                                              {"scales", "F16", {2, 16}, half_scales}};
+    const std::vector<test::StTensor> awq = {{"qweight", "I32", {64, 2}, words(128, 0x01234567u)},
+                                             {"qzeros", "I32", {2, 2}, words(4, 0x88888888u)},
+                                             {"scales", "F16", {2, 16}, half_scales}};
+    const std::vector<test::StTensor> packed = {{"weight_packed", "I32", {16, 8}, words(128, 0x89abcdefu)},
+                                                {"weight_scale", "F16", {16, 2}, half_scales}};
+    const std::vector<test::StTensor> fp8 = {{"weight", "F8_E4M3", {16, 64}, std::vector<uint8_t>(1024, 0x38)},
+                                             {"weight_scale", "F32", {}, test::f32_bytes({0.5f})}};
+    const std::pair<uint8_t, const std::vector<test::StTensor>*> seeds[] = {
+        {0, &fp8}, {1 | 4 | 8, &gptq}, {2 | 4, &awq}, {3, &packed}};
+    for (const auto& [method, tensors] : seeds) {
+      std::vector<uint8_t> bytes = {method, 2};
+      const std::vector<uint8_t> st = test::safetensors_bytes(*tensors);
+      bytes.insert(bytes.end(), st.begin(), st.end());
+      write(out + "/fuzz_quantized_module", "method" + std::to_string(method % 4) + ".bin", bytes);
+    }
+  }
 
   const std::string llama =
       R"({"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,)"

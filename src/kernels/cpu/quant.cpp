@@ -19,12 +19,20 @@ inline uint16_t load_u16(const uint8_t* p) {
 }
 inline void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
+// 1 / d, or 0 where that overflows: a block of values so tiny that its f16
+// scale is 0 anyway (found by fuzz_quantized_module: x / d was infinite,
+// and converting it to an integer undefined).
+inline float safe_inverse(float d) {
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  return std::isfinite(id) ? id : 0.0f;
+}
+
 void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, x += kQK8_0) {
     float amax = 0.0f;
     for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = safe_inverse(d);
     y[b].d = fp32_to_fp16(d);
     for (int j = 0; j < kQK8_0; ++j) y[b].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
   }
@@ -40,7 +48,7 @@ void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
       }
     }
     const float d = max / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = safe_inverse(d);
     y[b].d = fp32_to_fp16(d);
     for (int j = 0; j < kQK4_0 / 2; ++j) {
       const int8_t q0 = std::min<int8_t>(15, static_cast<int8_t>(x[j] * id + 8.5f));
