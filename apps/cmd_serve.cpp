@@ -122,9 +122,10 @@ struct KvSizing {
     // most layers bounds the pool.
     const std::vector<int64_t> stages = pipeline_stage_layers(c, eo.pp, eo.pp_layers);
     const int64_t layers_per_rank = *std::max_element(stages.begin(), stages.end());
-    block_bytes = static_cast<double>(KvPool::bytes_per_token(
-                      layers_per_rank, std::max<int64_t>(1, c.n_kv_head / eo.tp), c.head_dim, eo.kv_dtype)) *
-                  static_cast<double>(eo.block_size);
+    block_bytes =
+        static_cast<double>(KvPool::bytes_per_token(layers_per_rank, std::max<int64_t>(1, c.kv_heads() / eo.tp),
+                                                    c.kv_row_dim(), eo.kv_dtype, c.kv_values_in_keys())) *
+        static_cast<double>(eo.block_size);
     block_size = eo.block_size;
     blocks_per_seq = (max_model_len + eo.block_size - 1) / eo.block_size;
     max_blocks = s.max_num_seqs * blocks_per_seq;

@@ -35,6 +35,21 @@ HF_TYPES = {
     "gemma2": ("gemma2", "Gemma2ForCausalLM"),
     "gemma3": ("gemma3_text", "Gemma3ForCausalLM"),
     "phi3": ("phi3", "Phi3ForCausalLM"),
+    "deepseek2": ("deepseek_v3", "DeepseekV3ForCausalLM"),
+}
+
+# DeepSeek's latent attention and shared experts.
+DEEPSEEK_NAMES = {
+    "attn_q_a.weight": "self_attn.q_a_proj.weight",
+    "attn_q_a_norm.weight": "self_attn.q_a_layernorm.weight",
+    "attn_q_b.weight": "self_attn.q_b_proj.weight",
+    "attn_kv_a_mqa.weight": "self_attn.kv_a_proj_with_mqa.weight",
+    "attn_kv_a_norm.weight": "self_attn.kv_a_layernorm.weight",
+    "attn_kv_b.weight": "self_attn.kv_b_proj.weight",
+    "exp_probs_b.bias": "mlp.gate.e_score_correction_bias",
+    "ffn_gate_shexp.weight": "mlp.shared_experts.gate_proj.weight",
+    "ffn_up_shexp.weight": "mlp.shared_experts.up_proj.weight",
+    "ffn_down_shexp.weight": "mlp.shared_experts.down_proj.weight",
 }
 
 # Gemma's names for its four norms per layer.
@@ -128,6 +143,33 @@ def hf_config(g, arch):
         c["rope_scaling"] = {"type": "longrope",
                              "long_factor": [float(x) for x in g.tensors["rope_factors_long.weight"]],
                              "short_factor": [float(x) for x in g.tensors["rope_factors_short.weight"]]}
+    if arch == "deepseek2":
+        c["intermediate_size"] = kv[p + "feed_forward_length"]
+        c["q_lora_rank"] = kv.get(p + "attention.q_lora_rank")
+        c["kv_lora_rank"] = kv[p + "attention.kv_lora_rank"]
+        c["qk_rope_head_dim"] = kv[p + "rope.dimension_count"]
+        c["qk_nope_head_dim"] = kv[p + "attention.key_length"] - c["qk_rope_head_dim"]
+        c["v_head_dim"] = kv[p + "attention.value_length"]
+        c["head_dim"] = c["qk_rope_head_dim"]  # transformers' DeepseekV3Config: the rope part
+        c["n_routed_experts"] = n_expert
+        c["num_experts_per_tok"] = kv[p + "expert_used_count"]
+        c["moe_intermediate_size"] = kv[p + "expert_feed_forward_length"]
+        c["n_shared_experts"] = kv.get(p + "expert_shared_count", 0)
+        c["first_k_dense_replace"] = kv.get(p + "leading_dense_block_count", 0)
+        c["moe_layer_freq"] = 1
+        c["routed_scaling_factor"] = kv.get(p + "expert_weights_scale", 1.0)
+        c["norm_topk_prob"] = bool(kv.get(p + "expert_weights_norm", False))
+        c["scoring_func"] = "sigmoid" if kv.get(p + "expert_gating_func", 1) == 2 else "softmax"
+        groups = kv.get(p + "expert_group_count", 1)
+        c["n_group"], c["topk_group"] = groups, kv.get(p + "expert_group_used_count", 1)
+        has_bias = any(n.endswith("exp_probs_b.bias") for n in g.tensors)
+        c["topk_method"] = "noaux_tc" if has_bias else ("group_limited_greedy" if groups > 1 else "greedy")
+        c["attention_bias"] = False
+        if kv.get(p + "rope.scaling.type") == "yarn":
+            m_all = kv.get(p + "rope.scaling.yarn_log_multiplier", 0.0) / 0.1
+            c["rope_scaling"] = {"type": "yarn", "factor": kv[p + "rope.scaling.factor"],
+                                 "original_max_position_embeddings": kv[p + "rope.scaling.original_context_length"],
+                                 "beta_fast": 32, "beta_slow": 1, "mscale": m_all, "mscale_all_dim": m_all}
     if kv.get(p + "rope.scaling.type") == "linear":
         c["rope_scaling"] = {"rope_type": "linear", "factor": kv[p + "rope.scaling.factor"]}
     elif kv.get("parallm.rope_scaling.type") == "llama3":
@@ -152,6 +194,8 @@ def hf_tensors(g, arch, config):
     if gemma:
         out[1] = ("model.norm.weight", t["output_norm.weight"] - 1.0)
     names = {**LAYER_NAMES, **GEMMA_NORMS} if gemma else dict(LAYER_NAMES)
+    if arch == "deepseek2":
+        names.update(DEEPSEEK_NAMES)
     if arch == "phi3":  # fused Q/K/V; ffn_up holds gate and up
         names.update({"attn_qkv.weight": "self_attn.qkv_proj.weight", "ffn_up.weight": "mlp.gate_up_proj.weight"})
     for l in range(config["num_hidden_layers"]):
@@ -167,6 +211,10 @@ def hf_tensors(g, arch, config):
             elif arch == "llama" and suffix == "attn_k.weight":
                 w = unpermute(w, config["num_key_value_heads"])
             out.append((hf + name, w))
+        if b + "attn_k_b.weight" in t:  # llama.cpp's split form back to kv_b_proj
+            k_b, v_b = t[b + "attn_k_b.weight"], t[b + "attn_v_b.weight"]
+            rows = [np.concatenate([k_b[hh].T, v_b[hh]], axis=0) for hh in range(k_b.shape[0])]
+            out.append((hf + "self_attn.kv_b_proj.weight", np.concatenate(rows, axis=0)))
         if b + "ffn_gate_inp.weight" in t:
             out.append((hf + ("block_sparse_moe.gate.weight" if mixtral else "mlp.gate.weight"),
                         t[b + "ffn_gate_inp.weight"]))

@@ -128,6 +128,92 @@ def softcap(x, cap):
     return cap * np.tanh(x / cap) if cap else x
 
 
+def yarn_inv_freq(dim, base, factor, original, beta_fast=32.0, beta_slow=1.0):
+    """YaRN: below the band interpolated (frequency / factor), above it kept,
+    blended linearly across it; the band's ends are the dimensions whose
+    wavelength makes beta_fast / beta_slow turns in the original context."""
+    extra = base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+
+    def corr_dim(turns):
+        return dim * np.log(original / (turns * 2 * np.pi)) / (2 * np.log(base))
+
+    low, high = max(np.floor(corr_dim(beta_fast)), 0), min(np.ceil(corr_dim(beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(dim // 2) - low) / (high - low), 0, 1)
+    return extra / factor * ramp + extra * (1 - ramp)
+
+
+def deepseek_route(logits, bias, gating, groups, groups_used, k, norm, scale):
+    """Chosen experts and weights of one token (DeepSeek's gate)."""
+    if gating == 2:
+        scores = 1.0 / (1.0 + np.exp(-logits))
+    else:
+        scores = np.exp(logits - logits.max())
+        scores /= scores.sum()
+    choice = scores + (bias if bias is not None else 0.0)
+    if groups > 1:
+        per = len(choice) // groups
+        grouped = choice.reshape(groups, per)
+        if bias is not None:
+            group_score = np.sort(grouped, axis=1)[:, -2:].sum(axis=1)
+        else:
+            group_score = grouped.max(axis=1)
+        keep = np.argsort(-group_score, kind="stable")[:groups_used]
+        masked = np.full_like(choice, -np.inf)
+        for gi in keep:
+            masked[gi * per:(gi + 1) * per] = choice[gi * per:(gi + 1) * per]
+        choice = masked
+    top = np.argsort(-choice, kind="stable")[:k]
+    w = scores[top]
+    if norm:
+        w = w / w.sum()
+    return top, w * scale
+
+
+def mla_attention(g, t, b, h, pos, mask, eps, n_head, kv_dtype):
+    """DeepSeek's multi-head latent attention of one layer, decompressed."""
+    p = g.kv["general.architecture"] + "."
+    T = h.shape[0]
+    lora = g.kv[p + "attention.kv_lora_rank"]
+    head_k, v_dim = g.kv[p + "attention.key_length"], g.kv[p + "attention.value_length"]
+    rope_dim = g.kv[p + "rope.dimension_count"]
+    nope = head_k - rope_dim
+    base = g.kv.get(p + "rope.freq_base", 10000.0)
+    scale = 1.0 / np.sqrt(head_k)
+    if g.kv.get(p + "rope.scaling.type") == "yarn":
+        factor = g.kv[p + "rope.scaling.factor"]
+        inv_freq = yarn_inv_freq(rope_dim, base, factor, g.kv[p + "rope.scaling.original_context_length"])
+        m = 1.0 + g.kv.get(p + "rope.scaling.yarn_log_multiplier", 0.0) * np.log(factor)
+        scale *= m * m
+    else:
+        inv_freq = base ** (-np.arange(0, rope_dim, 2, dtype=np.float64) / rope_dim)
+    if b + "attn_q_a.weight" in t:
+        q = rmsnorm(h @ t[b + "attn_q_a.weight"].T, t[b + "attn_q_a_norm.weight"], eps) @ t[b + "attn_q_b.weight"].T
+    else:
+        q = h @ t[b + "attn_q.weight"].T
+    q = q.reshape(T, n_head, head_k)
+    q_nope, q_pe = q[..., :nope], rope(q[..., nope:], pos, inv_freq, False)
+    kva = h @ t[b + "attn_kv_a_mqa.weight"].T
+    c = rmsnorm(kva[:, :lora], t[b + "attn_kv_a_norm.weight"], eps)
+    k_pe = rope(kva[:, None, lora:], pos, inv_freq, False)[:, 0, :]
+    if kv_dtype == "q8_0":
+        raise ValueError("the reference's MLA path has no q8_0 cache")
+    if b + "attn_kv_b.weight" in t:
+        kv = (c @ t[b + "attn_kv_b.weight"].T).reshape(T, n_head, nope + v_dim)
+        k_nope, v = kv[..., :nope], kv[..., nope:]
+    else:
+        k_nope = np.einsum("tj,hjd->thd", c, t[b + "attn_k_b.weight"])
+        v = np.einsum("tj,hvj->thv", c, t[b + "attn_v_b.weight"])
+    out = np.zeros((T, n_head, v_dim))
+    for hh in range(n_head):
+        s = (q_nope[:, hh] @ k_nope[:, hh].T + q_pe[:, hh] @ k_pe.T) * scale + mask
+        s = np.exp(s - s.max(axis=1, keepdims=True))
+        s /= s.sum(axis=1, keepdims=True)
+        out[:, hh] = s @ v[:, hh]
+    return out.reshape(T, n_head * v_dim) @ t[b + "attn_output.weight"].T
+
+
 def q8_0_round_trip(x):
     """Values as a q8_0 KV cache holds them: per 32 values along the last axis,
     d = amax / 127 kept as f16, q = x / d rounded half to even (as the SIMD
@@ -167,7 +253,8 @@ def final_hidden(g, ids, kv_dtype="f32", n_ctx=None):
     n_expert = g.kv.get(p + "expert_count", 0)
     k_used = g.kv.get(p + "expert_used_count", 0)
     # llama.cpp: qwen2moe weights the top-k by the full softmax, the others renormalize.
-    norm_topk = g.kv.get(p + "expert_weights_norm", arch != "qwen2moe")
+    norm_topk = g.kv.get(p + "expert_weights_norm", arch not in ("qwen2moe", "deepseek2"))
+    n_dense_lead = g.kv.get(p + "leading_dense_block_count", 0)
     t = g.tensors
     inv_freq = theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
     if g.kv.get(p + "rope.scaling.type") == "linear":
@@ -207,6 +294,27 @@ def final_hidden(g, ids, kv_dtype="f32", n_ctx=None):
         layer_mask = window_mask if sliding else mask
         layer_freq = inv_freq_local if sliding else inv_freq
         h = rmsnorm(x, t[b + "attn_norm.weight"], eps)
+        if arch == "deepseek2":
+            x = x + mla_attention(g, t, b, h, pos, mask, eps, n_head, kv_dtype)
+            h = rmsnorm(x, t[b + "ffn_norm.weight"], eps)
+            if l < n_dense_lead:
+                a = silu(h @ t[b + "ffn_gate.weight"].T) * (h @ t[b + "ffn_up.weight"].T)
+                x = x + a @ t[b + "ffn_down.weight"].T
+                continue
+            logits = h @ t[b + "ffn_gate_inp.weight"].T
+            y = np.zeros_like(h)
+            for i in range(T):
+                top, w = deepseek_route(logits[i], t.get(b + "exp_probs_b.bias"), g.kv.get(p + "expert_gating_func", 1),
+                                        g.kv.get(p + "expert_group_count", 1), g.kv.get(p + "expert_group_used_count", 1),
+                                        k_used, norm_topk, g.kv.get(p + "expert_weights_scale", 1.0))
+                for e, we in zip(top, w):
+                    gte, up = t[b + "ffn_gate_exps.weight"][e], t[b + "ffn_up_exps.weight"][e]
+                    y[i] += we * (t[b + "ffn_down_exps.weight"][e] @ (silu(gte @ h[i]) * (up @ h[i])))
+            if b + "ffn_gate_shexp.weight" in t:
+                shared = silu(h @ t[b + "ffn_gate_shexp.weight"].T) * (h @ t[b + "ffn_up_shexp.weight"].T)
+                y = y + shared @ t[b + "ffn_down_shexp.weight"].T
+            x = x + y
+            continue
         if b + "attn_qkv.weight" in t:
             qkv = h @ t[b + "attn_qkv.weight"].T
             q, k, v = np.split(qkv, [n_head * hd, (n_head + n_kv) * hd], axis=1)

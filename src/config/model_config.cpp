@@ -1,5 +1,6 @@
 #include "config/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "util/check.h"
@@ -10,7 +11,7 @@ namespace parallm {
 namespace {
 constexpr const char* kSupported =
     "supported: llama (Llama 2/3, Mistral, Mixtral-style MoE), mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe, "
-    "gemma2, gemma3 (text), phi3";
+    "gemma2, gemma3 (text), phi3, deepseek2 (DeepSeek-V2 / V3)";
 }
 
 const char* architecture_name(Architecture a) {
@@ -31,20 +32,24 @@ const char* architecture_name(Architecture a) {
       return "gemma3";
     case Architecture::kPhi3:
       return "phi3";
+    case Architecture::kDeepseek2:
+      return "deepseek2";
   }
   return "llama";
 }
 
 void apply_architecture_defaults(ModelConfig* c) {
   c->arch_name = architecture_name(c->arch);
-  const bool qwen = c->arch != Architecture::kLlama;
   // NOTE: llama.cpp's llama arch stores q/k permuted for interleaved-pair
-  // RoPE; the Qwen families keep Hugging Face's rotate-half layout ("neox").
-  c->rope_style = qwen ? RopeStyle::kHalf : RopeStyle::kInterleaved;
+  // RoPE; the Qwen, Gemma and Phi families keep Hugging Face's rotate-half
+  // layout ("neox"); DeepSeek's own code rotates interleaved pairs.
+  const bool pairs = c->arch == Architecture::kLlama || c->arch == Architecture::kDeepseek2;
+  c->rope_style = pairs ? RopeStyle::kInterleaved : RopeStyle::kHalf;
   c->qkv_bias = c->arch == Architecture::kQwen2 || c->arch == Architecture::kQwen2Moe;
   c->qk_norm =
       c->arch == Architecture::kQwen3 || c->arch == Architecture::kQwen3Moe || c->arch == Architecture::kGemma3;
-  c->norm_topk_prob = c->arch != Architecture::kQwen2Moe;
+  c->norm_topk_prob = c->arch != Architecture::kQwen2Moe && c->arch != Architecture::kDeepseek2;
+  c->shared_expert_gated = c->arch == Architecture::kQwen2Moe;
   const bool gemma = c->arch == Architecture::kGemma2 || c->arch == Architecture::kGemma3;
   c->ffn_act = gemma ? FfnActivation::kGeluTanh : FfnActivation::kSilu;
   c->post_norms = gemma;
@@ -58,8 +63,25 @@ float longrope_attn_factor(int64_t n_ctx, int64_t original_ctx) {
   return static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(original_ctx))));
 }
 
+namespace {
+float yarn_mscale_of(float factor, float m) { return factor <= 1.0f ? 1.0f : 0.1f * m * std::log(factor) + 1.0f; }
+}  // namespace
+
 float ModelConfig::query_scale() const {
-  return attn_scale > 0.0f ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  float s = attn_scale > 0.0f ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  if (rope_scaling == RopeScaling::kYarn && yarn_mscale_all_dim > 0.0f) {
+    const float m = yarn_mscale_of(rope_factor, yarn_mscale_all_dim);
+    s *= m * m;
+  }
+  return s;
+}
+
+float ModelConfig::rope_cos_sin_scale() const {
+  if (rope_scaling == RopeScaling::kYarn) {
+    return yarn_mscale_of(rope_factor, yarn_mscale) / yarn_mscale_of(rope_factor, yarn_mscale_all_dim);
+  }
+  if (rope_scaling == RopeScaling::kLongRope) return rope_attn_factor;
+  return 1.0f;
 }
 
 void ModelConfig::set_sliding_pattern(int64_t pattern) {
@@ -79,6 +101,10 @@ Architecture parse_architecture(const std::string& name) {
   if (name == "qwen3moe" || name == "qwen3_moe" || name == "Qwen3MoeForCausalLM") return Architecture::kQwen3Moe;
   if (name == "gemma2" || name == "Gemma2ForCausalLM") return Architecture::kGemma2;
   if (name == "phi3" || name == "Phi3ForCausalLM") return Architecture::kPhi3;
+  if (name == "deepseek2" || name == "deepseek_v2" || name == "deepseek_v3" || name == "DeepseekV2ForCausalLM" ||
+      name == "DeepseekV3ForCausalLM") {
+    return Architecture::kDeepseek2;
+  }
   if (name == "gemma3" || name == "gemma3_text" || name == "Gemma3ForCausalLM") return Architecture::kGemma3;
   throw InputError("unsupported architecture '" + name + "' (" + kSupported + ")");
 }
@@ -112,6 +138,20 @@ void ModelConfig::finalize() {
   need(rms_eps > 0 && rms_eps < 1, "rms_norm_eps");
   need(rope_theta > 0, "rope theta");
   need(rope_factor > 0, "rope scaling factor");
+  if (kv_lora_rank > 0) {
+    need(qk_rope_dim > 0 && qk_rope_dim % 2 == 0 && qk_nope_dim > 0 && v_head_dim > 0,
+         "MLA needs positive qk_nope_head_dim, v_head_dim and an even qk_rope_head_dim");
+    need(head_dim == qk_nope_dim + qk_rope_dim, "MLA's key head is qk_nope_head_dim + qk_rope_head_dim");
+    need(q_lora_rank >= 0 && kv_lora_rank <= (1 << 16) && q_lora_rank <= (1 << 16), "MLA ranks");
+  }
+  need(n_dense_lead >= 0 && n_dense_lead <= n_layer, "leading dense layer count");
+  need(n_dense_lead == 0 || (n_ff_dense > 0 && n_ff_dense <= (1 << 20)), "the leading dense layers' FFN width");
+  need(n_expert_groups >= 1 && n_expert_groups_used >= 1 && n_expert_groups_used <= n_expert_groups &&
+           (n_expert == 0 || n_expert % n_expert_groups == 0),
+       "expert groups: n_group must divide the experts and topk_group be in 1..n_group");
+  need(n_expert == 0 || n_expert_used <= n_expert_groups_used * (n_expert / n_expert_groups),
+       "top-k exceeds the experts in the groups used");
+  need(routed_scale > 0, "routed_scaling_factor");
   if (rope_scaling == RopeScaling::kLongRope) {
     const size_t half = static_cast<size_t>(head_dim / 2);
     need(rope_long_factors.size() == half && rope_short_factors.size() == half,
@@ -143,13 +183,32 @@ std::vector<float> ModelConfig::rope_inv_freq_swa() const {
 }
 
 std::vector<float> ModelConfig::rope_inv_freq(int64_t n_ctx) const {
-  std::vector<float> inv(static_cast<size_t>(head_dim / 2));
+  const int64_t dim = rope_dim();
+  std::vector<float> inv(static_cast<size_t>(dim / 2));
+  // YaRN: frequencies below the band are interpolated (divided by the
+  // factor), above it kept, and blended linearly across it; the band's ends
+  // are the dimensions whose wavelength fits beta_fast / beta_slow turns in
+  // the original context (transformers' find_correction_range).
+  double yarn_lo = 0, yarn_hi = 0;
+  if (rope_scaling == RopeScaling::kYarn) {
+    const double pi = 3.14159265358979323846;
+    auto dim_of = [&](double turns) {
+      return dim * std::log(rope_original_ctx / (turns * 2 * pi)) / (2 * std::log(static_cast<double>(rope_theta)));
+    };
+    yarn_lo = std::max(0.0, std::floor(dim_of(yarn_beta_fast)));
+    yarn_hi = std::min(static_cast<double>(dim - 1), std::ceil(dim_of(yarn_beta_slow)));
+    if (yarn_hi == yarn_lo) yarn_hi += 0.001;
+  }
   // llama.cpp's choice: the long factors once the context exceeds the
   // original one (transformers switches per sequence length instead).
   const std::vector<float>& longrope = n_ctx > rope_original_ctx ? rope_long_factors : rope_short_factors;
-  for (int64_t i = 0; i < head_dim / 2; ++i) {
-    double f = std::pow(static_cast<double>(rope_theta), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
-    if (rope_scaling == RopeScaling::kLongRope) {
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    double f = std::pow(static_cast<double>(rope_theta), -2.0 * static_cast<double>(i) / static_cast<double>(dim));
+    if (rope_scaling == RopeScaling::kYarn) {
+      const double ramp = std::clamp((static_cast<double>(i) - yarn_lo) / (yarn_hi - yarn_lo), 0.0, 1.0);
+      const double keep = 1.0 - ramp;  // 1 below the band's start: the original frequency
+      f = f / rope_factor * (1.0 - keep) + f * keep;
+    } else if (rope_scaling == RopeScaling::kLongRope) {
       f /= longrope[static_cast<size_t>(i)];
     } else if (rope_scaling == RopeScaling::kLinear) {
       f /= rope_factor;

@@ -15,10 +15,13 @@ namespace parallm {
 // the Gemma block of ModelConfig.
 // Phi-3 fuses Q/K/V and gate/up into single matrices and extends its
 // context with LongRoPE.
-enum class Architecture { kLlama, kQwen2, kQwen3, kQwen2Moe, kQwen3Moe, kGemma2, kGemma3, kPhi3 };
+// DeepSeek-V2/V3 attend through a low-rank latent (MLA) and route over
+// shared and grouped experts after some dense layers.
+enum class Architecture { kLlama, kQwen2, kQwen3, kQwen2Moe, kQwen3Moe, kGemma2, kGemma3, kPhi3, kDeepseek2 };
+enum class RouterScoring { kSoftmax, kSigmoid };
 enum class FfnActivation { kSilu, kGeluTanh };  // SwiGLU, or GeGLU with the tanh GELU (Gemma)
 enum class RopeStyle { kInterleaved, kHalf };   // pairs (2i,2i+1) vs (i, i+head_dim/2)
-enum class RopeScaling { kNone, kLinear, kLlama3, kLongRope };
+enum class RopeScaling { kNone, kLinear, kLlama3, kLongRope, kYarn };
 
 struct ModelConfig {
   Architecture arch = Architecture::kLlama;
@@ -36,7 +39,25 @@ struct ModelConfig {
   // rescales the kept k to sum to 1 (Mixtral, Qwen3-MoE), false keeps their
   // share of the full softmax (Qwen2-MoE).
   bool norm_topk_prob = true;
-  int64_t n_ff_shared = 0;  // shared expert's FFN width (Qwen2-MoE); 0 = none
+  int64_t n_ff_shared = 0;           // shared experts' FFN width, all of them together; 0 = none
+  bool shared_expert_gated = false;  // Qwen2-MoE: scaled by sigmoid(h . ffn_gate_inp_shexp)
+  // DeepSeek routing: scores by softmax or sigmoid (plus a per-expert bias
+  // for the choice only, when the file has one), the top-k taken within the
+  // best expert_groups_used of n_expert_groups groups, weights times routed_scale.
+  RouterScoring router_scoring = RouterScoring::kSoftmax;
+  int64_t n_expert_groups = 1;
+  int64_t n_expert_groups_used = 1;
+  float routed_scale = 1.0f;
+  int64_t n_dense_lead = 0;  // leading layers with a dense FFN of n_ff_dense (DeepSeek)
+  int64_t n_ff_dense = 0;
+
+  // Multi-head latent attention (DeepSeek-V2/V3). head_dim is the key head
+  // (qk_nope_dim + qk_rope_dim); values have v_head_dim. The cache holds one
+  // row per token: the normed latent [kv_lora_rank] and the roped shared key
+  // part [qk_rope_dim].
+  int64_t q_lora_rank = 0;   // 0: q straight from the hidden state
+  int64_t kv_lora_rank = 0;  // 0: not MLA
+  int64_t qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
   int64_t n_ctx_train = 0;  // context length in the file's metadata
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
@@ -46,6 +67,11 @@ struct ModelConfig {
   float rope_low_freq_factor = 1.0f;   // llama3
   float rope_high_freq_factor = 4.0f;  // llama3
   int64_t rope_original_ctx = 8192;    // llama3 / longrope original_max_position_embeddings
+  // YaRN (DeepSeek): beta_fast / beta_slow bound the interpolated band;
+  // the query scale gains mscale(mscale_all_dim)^2, cos / sin
+  // mscale(mscale) / mscale(mscale_all_dim), mscale(m) = 0.1 m ln(factor) + 1.
+  float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
+  float yarn_mscale = 1.0f, yarn_mscale_all_dim = 0.0f;
   // LongRoPE (Phi-3): per-frequency divisors [head_dim / 2], the long ones
   // for contexts past rope_original_ctx, and the factor cos / sin are scaled by.
   std::vector<float> rope_long_factors, rope_short_factors;
@@ -72,6 +98,19 @@ struct ModelConfig {
   void finalize();
   bool is_moe() const { return n_expert > 0; }
   bool has_shared_expert() const { return n_ff_shared > 0; }
+  bool mla() const { return kv_lora_rank > 0; }
+  bool is_moe_layer(int64_t layer) const { return is_moe() && layer >= n_dense_lead; }
+  // The dense FFN width of a layer (the leading dense layers of a MoE model).
+  int64_t dense_ff() const { return n_dense_lead > 0 ? n_ff_dense : n_ff; }
+  // Dimensions RoPE turns: MLA's rope part, else the whole head.
+  int64_t rope_dim() const { return mla() ? qk_rope_dim : head_dim; }
+  // The paged cache per layer: heads, row width, and whether values are read
+  // from the key rows (MLA's latent serves as both).
+  int64_t kv_heads() const { return mla() ? 1 : n_kv_head; }
+  int64_t kv_row_dim() const { return mla() ? kv_lora_rank + qk_rope_dim : head_dim; }
+  bool kv_values_in_keys() const { return mla(); }
+  // YaRN's cos / sin factor (1 otherwise).
+  float rope_cos_sin_scale() const;
   bool is_sliding(int64_t layer) const {
     return !sliding_layers.empty() && sliding_layers[static_cast<size_t>(layer)] != 0;
   }

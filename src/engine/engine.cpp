@@ -210,9 +210,9 @@ void Engine::build_ranks() {
     mo.ep_comm = options_.ep > 1 ? r->group.get() : nullptr;
     r->model = std::make_unique<LlamaModel>(*model_file_, mo);
     const LocalShape& ls = r->model->shape();
-    const size_t kv_bytes =
-        KvPool::bytes_per_token(r->model->n_local_layers(), ls.n_kv_head_local, c.head_dim, options_.kv_dtype) *
-        static_cast<size_t>(n_kv_blocks_ * options_.block_size);
+    const size_t kv_bytes = KvPool::bytes_per_token(r->model->n_local_layers(), ls.n_kv_head_local, c.kv_row_dim(),
+                                                    options_.kv_dtype, c.kv_values_in_keys()) *
+                            static_cast<size_t>(n_kv_blocks_ * options_.block_size);
     const size_t weight_bytes = r->model->weight_bytes();
     const size_t need = weight_bytes + kv_bytes;
     if (static_cast<int64_t>(need) > budget) {
@@ -268,8 +268,10 @@ void Engine::build_ranks() {
 
 void Engine::make_kv_pool(Rank& r, int64_t n_blocks) {
   r.kv.reset();  // the old pool's memory goes first
+  const ModelConfig& c = model_file_->config;
   r.kv = std::make_unique<KvPool>(r.model->n_local_layers(), n_blocks, options_.block_size,
-                                  r.model->shape().n_kv_head_local, model_file_->config.head_dim, options_.kv_dtype);
+                                  r.model->shape().n_kv_head_local, c.kv_row_dim(), options_.kv_dtype,
+                                  c.kv_values_in_keys());
 }
 
 // How a step or a command reaches a rank (see engine.h): stage 0's tp
@@ -530,7 +532,8 @@ std::vector<size_t> Engine::rank_kv_bytes() const {
 
 size_t Engine::kv_bytes_per_token_per_rank() const {
   const auto& m = *ranks_[0]->model;
-  return KvPool::bytes_per_token(m.n_local_layers(), m.shape().n_kv_head_local, config().head_dim, options_.kv_dtype);
+  return KvPool::bytes_per_token(m.n_local_layers(), m.shape().n_kv_head_local, config().kv_row_dim(),
+                                 options_.kv_dtype, config().kv_values_in_keys());
 }
 
 namespace {

@@ -34,6 +34,18 @@ void read_gemma(const GgufFile& g, const std::string& p, ModelConfig* c) {
   c->attn_scale = 1.0f / std::sqrt(static_cast<float>(is_27b ? c->n_embd / c->n_head : head_dim));
 }
 
+// DeepSeek-V2/V3's latent attention: llama.cpp writes the key head
+// (nope + rope) as key_length, the value head as value_length and the rope
+// part as rope.dimension_count.
+void read_mla(const GgufFile& g, const std::string& p, ModelConfig* c) {
+  c->q_lora_rank = g.get_int_opt(p + "attention.q_lora_rank").value_or(0);
+  c->kv_lora_rank = g.get_int(p + "attention.kv_lora_rank");
+  c->head_dim = g.get_int(p + "attention.key_length");
+  c->v_head_dim = g.get_int(p + "attention.value_length");
+  c->qk_rope_dim = g.get_int(p + "rope.dimension_count");
+  c->qk_nope_dim = c->head_dim - c->qk_rope_dim;
+}
+
 void read_config(const GgufFile& g, ModelConfig* c) {
   std::string arch = g.get_string("general.architecture");
   c->arch = parse_architecture(arch);
@@ -45,7 +57,9 @@ void read_config(const GgufFile& g, ModelConfig* c) {
   c->n_head = g.get_int(p + "attention.head_count");
   c->n_kv_head = g.get_int_opt(p + "attention.head_count_kv").value_or(c->n_head);
   c->head_dim = g.get_int_opt(p + "attention.key_length").value_or(0);
-  if (auto v = g.get_int_opt(p + "attention.value_length"); v && c->head_dim != 0 && *v != c->head_dim) {
+  if (c->arch == Architecture::kDeepseek2) {
+    read_mla(g, p, c);
+  } else if (auto v = g.get_int_opt(p + "attention.value_length"); v && c->head_dim != 0 && *v != c->head_dim) {
     throw InputError("GGUF '" + g.path() + "': value heads of " + std::to_string(*v) + " differ from key heads of " +
                      std::to_string(c->head_dim) + " (not supported)");
   }
@@ -63,9 +77,25 @@ void read_config(const GgufFile& g, ModelConfig* c) {
     throw InputError("GGUF '" + g.path() + "': qwen2moe lacks " + p + "expert_shared_feed_forward_length");
   }
   if (auto norm = g.get_bool_opt(p + "expert_weights_norm")) c->norm_topk_prob = *norm;
-  if (auto every = g.get_int_opt(p + "leading_dense_block_count"); every && *every != 0) {
-    throw InputError("GGUF '" + g.path() + "': leading dense layers in a MoE model are not supported yet");
+  if (auto lead = g.get_int_opt(p + "leading_dense_block_count"); lead && *lead != 0) {
+    if (c->n_expert == 0) throw InputError("GGUF '" + g.path() + "': leading dense layers in a dense model");
+    c->n_dense_lead = *lead;
+    c->n_ff_dense = g.get_int(p + "feed_forward_length");
   }
+  if (auto shared = g.get_int_opt(p + "expert_shared_count"); shared && *shared > 0) {
+    c->n_ff_shared = *shared * c->n_ff;  // DeepSeek: n shared experts of the experts' width, as one FFN
+  }
+  if (auto scale = g.get_float_opt(p + "expert_weights_scale")) c->routed_scale = static_cast<float>(*scale);
+  if (auto func = g.get_int_opt(p + "expert_gating_func")) {
+    // llama.cpp: 1 softmax, 2 sigmoid.
+    if (*func != 1 && *func != 2) {
+      throw InputError("GGUF '" + g.path() + "': expert_gating_func " + std::to_string(*func) +
+                       " is not supported (1 softmax, 2 sigmoid)");
+    }
+    c->router_scoring = *func == 2 ? RouterScoring::kSigmoid : RouterScoring::kSoftmax;
+  }
+  c->n_expert_groups = g.get_int_opt(p + "expert_group_count").value_or(1);
+  c->n_expert_groups_used = g.get_int_opt(p + "expert_group_used_count").value_or(1);
   if (c->arch == Architecture::kGemma2 || c->arch == Architecture::kGemma3) read_gemma(g, p, c);
   if (c->arch == Architecture::kPhi3 && g.get_int_opt(p + "attention.sliding_window").value_or(0) > 0) {
     log_warn("GGUF '" + g.path() + "': Phi-3's sliding window is not applied (full attention, as llama.cpp runs it)");
@@ -75,11 +105,22 @@ void read_config(const GgufFile& g, ModelConfig* c) {
       c->rope_scaling = RopeScaling::kLinear;
     } else if (*type == "llama3") {
       c->rope_scaling = RopeScaling::kLlama3;
+    } else if (*type == "yarn") {
+      // llama.cpp keeps YaRN's mscale_all_dim as yarn_log_multiplier = 0.1 m;
+      // with mscale equal to it (DeepSeek's files), cos / sin stay unscaled.
+      if (c->arch != Architecture::kDeepseek2) {
+        throw InputError("GGUF '" + g.path() + "': rope scaling yarn is supported for deepseek2 only");
+      }
+      c->rope_scaling = RopeScaling::kYarn;
+      const double mul = g.get_float_opt(p + "rope.scaling.yarn_log_multiplier").value_or(0.0);
+      c->yarn_mscale = c->yarn_mscale_all_dim = static_cast<float>(mul / 0.1);
+      c->yarn_beta_fast = static_cast<float>(g.get_float_opt(p + "rope.scaling.yarn_beta_fast").value_or(32.0));
+      c->yarn_beta_slow = static_cast<float>(g.get_float_opt(p + "rope.scaling.yarn_beta_slow").value_or(1.0));
     } else if (*type == "longrope" || *type == "su") {
       c->rope_scaling = RopeScaling::kLongRope;  // the factors are tensors (read_longrope)
     } else if (*type != "none") {
       throw InputError("GGUF '" + g.path() + "': unsupported rope scaling type '" + *type +
-                       "' (supported: none, linear, llama3, longrope)");
+                       "' (supported: none, linear, llama3, longrope, yarn)");
     }
     c->rope_factor = static_cast<float>(g.get_float_opt(p + "rope.scaling.factor").value_or(1.0));
     c->rope_original_ctx = g.get_int_opt(p + "rope.scaling.original_context_length").value_or(8192);

@@ -59,6 +59,40 @@ class ConfigReader {
   const std::string& source_;
 };
 
+// DeepSeek-V2 / V3 (transformers' DeepseekV2Config / DeepseekV3Config):
+// latent attention, routed and shared experts after dense layers.
+void read_deepseek(const ConfigReader& r, const json& j, ModelConfig* c) {
+  const json* q_lora = r.find(j, "q_lora_rank");
+  c->q_lora_rank = q_lora == nullptr ? 0 : r.get_int("q_lora_rank", 0);
+  c->kv_lora_rank = r.get_int("kv_lora_rank", std::nullopt);
+  c->qk_nope_dim = r.get_int("qk_nope_head_dim", std::nullopt);
+  c->qk_rope_dim = r.get_int("qk_rope_head_dim", std::nullopt);
+  c->v_head_dim = r.get_int("v_head_dim", std::nullopt);
+  c->head_dim = c->qk_nope_dim + c->qk_rope_dim;
+  c->n_expert = r.get_int("n_routed_experts", 0);
+  if (c->n_expert == 0) return;  // a dense DeepSeek
+  c->n_expert_used = r.get_int("num_experts_per_tok", std::nullopt);
+  c->n_ff_dense = c->n_ff;  // intermediate_size: the dense layers'
+  c->n_ff = r.get_int("moe_intermediate_size", std::nullopt);
+  c->n_dense_lead = r.get_int("first_k_dense_replace", 0);
+  if (r.get_int("moe_layer_freq", 1) != 1) r.fail("moe_layer_freq other than 1 is not supported");
+  c->n_ff_shared = r.get_int("n_shared_experts", 0) * c->n_ff;
+  c->routed_scale = static_cast<float>(r.get_number("routed_scaling_factor", 1.0));
+  c->norm_topk_prob = r.get_bool("norm_topk_prob", false);
+  const std::string scoring = r.get_string("scoring_func").value_or("softmax");
+  if (scoring != "softmax" && scoring != "sigmoid") {
+    r.fail("scoring_func '" + scoring + "' is not supported (softmax, sigmoid)");
+  }
+  c->router_scoring = scoring == "sigmoid" ? RouterScoring::kSigmoid : RouterScoring::kSoftmax;
+  const std::string method = r.get_string("topk_method").value_or("greedy");
+  if (method == "group_limited_greedy" || method == "noaux_tc") {
+    c->n_expert_groups = r.get_int("n_group", 1);
+    c->n_expert_groups_used = r.get_int("topk_group", 1);
+  } else if (method != "greedy") {
+    r.fail("topk_method '" + method + "' is not supported (greedy, group_limited_greedy, noaux_tc)");
+  }
+}
+
 // Gemma 2 / Gemma 3 text fields (transformers' Gemma2Config, Gemma3TextConfig).
 void read_gemma(const ConfigReader& r, const json& j, ModelConfig* c) {
   const bool gemma2 = c->arch == Architecture::kGemma2;
@@ -152,8 +186,12 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   c.rms_eps = static_cast<float>(r.get_number("rms_norm_eps", 1e-6));
   c.rope_theta = static_cast<float>(r.get_number("rope_theta", 10000.0));
   c.tied_embeddings = r.get_bool("tie_word_embeddings", false);
-  c.rope_style = RopeStyle::kHalf;
-  if (qwen_moe) {
+  // HF keeps q / k unpermuted for rotate-half RoPE; DeepSeek's own code
+  // rotates interleaved pairs (apply_architecture_defaults).
+  if (c.arch != Architecture::kDeepseek2) c.rope_style = RopeStyle::kHalf;
+  if (c.arch == Architecture::kDeepseek2) {
+    read_deepseek(r, j, &c);
+  } else if (qwen_moe) {
     // Qwen-MoE: every layer sparse, experts of moe_intermediate_size; the
     // dense intermediate_size only serves mlp_only_layers.
     c.n_expert = r.get_int("num_experts", std::nullopt);
@@ -207,10 +245,22 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
     } else if (rtype == "linear") {
       c.rope_scaling = RopeScaling::kLinear;
       c.rope_factor = static_cast<float>(r.get_number("factor", 1.0, rs));
+    } else if (rtype == "yarn") {
+      if (c.arch != Architecture::kDeepseek2) r.fail("rope_scaling yarn is supported for deepseek models only");
+      c.rope_scaling = RopeScaling::kYarn;
+      c.rope_factor = static_cast<float>(r.get_number("factor", 1.0, rs));
+      c.rope_original_ctx = r.get_int("original_max_position_embeddings", 4096, rs);
+      c.yarn_beta_fast = static_cast<float>(r.get_number("beta_fast", 32.0, rs));
+      c.yarn_beta_slow = static_cast<float>(r.get_number("beta_slow", 1.0, rs));
+      c.yarn_mscale = static_cast<float>(r.get_number("mscale", 1.0, rs));
+      c.yarn_mscale_all_dim = static_cast<float>(r.get_number("mscale_all_dim", 0.0, rs));
+      if (!(c.yarn_beta_fast > c.yarn_beta_slow) || c.yarn_beta_slow <= 0 || c.rope_original_ctx <= 0) {
+        r.fail("rope_scaling yarn needs beta_fast > beta_slow > 0 and a positive original context");
+      }
     } else if (rtype == "longrope" || rtype == "su") {
       read_longrope(r, j, *rs, &c);
     } else if (rtype != "default") {
-      r.fail("rope_scaling type '" + rtype + "' is not supported (supported: linear, llama3, longrope)");
+      r.fail("rope_scaling type '" + rtype + "' is not supported (supported: linear, llama3, longrope, yarn)");
     }
   }
   try {

@@ -127,6 +127,50 @@ void write_vocab(GgufWriter* w, const MakeModelOptions& opts, int64_t* n_vocab) 
   w->set_bool("tokenizer.ggml.add_eos_token", false);
 }
 
+// DeepSeek-V2/V3's keys as llama.cpp's converter writes them.
+void write_deepseek_keys(GgufWriter* w, const ModelPreset& p) {
+  const std::string a = p.arch + ".";
+  if (p.q_lora_rank > 0) w->set_u32(a + "attention.q_lora_rank", static_cast<uint32_t>(p.q_lora_rank));
+  w->set_u32(a + "attention.kv_lora_rank", static_cast<uint32_t>(p.kv_lora_rank));
+  w->set_u32(a + "attention.key_length", static_cast<uint32_t>(p.qk_nope_dim + p.qk_rope_dim));
+  w->set_u32(a + "attention.value_length", static_cast<uint32_t>(p.v_head_dim));
+  w->set_u32(a + "rope.dimension_count", static_cast<uint32_t>(p.qk_rope_dim));
+  w->set_u32(a + "feed_forward_length", static_cast<uint32_t>(p.n_ff_dense));
+  w->set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(p.n_dense_lead));
+  w->set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(p.n_ff));
+  w->set_u32(a + "expert_shared_count", static_cast<uint32_t>(p.n_shared_experts));
+  w->set_f32(a + "expert_weights_scale", p.routed_scale);
+  w->set_bool(a + "expert_weights_norm", p.norm_topk);
+  w->set_u32(a + "expert_gating_func", p.router_sigmoid ? 2 : 1);
+  if (p.n_expert_groups > 1) {
+    w->set_u32(a + "expert_group_count", static_cast<uint32_t>(p.n_expert_groups));
+    w->set_u32(a + "expert_group_used_count", static_cast<uint32_t>(p.n_expert_groups_used));
+  }
+}
+
+// One layer's latent attention (model/mla.h has the shapes).
+void add_mla_tensors(GgufWriter* w, const ModelPreset& p, const std::string& b, DType dt, uint64_t seed) {
+  const int64_t qh = p.qk_nope_dim + p.qk_rope_dim, lora = p.kv_lora_rank;
+  auto std_of = [](int64_t n_in) { return 1.0f / std::sqrt(static_cast<float>(n_in)); };
+  const TensorPlan norm{1.0f, 0.1f};
+  if (p.q_lora_rank > 0) {
+    add_random(w, b + "attn_q_a.weight", dt, {p.q_lora_rank, p.n_embd}, {0.0f, std_of(p.n_embd)}, seed);
+    add_random(w, b + "attn_q_a_norm.weight", DType::kF32, {p.q_lora_rank}, norm, seed);
+    add_random(w, b + "attn_q_b.weight", dt, {p.n_head * qh, p.q_lora_rank}, {0.0f, std_of(p.q_lora_rank)}, seed);
+  } else {
+    add_random(w, b + "attn_q.weight", dt, {p.n_head * qh, p.n_embd}, {0.0f, std_of(p.n_embd)}, seed);
+  }
+  add_random(w, b + "attn_kv_a_mqa.weight", dt, {lora + p.qk_rope_dim, p.n_embd}, {0.0f, std_of(p.n_embd)}, seed);
+  add_random(w, b + "attn_kv_a_norm.weight", DType::kF32, {lora}, norm, seed);
+  if (p.split_kv_b) {
+    add_random(w, b + "attn_k_b.weight", dt, {p.n_head, lora, p.qk_nope_dim}, {0.0f, std_of(lora)}, seed);
+    add_random(w, b + "attn_v_b.weight", dt, {p.n_head, p.v_head_dim, lora}, {0.0f, std_of(lora)}, seed);
+  } else {
+    add_random(w, b + "attn_kv_b.weight", dt, {p.n_head * (p.qk_nope_dim + p.v_head_dim), lora}, {0.0f, std_of(lora)},
+               seed);
+  }
+}
+
 }  // namespace
 
 uint32_t gguf_file_type(DType t) {
@@ -185,7 +229,10 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
   w.set_u32(a + ".embedding_length", static_cast<uint32_t>(p.n_embd));
   w.set_u32(a + ".block_count", static_cast<uint32_t>(p.n_layer));
   const bool qwen_moe = a == "qwen2moe" || a == "qwen3moe";
-  if (qwen_moe) {
+  const bool mla = p.kv_lora_rank > 0;
+  if (mla) {
+    write_deepseek_keys(&w, p);
+  } else if (qwen_moe) {
     // Qwen-MoE files carry a dense width that no layer uses (every layer is
     // sparse) beside the experts': written unlike n_ff, so a reader taking
     // the wrong key fails the shape checks.
@@ -199,8 +246,8 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
   w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(p.n_kv_head));
   w.set_f32(a + ".rope.freq_base", p.rope_theta);
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
-  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
-  if (p.head_dim_override > 0) {
+  if (!mla) w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+  if (p.head_dim_override > 0 && !mla) {
     w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
     w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
   }
@@ -212,7 +259,12 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
     w.set_u32(a + ".expert_count", static_cast<uint32_t>(p.n_expert));
     w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(p.n_expert_used));
   }
-  if (p.rope_scaling == RopeScaling::kLongRope) {
+  if (p.rope_scaling == RopeScaling::kYarn) {
+    w.set_string(a + ".rope.scaling.type", "yarn");
+    w.set_f32(a + ".rope.scaling.factor", p.rope_factor);
+    w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(p.rope_original_ctx));
+    w.set_f32(a + ".rope.scaling.yarn_log_multiplier", p.yarn_log_multiplier);
+  } else if (p.rope_scaling == RopeScaling::kLongRope) {
     // As llama.cpp's converter writes Phi-3: the factors are tensors.
     w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(p.rope_original_ctx));
     w.set_f32(a + ".rope.scaling.attn_factor", longrope_attn_factor(p.n_ctx, p.rope_original_ctx));
@@ -239,7 +291,6 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
   const uint64_t seed = opts.seed;
   const float in_embd = 1.0f / std::sqrt(static_cast<float>(p.n_embd));
   const float in_ff = 1.0f / std::sqrt(static_cast<float>(p.n_ff));
-  const float in_attn = 1.0f / std::sqrt(static_cast<float>(p.n_head * hd));
   const TensorPlan norm{1.0f, 0.1f};
   const int64_t q_dim = p.n_head * hd, kv_dim = p.n_kv_head * hd;
 
@@ -271,7 +322,9 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
   for (int64_t l = 0; l < p.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     add_random(&w, b + "attn_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
-    if (a == "phi3") {
+    if (mla) {
+      add_mla_tensors(&w, p, b, dt, seed);
+    } else if (a == "phi3") {
       add_random(&w, b + "attn_qkv.weight", dt, {q_dim + 2 * kv_dim, p.n_embd}, {0.0f, in_embd}, seed);
     } else {
       add_random(&w, b + "attn_q.weight", dt, {q_dim, p.n_embd}, {0.0f, in_embd}, seed);
@@ -283,7 +336,9 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
       add_random(&w, b + "attn_k.bias", DType::kF32, {kv_dim}, {0.0f, 0.5f}, seed);
       add_random(&w, b + "attn_v.bias", DType::kF32, {kv_dim}, {0.0f, 0.5f}, seed);
     }
-    add_random(&w, b + "attn_output.weight", dt, {p.n_embd, q_dim}, {0.0f, in_attn}, seed);
+    const int64_t o_in = mla ? p.n_head * p.v_head_dim : q_dim;
+    add_random(&w, b + "attn_output.weight", dt, {p.n_embd, o_in}, {0.0f, 1.0f / std::sqrt(static_cast<float>(o_in))},
+               seed);
     if (p.qk_norm) {
       add_random(&w, b + "attn_q_norm.weight", DType::kF32, {hd}, norm, seed);
       add_random(&w, b + "attn_k_norm.weight", DType::kF32, {hd}, norm, seed);
@@ -293,6 +348,14 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
       add_random(&w, b + "post_attention_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
       add_random(&w, b + "post_ffw_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
     }
+    const bool moe_layer = p.n_expert > 0 && l >= p.n_dense_lead;
+    if (moe_layer && p.n_shared_experts > 0) {  // DeepSeek: ungated, n experts of n_ff as one FFN
+      const int64_t f = p.n_shared_experts * p.n_ff;
+      add_random(&w, b + "ffn_gate_shexp.weight", dt, {f, p.n_embd}, {0.0f, in_embd}, seed);
+      add_random(&w, b + "ffn_down_shexp.weight", dt, {p.n_embd, f}, {0.0f, 1.0f / std::sqrt(static_cast<float>(f))},
+                 seed);
+      add_random(&w, b + "ffn_up_shexp.weight", dt, {f, p.n_embd}, {0.0f, in_embd}, seed);
+    }
     if (p.n_ff_shared > 0) {
       // Gate logits of about unit spread, so the sigmoid is far from constant.
       const float in_shared = 1.0f / std::sqrt(static_cast<float>(p.n_ff_shared));
@@ -301,11 +364,18 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
       add_random(&w, b + "ffn_down_shexp.weight", dt, {p.n_embd, p.n_ff_shared}, {0.0f, in_shared}, seed);
       add_random(&w, b + "ffn_up_shexp.weight", dt, {p.n_ff_shared, p.n_embd}, {0.0f, in_embd}, seed);
     }
-    if (p.n_expert > 0) {
+    if (moe_layer) {
       add_random(&w, b + "ffn_gate_inp.weight", DType::kF32, {p.n_expert, p.n_embd}, {0.0f, 2.0f * in_embd}, seed);
+      // A choice bias the size of the sigmoid scores' differences, so it moves some choices.
+      if (p.router_bias) add_random(&w, b + "exp_probs_b.bias", DType::kF32, {p.n_expert}, {0.0f, 0.05f}, seed);
       add_random(&w, b + "ffn_gate_exps.weight", dt, {p.n_expert, p.n_ff, p.n_embd}, {0.0f, in_embd}, seed);
       add_random(&w, b + "ffn_down_exps.weight", dt, {p.n_expert, p.n_embd, p.n_ff}, {0.0f, in_ff}, seed);
       add_random(&w, b + "ffn_up_exps.weight", dt, {p.n_expert, p.n_ff, p.n_embd}, {0.0f, in_embd}, seed);
+    } else if (p.n_dense_lead > 0) {  // DeepSeek's leading dense layers
+      const float in_dense = 1.0f / std::sqrt(static_cast<float>(p.n_ff_dense));
+      add_random(&w, b + "ffn_gate.weight", dt, {p.n_ff_dense, p.n_embd}, {0.0f, in_embd}, seed);
+      add_random(&w, b + "ffn_down.weight", dt, {p.n_embd, p.n_ff_dense}, {0.0f, in_dense}, seed);
+      add_random(&w, b + "ffn_up.weight", dt, {p.n_ff_dense, p.n_embd}, {0.0f, in_embd}, seed);
     } else if (a == "phi3") {  // gate rows then up rows, one matrix
       add_random(&w, b + "ffn_down.weight", dt, {p.n_embd, p.n_ff}, {0.0f, in_ff}, seed);
       add_random(&w, b + "ffn_up.weight", dt, {2 * p.n_ff, p.n_embd}, {0.0f, in_embd}, seed);

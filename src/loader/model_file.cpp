@@ -73,20 +73,41 @@ void ModelFile::validate() const {
     }
   };
   const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_kv_head * c.head_dim;
+  // DeepSeek's latent attention (model/mla.h).
+  auto validate_mla = [&](const std::string& b) {
+    const int64_t lora = c.kv_lora_rank, nope = c.qk_nope_dim, v = c.v_head_dim;
+    if (c.q_lora_rank > 0) {
+      expect(b + "attn_q_a.weight", {c.q_lora_rank, c.n_embd});
+      expect(b + "attn_q_a_norm.weight", {c.q_lora_rank});
+      expect(b + "attn_q_b.weight", {q_dim, c.q_lora_rank});
+    } else {
+      expect(b + "attn_q.weight", {q_dim, c.n_embd});
+    }
+    expect(b + "attn_kv_a_mqa.weight", {lora + c.qk_rope_dim, c.n_embd});
+    expect(b + "attn_kv_a_norm.weight", {lora});
+    if (find(b + "attn_kv_b.weight") != nullptr) {
+      expect(b + "attn_kv_b.weight", {c.n_head * (nope + v), lora});
+    } else {
+      expect(b + "attn_k_b.weight", {c.n_head, lora, nope});
+      expect(b + "attn_v_b.weight", {c.n_head, v, lora});
+    }
+  };
   expect("token_embd.weight", {c.n_vocab, c.n_embd});
   expect("output_norm.weight", {c.n_embd});
   if (!c.tied_embeddings) expect("output.weight", {c.n_vocab, c.n_embd});
   for (int64_t l = 0; l < c.n_layer; ++l) {
     std::string b = "blk." + std::to_string(l) + ".";
     expect(b + "attn_norm.weight", {c.n_embd});
-    if (c.fused_qkv) {
+    if (c.mla()) {
+      validate_mla(b);
+    } else if (c.fused_qkv) {
       expect(b + "attn_qkv.weight", {q_dim + 2 * kv_dim, c.n_embd});
     } else {
       expect(b + "attn_q.weight", {q_dim, c.n_embd});
       expect(b + "attn_k.weight", {kv_dim, c.n_embd});
       expect(b + "attn_v.weight", {kv_dim, c.n_embd});
     }
-    expect(b + "attn_output.weight", {c.n_embd, q_dim});
+    expect(b + "attn_output.weight", {c.n_embd, c.mla() ? c.n_head * c.v_head_dim : q_dim});
     if (c.qkv_bias) {
       expect(b + "attn_q.bias", {q_dim});
       expect(b + "attn_k.bias", {kv_dim});
@@ -101,14 +122,17 @@ void ModelFile::validate() const {
       expect(b + "post_attention_norm.weight", {c.n_embd});
       expect(b + "post_ffw_norm.weight", {c.n_embd});
     }
-    if (c.has_shared_expert()) {
-      expect(b + "ffn_gate_inp_shexp.weight", {c.n_embd});
+    const bool moe = c.is_moe_layer(l);
+    if (moe && c.has_shared_expert()) {
+      if (c.shared_expert_gated) expect(b + "ffn_gate_inp_shexp.weight", {c.n_embd});
       expect(b + "ffn_gate_shexp.weight", {c.n_ff_shared, c.n_embd});
       expect(b + "ffn_up_shexp.weight", {c.n_ff_shared, c.n_embd});
       expect(b + "ffn_down_shexp.weight", {c.n_embd, c.n_ff_shared});
     }
-    if (c.is_moe()) {
+    const int64_t dense = c.dense_ff();
+    if (moe) {
       expect(b + "ffn_gate_inp.weight", {c.n_expert, c.n_embd});
+      if (find(b + "exp_probs_b.bias")) expect(b + "exp_probs_b.bias", {c.n_expert});
       if (find(b + "ffn_gate_exps.weight")) {
         expect(b + "ffn_gate_exps.weight", {c.n_expert, c.n_ff, c.n_embd});
         expect(b + "ffn_up_exps.weight", {c.n_expert, c.n_ff, c.n_embd});
@@ -122,12 +146,12 @@ void ModelFile::validate() const {
         }
       }
     } else if (c.fused_gate_up) {
-      expect(b + "ffn_up.weight", {2 * c.n_ff, c.n_embd});
-      expect(b + "ffn_down.weight", {c.n_embd, c.n_ff});
+      expect(b + "ffn_up.weight", {2 * dense, c.n_embd});
+      expect(b + "ffn_down.weight", {c.n_embd, dense});
     } else {
-      expect(b + "ffn_gate.weight", {c.n_ff, c.n_embd});
-      expect(b + "ffn_up.weight", {c.n_ff, c.n_embd});
-      expect(b + "ffn_down.weight", {c.n_embd, c.n_ff});
+      expect(b + "ffn_gate.weight", {dense, c.n_embd});
+      expect(b + "ffn_up.weight", {dense, c.n_embd});
+      expect(b + "ffn_down.weight", {c.n_embd, dense});
     }
   }
   // Norms and biases are used as f32 by every kernel.

@@ -139,6 +139,66 @@ std::vector<ModelPreset> build_presets() {
   phi.rope_scaling = RopeScaling::kLongRope;
   phi.rope_original_ctx = 64;
   v.push_back(phi);
+
+  // DeepSeek-V3's shape in small: q through a low-rank latent, the cache a
+  // latent of 32 + a rope part of 16, values of 24 (not the nope 16), one
+  // leading dense layer, sigmoid routing with a choice bias inside the best
+  // 2 of 4 groups, top-2 renormalized and scaled 2.5, one shared expert,
+  // YaRN (factor 4 over an original 64).
+  ModelPreset ds = base("tiny-deepseek2",
+                        "DeepSeek-V3 shape: MLA (q_lora 32, kv_lora 32), 1 dense + 2 MoE layers, "
+                        "8 experts in 4 groups, sigmoid + bias, YaRN",
+                        512, 64, 3, 4, 4, 32, 512);
+  ds.arch = "deepseek2";
+  ds.q_lora_rank = 32;
+  ds.kv_lora_rank = 32;
+  ds.qk_nope_dim = 16;
+  ds.qk_rope_dim = 16;
+  ds.v_head_dim = 24;
+  ds.head_dim_override = 32;
+  ds.n_dense_lead = 1;
+  ds.n_ff_dense = 96;
+  ds.n_expert = 8;
+  ds.n_expert_used = 2;
+  ds.n_shared_experts = 1;
+  ds.router_sigmoid = true;
+  ds.router_bias = true;
+  ds.norm_topk = true;
+  ds.n_expert_groups = 4;
+  ds.n_expert_groups_used = 2;
+  ds.routed_scale = 2.5f;
+  ds.rope_scaling = RopeScaling::kYarn;
+  ds.rope_factor = 4.0f;
+  ds.rope_original_ctx = 64;
+  ds.yarn_log_multiplier = 0.1f;
+  ds.rms_eps = 1e-6f;
+  v.push_back(ds);
+
+  // DeepSeek-V2-Lite's: q straight from the hidden state, softmax routing
+  // without groups or renormalization, two shared experts, and the split
+  // attn_k_b / attn_v_b tensors of newer llama.cpp files.
+  ModelPreset lite = base("tiny-deepseek2-lite",
+                          "DeepSeek-V2-Lite shape: MLA without q_lora, softmax top-2, "
+                          "2 shared experts, split k_b / v_b, YaRN",
+                          512, 64, 2, 4, 4, 32, 512);
+  lite.arch = "deepseek2";
+  lite.kv_lora_rank = 32;
+  lite.qk_nope_dim = 32;  // attn_k_b's rows: whole 32-value blocks in quantized files
+  lite.qk_rope_dim = 16;
+  lite.v_head_dim = 16;
+  lite.head_dim_override = 48;
+  lite.n_dense_lead = 1;
+  lite.n_ff_dense = 64;
+  lite.n_expert = 8;
+  lite.n_expert_used = 2;
+  lite.n_shared_experts = 2;
+  lite.rope_scaling = RopeScaling::kYarn;
+  lite.rope_factor = 40.0f;
+  lite.rope_original_ctx = 64;
+  lite.yarn_log_multiplier = 0.0707f;
+  lite.split_kv_b = true;
+  lite.rms_eps = 1e-6f;
+  v.push_back(lite);
   return v;
 }
 
@@ -146,6 +206,16 @@ std::vector<ModelPreset> build_presets() {
 
 int64_t ModelPreset::parameter_count() const {
   const int64_t hd = head_dim();
+  if (kv_lora_rank > 0) {  // DeepSeek: MLA, leading dense layers, shared experts
+    const int64_t q = q_lora_rank > 0 ? q_lora_rank * (n_embd + 1) + n_head * hd * q_lora_rank : n_head * hd * n_embd;
+    const int64_t attn = q + (kv_lora_rank + qk_rope_dim) * n_embd + kv_lora_rank +
+                         n_head * (qk_nope_dim + v_head_dim) * kv_lora_rank + n_embd * n_head * v_head_dim;
+    const int64_t moe =
+        n_expert * (3 * n_embd * n_ff + n_embd + (router_bias ? 1 : 0)) + 3 * n_embd * n_ff * n_shared_experts;
+    const int64_t dense = 3 * n_embd * n_ff_dense;
+    return n_layer * (attn + 2 * n_embd) + n_dense_lead * dense + (n_layer - n_dense_lead) * moe +
+           n_vocab * n_embd * (tied_embeddings ? 1 : 2) + n_embd;
+  }
   int64_t attn = n_embd * n_head * hd * 2 + n_embd * n_kv_head * hd * 2;
   if (qkv_bias) attn += n_head * hd + 2 * n_kv_head * hd;
   if (qk_norm) attn += 2 * hd;

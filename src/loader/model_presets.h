@@ -43,6 +43,17 @@ struct ModelPreset {
   float final_softcap = 0.0f;
   // Phi-3 (arch "phi3") writes attn_qkv and a gate+up ffn_up; LongRoPE
   // (rope_scaling kLongRope) writes long / short factor tensors.
+  // DeepSeek-V2/V3 (arch "deepseek2"): MLA ranks and head parts (head_dim()
+  // is nope + rope), leading dense layers of n_ff_dense, shared experts of
+  // n_ff each, router settings, YaRN (rope_scaling kYarn), and llama.cpp's
+  // newer split attn_k_b / attn_v_b in place of attn_kv_b.
+  int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
+  int64_t n_dense_lead = 0, n_ff_dense = 0, n_shared_experts = 0;
+  bool router_sigmoid = false, router_bias = false, norm_topk = false;
+  int64_t n_expert_groups = 1, n_expert_groups_used = 1;
+  float routed_scale = 1.0f;
+  float yarn_log_multiplier = 0.0f;
+  bool split_kv_b = false;
   RopeScaling rope_scaling = RopeScaling::kNone;
   float rope_factor = 1.0f;
   float rope_low_freq_factor = 1.0f;

@@ -58,6 +58,16 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
     {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
     {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+    {"self_attn.q_a_proj.weight", "attn_q_a.weight"},  // DeepSeek's latent attention
+    {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+    {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+    {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+    {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+    {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
+    {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+    {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
     {"self_attn.qkv_proj.weight", "attn_qkv.weight"},  // Phi-3: fused Q, K, V rows
     {"mlp.gate_up_proj.weight", "ffn_up.weight"},      // Phi-3: gate rows, then up rows (llama.cpp's name)
 };
@@ -83,6 +93,10 @@ std::string canonical_name(const std::string& hf, const std::string& where, cons
   static const std::regex qwen_expert(R"(mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight)");
   std::smatch m;
   if (std::regex_match(hf, m, layer)) {
+    // DeepSeek-V3's multi-token-prediction layers follow the last one: not
+    // part of the causal model.
+    const std::string index = m[1].str();
+    if (config.arch == Architecture::kDeepseek2 && (index.size() > 9 || std::stoll(index) >= config.n_layer)) return "";
     const std::string blk = "blk." + m[1].str() + ".";
     const std::string rest = m[2].str();
     if (is_gemma(config)) {
@@ -103,7 +117,7 @@ std::string canonical_name(const std::string& hf, const std::string& where, cons
     if (rest.find("rotary_emb") != std::string::npos) return "";
   }
   throw InputError(where + ": tensor '" + hf +
-                   "' is not part of a Llama/Mistral/Mixtral/Qwen2/Qwen3/Qwen-MoE/Gemma/Phi-3 checkpoint");
+                   "' is not part of a Llama/Mistral/Mixtral/Qwen2/Qwen3/Qwen-MoE/Gemma/Phi-3/DeepSeek checkpoint");
 }
 
 // Gemma's RMSNorm multiplies by (1 + w) and its checkpoints store w; the

@@ -20,25 +20,28 @@ size_t row_bytes(DType t, int64_t head_dim) {
 }
 }  // namespace
 
-KvPool::KvPool(int64_t n_layers, int64_t n_blocks, int64_t block_size, int64_t n_kv_head, int64_t head_dim, DType dtype)
+KvPool::KvPool(int64_t n_layers, int64_t n_blocks, int64_t block_size, int64_t n_kv_head, int64_t head_dim, DType dtype,
+               bool values_in_keys)
     : n_layers_(n_layers),
       n_blocks_(n_blocks),
       block_size_(block_size),
       n_kv_head_(n_kv_head),
       head_dim_(head_dim),
-      dtype_(dtype) {
+      dtype_(dtype),
+      values_in_keys_(values_in_keys) {
   PARALLM_CHECK(n_layers > 0 && n_blocks > 0 && block_size > 0);
   layer_bytes_ = static_cast<size_t>(n_blocks * block_size * n_kv_head) * row_bytes(dtype, head_dim);
-  memory_ = ZeroedMemory(2 * static_cast<size_t>(n_layers) * layer_bytes_);
+  memory_ = ZeroedMemory((values_in_keys ? 1 : 2) * static_cast<size_t>(n_layers) * layer_bytes_);
   memory_.prefault();
 }
 
 cpu::PagedKv KvPool::layer(int64_t l) {
   PARALLM_CHECK(l >= 0 && l < n_layers_);
   cpu::PagedKv kv;
-  uint8_t* base = static_cast<uint8_t*>(memory_.data()) + 2 * static_cast<size_t>(l) * layer_bytes_;
+  const size_t pools = values_in_keys_ ? 1 : 2;
+  uint8_t* base = static_cast<uint8_t*>(memory_.data()) + pools * static_cast<size_t>(l) * layer_bytes_;
   kv.k = base;
-  kv.v = base + layer_bytes_;
+  kv.v = values_in_keys_ ? base : base + layer_bytes_;
   kv.dtype = dtype_;
   kv.block_size = block_size_;
   kv.n_kv_head = n_kv_head_;
@@ -48,8 +51,9 @@ cpu::PagedKv KvPool::layer(int64_t l) {
 
 size_t KvPool::bytes() const { return memory_.size(); }
 
-size_t KvPool::bytes_per_token(int64_t n_layers, int64_t n_kv_head, int64_t head_dim, DType dtype) {
-  return 2 * static_cast<size_t>(n_layers * n_kv_head) * row_bytes(dtype, head_dim);
+size_t KvPool::bytes_per_token(int64_t n_layers, int64_t n_kv_head, int64_t head_dim, DType dtype,
+                               bool values_in_keys) {
+  return (values_in_keys ? 1 : 2) * static_cast<size_t>(n_layers * n_kv_head) * row_bytes(dtype, head_dim);
 }
 
 }  // namespace parallm

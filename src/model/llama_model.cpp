@@ -50,7 +50,9 @@ LlamaModel::LlamaModel(const ModelFile& file, const ModelOptions& options)
     lw.attn_norm = store_.vector(file.get(blk(l, "attn_norm.weight")));
     const int64_t q0 = s.head_begin * hd, q1 = q0 + s.n_head_local * hd;
     const int64_t k0 = s.kv_head_begin * hd, k1 = k0 + s.n_kv_head_local * hd;
-    if (c.fused_qkv) {
+    if (c.mla()) {
+      lw.mla = load_mla(file, store_, c, s, l);
+    } else if (c.fused_qkv) {
       // Phi-3: Q rows, then K rows, then V rows of one matrix; each rank
       // takes its heads' rows of each part.
       const WeightTensor& qkv = file.get(blk(l, "attn_qkv.weight"));
@@ -63,7 +65,10 @@ LlamaModel::LlamaModel(const ModelFile& file, const ModelOptions& options)
       lw.wk = store_.column_parallel(file.get(blk(l, "attn_k.weight")), k0, k1, bias(blk(l, "attn_k.bias"), k0));
       lw.wv = store_.column_parallel(file.get(blk(l, "attn_v.weight")), k0, k1, bias(blk(l, "attn_v.bias"), k0));
     }
-    lw.wo = store_.row_parallel(file.get(blk(l, "attn_output.weight")), q0, q1);
+    // The output projection reads this rank's heads' values (MLA's are v_head_dim wide).
+    const int64_t vd = c.mla() ? c.v_head_dim : hd;
+    lw.wo = store_.row_parallel(file.get(blk(l, "attn_output.weight")), s.head_begin * vd,
+                                (s.head_begin + s.n_head_local) * vd);
     if (c.qk_norm) {
       lw.q_norm = store_.vector(file.get(blk(l, "attn_q_norm.weight")));
       lw.k_norm = store_.vector(file.get(blk(l, "attn_k_norm.weight")));
@@ -73,15 +78,17 @@ LlamaModel::LlamaModel(const ModelFile& file, const ModelOptions& options)
       lw.post_attn_norm = store_.vector(file.get(blk(l, "post_attention_norm.weight")));
       lw.post_ffn_norm = store_.vector(file.get(blk(l, "post_ffw_norm.weight")));
     }
-    if (c.has_shared_expert()) {
+    lw.moe_layer = c.is_moe_layer(l);
+    if (lw.moe_layer && c.has_shared_expert()) {
       const int64_t f0 = s.ff_shared_begin, f1 = f0 + s.n_ff_shared_local;
-      lw.shared_gate_inp = store_.vector(file.get(blk(l, "ffn_gate_inp_shexp.weight")));
+      if (c.shared_expert_gated) lw.shared_gate_inp = store_.vector(file.get(blk(l, "ffn_gate_inp_shexp.weight")));
       lw.shared_gate = store_.column_parallel(file.get(blk(l, "ffn_gate_shexp.weight")), f0, f1);
       lw.shared_up = store_.column_parallel(file.get(blk(l, "ffn_up_shexp.weight")), f0, f1);
       lw.shared_down = store_.row_parallel(file.get(blk(l, "ffn_down_shexp.weight")), f0, f1);
     }
-    if (c.is_moe()) {
+    if (lw.moe_layer) {
       lw.moe.router = store_.whole(file.get(blk(l, "ffn_gate_inp.weight")));
+      if (const WeightTensor* b = file.find(blk(l, "exp_probs_b.bias"))) lw.moe.router_bias = store_.vector(*b);
       lw.moe.expert_begin = s.expert_begin;
       // With ep the experts are whole on their owner; without it, tp shards each expert's columns.
       const bool ep = options.shard.ep_size > 1;
@@ -99,11 +106,11 @@ LlamaModel::LlamaModel(const ModelFile& file, const ModelOptions& options)
         lw.moe.down.push_back(take("down", true));
       }
     } else {
-      const int64_t f0 = s.ff_begin, f1 = s.ff_begin + s.n_ff_local;
+      const int64_t f0 = s.ff_dense_begin, f1 = s.ff_dense_begin + s.n_ff_dense_local;
       if (c.fused_gate_up) {  // Phi-3: gate rows [0, n_ff), up rows [n_ff, 2 n_ff)
         const WeightTensor& gate_up = file.get(blk(l, "ffn_up.weight"));
         lw.w_gate = store_.column_parallel(gate_up, f0, f1);
-        lw.w_up = store_.column_parallel(gate_up, c.n_ff + f0, c.n_ff + f1);
+        lw.w_up = store_.column_parallel(gate_up, c.dense_ff() + f0, c.dense_ff() + f1);
       } else {
         lw.w_gate = store_.column_parallel(file.get(blk(l, "ffn_gate.weight")), f0, f1);
         lw.w_up = store_.column_parallel(file.get(blk(l, "ffn_up.weight")), f0, f1);
@@ -153,6 +160,12 @@ void LlamaModel::attention_block(int64_t l, const ForwardBatch& batch, KvPool& k
   over_tokens(pool, n, [&](int64_t b, int64_t e) {
     cpu::rmsnorm(act_.h.data() + b * d, x + b * d, w.attn_norm, e - b, d, c.rms_eps);
   });
+  if (c.mla()) {
+    mla_attention(act_.attn.data(), act_.h.data(), w.mla, c, shape_, batch, kv.layer(l), act_.rope_cs.data(),
+                  mla_scratch_, pool);
+    finish_attention(w, n, x, pool);
+    return;
+  }
   float* outs[3] = {act_.q.data(), act_.k.data(), act_.v.data()};
   const Linear* ls[3] = {&w.wq, &w.wk, &w.wv};
   linear_forward_multi(outs, ls, 3, act_.h.data(), n, pool);
@@ -170,6 +183,12 @@ void LlamaModel::attention_block(int64_t l, const ForwardBatch& batch, KvPool& k
   const cpu::AttendLimits limits{sliding ? c.sliding_window : 0, c.attn_softcap};
   cpu::paged_attention(act_.attn.data(), act_.q.data(), kv.layer(l), batch.positions.data(), batch.seq_of_token.data(),
                        batch.block_tables.data(), n, nh, c.query_scale(), pool, &rows, limits);
+  finish_attention(w, n, x, pool);
+}
+
+void LlamaModel::finish_attention(const LayerWeights& w, int64_t n, float* x, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const int64_t d = c.n_embd;
   linear_forward(act_.proj.data(), w.wo, act_.attn.data(), n, pool);
   all_reduce_tp(act_.proj.data(), static_cast<size_t>(n * c.n_embd));
   // The residual add and the next norm in one pass over the batch.
@@ -205,6 +224,7 @@ void LlamaModel::shared_expert(const LayerWeights& w, int64_t n, ThreadPool& poo
   dense_ffn(act_.shared.data(), w.shared_gate, w.shared_up, w.shared_down, shape_.n_ff_shared_local, n, pool);
   // The gate reads the whole (replicated) normed row, so every tp rank scales
   // its partial sum by the same factor.
+  if (w.shared_gate_inp == nullptr) return;  // DeepSeek's shared experts: ungated
   for (int64_t t = 0; t < n; ++t) {
     const float* h = act_.h.data() + t * d;
     float dot = 0.0f;
@@ -220,7 +240,7 @@ void LlamaModel::ffn_block(int64_t l, int64_t n, float* x, ThreadPool& pool) {
   const LayerWeights& w = layers_[l];
   const int64_t d = c.n_embd;
   const size_t count = static_cast<size_t>(n * d);
-  if (c.is_moe()) {
+  if (w.moe_layer) {
     moe_forward(act_.proj.data(), act_.h.data(), n, c, w.moe, options_.ep_comm, &moe_stats_, pool);
     if (c.has_shared_expert()) shared_expert(w, n, pool);
     if (options_.shard.ep_size == 1) {
@@ -235,7 +255,7 @@ void LlamaModel::ffn_block(int64_t l, int64_t n, float* x, ThreadPool& pool) {
       cpu::add(act_.proj.data(), act_.proj.data(), act_.shared.data(), n * d);
     }
   } else {
-    dense_ffn(act_.proj.data(), w.w_gate, w.w_up, w.w_down, shape_.n_ff_local, n, pool);
+    dense_ffn(act_.proj.data(), w.w_gate, w.w_up, w.w_down, shape_.n_ff_dense_local, n, pool);
     all_reduce_tp(act_.proj.data(), count);
   }
   over_tokens(pool, n, [&](int64_t b, int64_t e) {
@@ -276,18 +296,19 @@ void LlamaModel::forward(const ForwardBatch& batch, KvPool& kv, float* hidden, f
   fit(act_.q, n * shape_.n_head_local * hd);
   fit(act_.k, n * shape_.n_kv_head_local * hd);
   fit(act_.v, n * shape_.n_kv_head_local * hd);
-  fit(act_.attn, n * shape_.n_head_local * hd);
+  fit(act_.attn, n * shape_.n_head_local * std::max(hd, c.v_head_dim));
   fit(act_.proj, n * c.n_embd);
-  const int64_t ff = std::max(shape_.n_ff_local, shape_.n_ff_shared_local);
+  const int64_t ff = std::max({shape_.n_ff_local, shape_.n_ff_shared_local, shape_.n_ff_dense_local});
   fit(act_.gate, n * ff);
   fit(act_.up, n * ff);
   if (c.has_shared_expert()) fit(act_.shared, n * c.n_embd);
-  fit(act_.rope_cs, n * hd);
+  const int64_t rd = c.rope_dim();
+  fit(act_.rope_cs, n * rd);
   // NOTE: once per forward, not per layer and per q / k: the sines and
   // cosines (in double) were ~4% of a 32-sequence decode step.
-  cpu::rope_table(act_.rope_cs.data(), batch.positions.data(), n, hd, inv_freq_.data());
-  if (c.rope_scaling == RopeScaling::kLongRope && c.rope_attn_factor != 1.0f) {
-    for (int64_t i = 0; i < n * hd; ++i) act_.rope_cs[static_cast<size_t>(i)] *= c.rope_attn_factor;
+  cpu::rope_table(act_.rope_cs.data(), batch.positions.data(), n, rd, inv_freq_.data());
+  if (const float m = c.rope_cos_sin_scale(); m != 1.0f) {  // LongRoPE, YaRN
+    for (int64_t i = 0; i < n * rd; ++i) act_.rope_cs[static_cast<size_t>(i)] *= m;
   }
   if (!inv_freq_swa_.empty()) {
     fit(act_.rope_cs_swa, n * hd);

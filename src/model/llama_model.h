@@ -27,6 +27,7 @@
 #include "model/forward_batch.h"
 #include "model/kv_pool.h"
 #include "model/linear.h"
+#include "model/mla.h"
 #include "model/moe.h"
 #include "model/shard.h"
 #include "util/huge_pages.h"
@@ -45,10 +46,13 @@ struct LayerWeights {
   const float* post_ffn_norm = nullptr;   // [n_embd], Gemma: on the FFN output
   Linear w_gate, w_up;                    // dense, column-parallel: [n_ff_local, n_embd]
   Linear w_down;                          // dense, row-parallel: [n_embd, n_ff_local]
+  MlaWeights mla;                         // DeepSeek's latent attention, in place of wq / wk / wv
+  bool moe_layer = false;                 // routed experts here (false: the dense FFN; DeepSeek's leading layers)
   MoeWeights moe;                         // MoE layers
-  // Qwen2-MoE's shared expert: a dense SwiGLU FFN over every token, scaled
-  // by a per-token sigmoid gate; tp splits it like the dense FFN.
-  const float* shared_gate_inp = nullptr;  // [n_embd], replicated
+  // Shared experts: a dense SwiGLU FFN over every token (DeepSeek's shared
+  // experts as one), scaled by a per-token sigmoid gate in Qwen2-MoE; tp
+  // splits it like the dense FFN.
+  const float* shared_gate_inp = nullptr;  // [n_embd], replicated; null: no gate
   Linear shared_gate, shared_up;           // column-parallel: [n_ff_shared_local, n_embd]
   Linear shared_down;                      // row-parallel: [n_embd, n_ff_shared_local]
 };
@@ -108,6 +112,9 @@ class LlamaModel {
   // x += attention(attn_norm(x)); leaves ffn_norm(x) in act_.h for ffn_block
   // (the residual add and the norm share one pass over the batch).
   void attention_block(int64_t l, const ForwardBatch& batch, KvPool& kv, float* x, ThreadPool& pool);
+  // act_.attn [n_tokens, n_head_local * v] -> x += all_reduce(attn Wo),
+  // then ffn_norm(x) into act_.h.
+  void finish_attention(const LayerWeights& w, int64_t n_tokens, float* x, ThreadPool& pool);
   // x += ffn(act_.h).
   void ffn_block(int64_t l, int64_t n_tokens, float* x, ThreadPool& pool);
   // out [n_tokens, n_embd] = silu(h Wg) * (h Wu) Wd: this rank's columns of a
@@ -132,6 +139,7 @@ class LlamaModel {
   std::vector<float> inv_freq_swa_;  // [head_dim / 2] sliding layers' (Gemma 3); empty = inv_freq_
   cpu::RopeStyle rope_style_;
   Activations act_;
+  MlaScratch mla_scratch_;
   MoeStats moe_stats_;
 };
 

@@ -26,37 +26,77 @@ struct Route {
   float weight;
 };
 
-// Top-k experts per token. Their weights are the softmax over all experts'
-// logits restricted to the k: renormalized to sum to 1 when
-// c.norm_topk_prob (then it equals a softmax over the selected logits, as
-// Mixtral computes it), left as shares of the whole softmax otherwise.
-std::vector<Route> route_tokens(const float* h, int64_t n_tokens, const ModelConfig& c, const Linear& router,
+// Top-k experts per token, their weights from the router's scores:
+//  - scores: the softmax over all experts' logits, or each logit's sigmoid;
+//  - choice: the scores plus the router bias where there is one (DeepSeek-V3
+//    corrects the balance with it; the weights do not see it);
+//  - groups: with n_expert_groups > 1 the top-k is taken within the
+//    n_expert_groups_used groups of best score (a group's score: its top two
+//    choices' sum with a bias, as V3's noaux_tc, else its best score, as
+//    V2's group_limited_greedy);
+//  - weights: the chosen scores, renormalized to sum to 1 when
+//    norm_topk_prob (then equal to a softmax over the chosen logits, as
+//    Mixtral computes it), times routed_scale.
+std::vector<Route> route_tokens(const float* h, int64_t n_tokens, const ModelConfig& c, const MoeWeights& mw,
                                 ThreadPool& pool) {
   if (n_tokens == 0) return {};
-  std::vector<float> logits(static_cast<size_t>(n_tokens * c.n_expert));
-  linear_forward(logits.data(), router, h, n_tokens, pool);
+  const int64_t n_exp = c.n_expert, k_used = c.n_expert_used;
+  std::vector<float> logits(static_cast<size_t>(n_tokens * n_exp));
+  linear_forward(logits.data(), mw.router, h, n_tokens, pool);
   std::vector<Route> routes;
-  routes.reserve(static_cast<size_t>(n_tokens * c.n_expert_used));
-  std::vector<int32_t> order(static_cast<size_t>(c.n_expert));
-  std::vector<float> w(static_cast<size_t>(c.n_expert_used));
+  routes.reserve(static_cast<size_t>(n_tokens * k_used));
+  std::vector<int32_t> order(static_cast<size_t>(n_exp)), group_order(static_cast<size_t>(c.n_expert_groups));
+  std::vector<float> scores(static_cast<size_t>(n_exp)), choice(scores.size()), group_score(group_order.size());
+  const int64_t per_group = n_exp / c.n_expert_groups;
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* lg = logits.data() + t * c.n_expert;
+    const float* lg = logits.data() + t * n_exp;
+    if (c.router_scoring == RouterScoring::kSigmoid) {
+      for (int64_t e = 0; e < n_exp; ++e) scores[e] = 1.0f / (1.0f + std::exp(-lg[e]));
+    } else {
+      const float mx = *std::max_element(lg, lg + n_exp);
+      float sum = 0.f;
+      for (int64_t e = 0; e < n_exp; ++e) sum += (scores[e] = std::exp(lg[e] - mx));
+      for (int64_t e = 0; e < n_exp; ++e) scores[e] /= sum;
+    }
+    for (int64_t e = 0; e < n_exp; ++e) choice[e] = scores[e] + (mw.router_bias ? mw.router_bias[e] : 0.0f);
+    if (c.n_expert_groups > 1) {
+      for (int64_t g = 0; g < c.n_expert_groups; ++g) {
+        const float* gc = choice.data() + g * per_group;
+        if (mw.router_bias != nullptr) {
+          float a = -INFINITY, b = -INFINITY;  // the group's two best
+          for (int64_t j = 0; j < per_group; ++j) {
+            if (gc[j] > a) {
+              b = a;
+              a = gc[j];
+            } else if (gc[j] > b) {
+              b = gc[j];
+            }
+          }
+          group_score[g] = per_group > 1 ? a + b : a;
+        } else {
+          group_score[g] = *std::max_element(gc, gc + per_group);
+        }
+      }
+      std::iota(group_order.begin(), group_order.end(), 0);
+      std::partial_sort(group_order.begin(), group_order.begin() + c.n_expert_groups_used, group_order.end(),
+                        [&](int32_t a, int32_t b) {
+                          return group_score[a] > group_score[b] || (group_score[a] == group_score[b] && a < b);
+                        });
+      std::vector<bool> kept(static_cast<size_t>(c.n_expert_groups), false);
+      for (int64_t i = 0; i < c.n_expert_groups_used; ++i) kept[group_order[i]] = true;
+      for (int64_t e = 0; e < n_exp; ++e) {
+        if (!kept[e / per_group]) choice[e] = -INFINITY;
+      }
+    }
     std::iota(order.begin(), order.end(), 0);
     // Ties broken by the lower expert id, so every rank picks the same experts.
-    std::partial_sort(order.begin(), order.begin() + c.n_expert_used, order.end(),
-                      [&](int32_t a, int32_t b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
-    const float mx = lg[order[0]];
+    std::partial_sort(order.begin(), order.begin() + k_used, order.end(),
+                      [&](int32_t a, int32_t b) { return choice[a] > choice[b] || (choice[a] == choice[b] && a < b); });
     float sum = 0.f;
-    for (int64_t k = 0; k < c.n_expert_used; ++k) {
-      w[k] = std::exp(lg[order[k]] - mx);
-      sum += w[k];
-    }
-    if (!c.norm_topk_prob) {
-      sum = 0.f;
-      for (int64_t e = 0; e < c.n_expert; ++e) sum += std::exp(lg[e] - mx);
-    }
-    for (int64_t k = 0; k < c.n_expert_used; ++k) {
-      routes.push_back({static_cast<int32_t>(t), order[k], w[k] / sum});
+    for (int64_t k = 0; k < k_used; ++k) sum += scores[order[k]];
+    const float norm = c.norm_topk_prob && sum > 0.f ? 1.0f / sum : 1.0f;
+    for (int64_t k = 0; k < k_used; ++k) {
+      routes.push_back({static_cast<int32_t>(t), order[k], scores[order[k]] * norm * c.routed_scale});
     }
   }
   return routes;
@@ -107,7 +147,7 @@ void moe_forward(float* out, const float* h, int64_t n_tokens, const ModelConfig
   if (stats->tokens_per_expert.empty()) stats->tokens_per_expert.assign(static_cast<size_t>(c.n_expert), 0);
   const int ep = ep_comm ? ep_comm->size() : 1;
   if (ep == 1) {
-    std::vector<Route> routes = route_tokens(h, n_tokens, c, w.router, pool);
+    std::vector<Route> routes = route_tokens(h, n_tokens, c, w, pool);
     for (const Route& r : routes) stats->tokens_per_expert[r.expert]++;
     std::fill(out, out + n_tokens * n_embd, 0.f);
     run_local_experts(out, h, routes, c, w, pool);
@@ -118,7 +158,7 @@ void moe_forward(float* out, const float* h, int64_t n_tokens, const ModelConfig
   int64_t t0, t1;
   ThreadPool::split(n_tokens, 1, me, ep, &t0, &t1);
   const int64_t n_mine = t1 - t0;
-  std::vector<Route> routes = route_tokens(h + t0 * n_embd, n_mine, c, w.router, pool);
+  std::vector<Route> routes = route_tokens(h + t0 * n_embd, n_mine, c, w, pool);
   const int64_t per_rank = c.n_expert / ep;
   // Dispatch: for each destination rank, the (token row, expert, weight) triples and the token vectors.
   std::vector<std::vector<Route>> to(static_cast<size_t>(ep));

@@ -2,8 +2,10 @@
 // the token's output is the weighted sum of those experts' SwiGLU FFNs. The
 // weights are the router's softmax over the selected k (Mixtral, Qwen3-MoE),
 // or their shares of the softmax over all experts (Qwen2-MoE:
-// ModelConfig::norm_topk_prob false). A shared expert, where the model has
-// one, is the caller's (model/llama_model.cpp).
+// ModelConfig::norm_topk_prob false). DeepSeek scores by sigmoid or softmax,
+// may pick within the best groups of experts first and may bias the choice,
+// then scales the weights (ModelConfig's routing fields). A shared expert,
+// where the model has one, is the caller's (model/llama_model.cpp).
 //
 // Expert parallel (ep > 1): rank r owns experts [expert_begin, expert_end).
 // Every rank holds the same tokens (the residual stream is replicated), so each
@@ -23,10 +25,11 @@
 namespace parallm {
 
 struct MoeWeights {
-  Linear router;                 // [n_expert, n_embd], replicated
-  std::vector<Linear> gate, up;  // per owned expert: [n_ff_local, n_embd]
-  std::vector<Linear> down;      // per owned expert: [n_embd, n_ff_local]
-  int64_t expert_begin = 0;      // global id of gate[0]
+  Linear router;                       // [n_expert, n_embd], replicated
+  const float* router_bias = nullptr;  // [n_expert] DeepSeek-V3: added to the scores for the choice only
+  std::vector<Linear> gate, up;        // per owned expert: [n_ff_local, n_embd]
+  std::vector<Linear> down;            // per owned expert: [n_embd, n_ff_local]
+  int64_t expert_begin = 0;            // global id of gate[0]
 };
 
 // Tokens routed to each expert (global ids), accumulated over forwards.

@@ -15,7 +15,11 @@ LocalShape local_shape(const ModelConfig& c, const ShardSpec& s) {
   }
   ls.n_head_local = c.n_head / tp;
   ls.head_begin = s.tp_rank * ls.n_head_local;
-  if (tp <= c.n_kv_head) {
+  if (c.mla()) {
+    // Every rank caches the whole latent row its heads decompress.
+    ls.n_kv_head_local = 1;
+    ls.kv_head_begin = 0;
+  } else if (tp <= c.n_kv_head) {
     if (c.n_kv_head % tp != 0) {
       throw InputError(
           strfmt("--tp %lld does not divide the model's %lld KV heads", (long long)tp, (long long)c.n_kv_head));
@@ -41,6 +45,12 @@ LocalShape local_shape(const ModelConfig& c, const ShardSpec& s) {
                             (long long)c.n_ff_shared));
   }
   ls.n_ff_shared_local = c.n_ff_shared / tp;
+  if (c.dense_ff() % tp != 0) {
+    throw InputError(
+        strfmt("--tp %lld does not divide the dense FFN width %lld", (long long)tp, (long long)c.dense_ff()));
+  }
+  ls.n_ff_dense_local = c.dense_ff() / tp;
+  ls.ff_dense_begin = s.tp_rank * ls.n_ff_dense_local;
   ls.ff_shared_begin = s.tp_rank * ls.n_ff_shared_local;
   ls.layer_begin = s.layer_begin;
   ls.layer_end = s.layer_end < 0 ? c.n_layer : s.layer_end;

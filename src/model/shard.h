@@ -23,11 +23,13 @@ struct ShardSpec {
 // Per-rank sizes for one model and shard, validated.
 struct LocalShape {
   int64_t n_head_local = 0;     // query heads on this rank
-  int64_t n_kv_head_local = 0;  // KV heads on this rank (replicated when tp > n_kv_head)
+  int64_t n_kv_head_local = 0;  // KV heads on this rank (replicated when tp > n_kv_head; MLA: its one latent)
   int64_t head_begin = 0;       // first global query head
   int64_t kv_head_begin = 0;    // first global KV head
-  int64_t n_ff_local = 0;       // dense FFN columns on this rank
+  int64_t n_ff_local = 0;       // FFN columns on this rank (each expert's for MoE)
   int64_t ff_begin = 0;
+  int64_t n_ff_dense_local = 0;  // the dense layers' FFN columns (the leading dense layers of a MoE)
+  int64_t ff_dense_begin = 0;
   int64_t n_ff_shared_local = 0;  // shared-expert FFN columns on this rank (tp splits them like a dense FFN)
   int64_t ff_shared_begin = 0;
   int64_t layer_begin = 0, layer_end = 0;

@@ -83,6 +83,14 @@ int main(int argc, char** argv) {
     micro.n_expert = preset.n_expert > 0 ? 4 : 0;
     micro.rope_original_ctx = preset.rope_scaling == RopeScaling::kLlama3 ? 64 : 16;
     micro.n_ctx = 64;
+    if (preset.kv_lora_rank > 0) {  // MLA at micro size: latent 8, heads of 4 + 4, values 4
+      micro.kv_lora_rank = 8;
+      micro.qk_nope_dim = micro.qk_rope_dim = micro.v_head_dim = 4;
+      micro.q_lora_rank = preset.q_lora_rank > 0 ? 8 : 0;
+      micro.head_dim_override = 8;
+      micro.n_ff_dense = 8;
+      micro.n_layer = 2;
+    }
     MakeModelOptions mo;
     mo.shape = &micro;
     write(out + "/fuzz_gguf_model", preset.name + ".gguf", build_model_gguf(mo).to_bytes());

@@ -119,7 +119,7 @@ TEST(MakeModel, EveryPresetFeatureLoadsWithTheRightShapes) {
   test::TempDir dir;
   for (const char* preset :
        {"tiny", "mixtral-tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "tiny-mha64", "tiny-qwen3", "tiny-qwen3moe",
-        "tiny-qwen2moe", "tiny-gemma2", "tiny-gemma3", "tiny-phi3"}) {
+        "tiny-qwen2moe", "tiny-gemma2", "tiny-gemma3", "tiny-phi3", "tiny-deepseek2", "tiny-deepseek2-lite"}) {
     for (DType dt : {DType::kF32, DType::kQ4_0}) {
       MakeModelOptions o;
       o.preset = preset;
@@ -139,18 +139,40 @@ TEST(MakeModel, EveryPresetFeatureLoadsWithTheRightShapes) {
       EXPECT_EQ(c.qkv_bias, p.qkv_bias);
       EXPECT_EQ(c.tied_embeddings, p.tied_embeddings);
       EXPECT_FLOAT_EQ(c.rope_theta, p.rope_theta);
-      EXPECT_EQ(c.rope_style, p.arch == "llama" ? RopeStyle::kInterleaved : RopeStyle::kHalf);
+      const bool pairs = p.arch == "llama" || p.arch == "deepseek2";
+      EXPECT_EQ(c.rope_style, pairs ? RopeStyle::kInterleaved : RopeStyle::kHalf);
       EXPECT_EQ(c.head_dim, p.head_dim());
       EXPECT_EQ(c.qk_norm, p.qk_norm);
       EXPECT_EQ(c.n_ff, p.n_ff);
-      EXPECT_EQ(c.n_ff_shared, p.n_ff_shared);
-      EXPECT_EQ(c.norm_topk_prob, p.arch != "qwen2moe");  // llama.cpp's choice per architecture
+      EXPECT_EQ(c.n_ff_shared, p.n_ff_shared + p.n_shared_experts * p.n_ff);
+      // llama.cpp's choice per architecture, or the file's key (DeepSeek).
+      EXPECT_EQ(c.norm_topk_prob, p.arch == "deepseek2" ? p.norm_topk : p.arch != "qwen2moe");
       EXPECT_EQ(c.sliding_window, p.sliding_window > 0 ? p.sliding_window : (p.arch == "gemma3" ? 512 : 0));
       EXPECT_FLOAT_EQ(c.attn_softcap, p.attn_softcap);
       EXPECT_FLOAT_EQ(c.final_softcap, p.final_softcap);
       EXPECT_EQ(c.post_norms, p.arch.rfind("gemma", 0) == 0);
       const int64_t q_dim = p.n_head * p.head_dim(), kv_dim = p.n_kv_head * p.head_dim();
-      if (p.arch == "phi3") {
+      if (p.arch == "deepseek2") {
+        EXPECT_TRUE(c.mla());
+        EXPECT_EQ(c.kv_lora_rank, p.kv_lora_rank);
+        EXPECT_EQ(c.q_lora_rank, p.q_lora_rank);
+        EXPECT_EQ(c.v_head_dim, p.v_head_dim);
+        EXPECT_EQ(c.n_dense_lead, p.n_dense_lead);
+        EXPECT_EQ(c.n_ff_dense, p.n_ff_dense);
+        EXPECT_EQ(c.n_ff_shared, p.n_shared_experts * p.n_ff);
+        EXPECT_EQ(c.router_scoring, p.router_sigmoid ? RouterScoring::kSigmoid : RouterScoring::kSoftmax);
+        EXPECT_EQ(c.n_expert_groups, p.n_expert_groups);
+        EXPECT_FLOAT_EQ(c.routed_scale, p.routed_scale);
+        EXPECT_EQ(c.rope_scaling, RopeScaling::kYarn);
+        EXPECT_EQ(c.rope_style, RopeStyle::kInterleaved);
+        EXPECT_EQ(m->find("blk.1.exp_probs_b.bias") != nullptr, p.router_bias);
+        EXPECT_EQ(m->find("blk.0.ffn_gate_inp.weight"), nullptr);  // the leading dense layer
+        EXPECT_EQ(m->get("blk.0.ffn_up.weight").shape, (std::vector<int64_t>{p.n_ff_dense, p.n_embd}));
+        EXPECT_EQ(m->get("blk.1.attn_kv_a_mqa.weight").shape,
+                  (std::vector<int64_t>{p.kv_lora_rank + p.qk_rope_dim, p.n_embd}));
+        EXPECT_EQ(m->find("blk.1.attn_k_b.weight") != nullptr, p.split_kv_b);
+        EXPECT_EQ(m->get("blk.1.attn_kv_a_mqa.weight").dtype, dt);
+      } else if (p.arch == "phi3") {
         EXPECT_TRUE(c.fused_qkv && c.fused_gate_up);
         EXPECT_EQ(m->get("blk.1.attn_qkv.weight").dtype, dt);
         EXPECT_EQ(m->get("blk.1.attn_qkv.weight").shape, (std::vector<int64_t>{q_dim + 2 * kv_dim, p.n_embd}));
@@ -164,8 +186,9 @@ TEST(MakeModel, EveryPresetFeatureLoadsWithTheRightShapes) {
         EXPECT_EQ(m->get("blk.1.attn_q.weight").shape, (std::vector<int64_t>{q_dim, p.n_embd}));
       }
       if (p.n_expert > 0) {
-        EXPECT_EQ(m->get("blk.0.ffn_up_exps.weight").shape, (std::vector<int64_t>{p.n_expert, p.n_ff, p.n_embd}));
-        EXPECT_EQ(m->get("blk.0.ffn_gate_inp.weight").dtype, DType::kF32);
+        const std::string b = "blk." + std::to_string(p.n_dense_lead) + ".";
+        EXPECT_EQ(m->get(b + "ffn_up_exps.weight").shape, (std::vector<int64_t>{p.n_expert, p.n_ff, p.n_embd}));
+        EXPECT_EQ(m->get(b + "ffn_gate_inp.weight").dtype, DType::kF32);
       }
       if (p.qk_norm) {
         EXPECT_EQ(m->get("blk.0.attn_k_norm.weight").shape, std::vector<int64_t>{p.head_dim()});

@@ -406,6 +406,98 @@ TEST(SafetensorsModel, Phi3FusedMatricesAndLongRope) {
   EXPECT_NE(load_error(dir2.path()).find("attn_qkv"), std::string::npos) << load_error(dir2.path());
 }
 
+TEST(HfConfig, DeepseekFieldsAndRefusals) {
+  // DeepSeek-V3's config.json at small sizes.
+  json j = {{"model_type", "deepseek_v3"},
+            {"vocab_size", 100},
+            {"hidden_size", 64},
+            {"intermediate_size", 96},
+            {"moe_intermediate_size", 16},
+            {"num_hidden_layers", 4},
+            {"num_attention_heads", 4},
+            {"num_key_value_heads", 4},
+            {"n_routed_experts", 8},
+            {"num_experts_per_tok", 2},
+            {"n_shared_experts", 1},
+            {"first_k_dense_replace", 1},
+            {"moe_layer_freq", 1},
+            {"routed_scaling_factor", 2.5},
+            {"norm_topk_prob", true},
+            {"scoring_func", "sigmoid"},
+            {"topk_method", "noaux_tc"},
+            {"n_group", 4},
+            {"topk_group", 2},
+            {"q_lora_rank", 24},
+            {"kv_lora_rank", 32},
+            {"qk_nope_head_dim", 16},
+            {"qk_rope_head_dim", 8},
+            {"v_head_dim", 12},
+            {"head_dim", 8},
+            {"max_position_embeddings", 256},
+            {"rope_scaling",
+             {{"type", "yarn"},
+              {"factor", 40},
+              {"original_max_position_embeddings", 64},
+              {"beta_fast", 32},
+              {"beta_slow", 1},
+              {"mscale", 1.0},
+              {"mscale_all_dim", 1.0}}}};
+  ModelConfig c = parse_hf_config(j.dump());
+  EXPECT_EQ(c.arch, Architecture::kDeepseek2);
+  EXPECT_TRUE(c.mla());
+  EXPECT_EQ(c.head_dim, 24);  // nope + rope, not the config's rotary head_dim
+  EXPECT_EQ(c.rope_dim(), 8);
+  EXPECT_EQ(c.kv_row_dim(), 40);
+  EXPECT_EQ(c.kv_heads(), 1);
+  EXPECT_EQ(c.n_ff, 16);
+  EXPECT_EQ(c.n_ff_dense, 96);
+  EXPECT_EQ(c.n_ff_shared, 16);
+  EXPECT_EQ(c.n_dense_lead, 1);
+  EXPECT_FALSE(c.is_moe_layer(0));
+  EXPECT_TRUE(c.is_moe_layer(1));
+  EXPECT_EQ(c.router_scoring, RouterScoring::kSigmoid);
+  EXPECT_EQ(c.n_expert_groups, 4);
+  EXPECT_EQ(c.n_expert_groups_used, 2);
+  EXPECT_EQ(c.rope_style, RopeStyle::kInterleaved);
+  EXPECT_EQ(c.rope_scaling, RopeScaling::kYarn);
+  // YaRN: the query scale gains (0.1 ln 40 + 1)^2; cos / sin unscaled (mscale == mscale_all_dim).
+  const float m = 0.1f * std::log(40.0f) + 1.0f;
+  EXPECT_FLOAT_EQ(c.query_scale(), m * m / std::sqrt(24.0f));
+  EXPECT_FLOAT_EQ(c.rope_cos_sin_scale(), 1.0f);
+  // The lowest frequency is interpolated (divided by 40), the highest kept.
+  const std::vector<float> f = c.rope_inv_freq();
+  EXPECT_FLOAT_EQ(f[0], 1.0f);
+  EXPECT_FLOAT_EQ(f[3], std::pow(10000.0f, -6.0f / 8.0f) / 40.0f);
+  json lite = j;
+  lite["topk_method"] = "greedy";
+  lite["q_lora_rank"] = nullptr;
+  EXPECT_EQ(parse_hf_config(lite.dump()).n_expert_groups, 1);  // greedy ignores n_group
+  EXPECT_EQ(parse_hf_config(lite.dump()).q_lora_rank, 0);
+  auto err = [](const json& bad) {
+    try {
+      parse_hf_config(bad.dump(), "cfg.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  json bad = j;
+  bad["topk_method"] = "random";
+  EXPECT_NE(err(bad).find("'random'"), std::string::npos) << err(bad);
+  bad = j;
+  bad["scoring_func"] = "relu";
+  EXPECT_NE(err(bad).find("'relu'"), std::string::npos) << err(bad);
+  bad = j;
+  bad["moe_layer_freq"] = 2;
+  EXPECT_NE(err(bad).find("moe_layer_freq"), std::string::npos) << err(bad);
+  bad = j;
+  bad["topk_group"] = 5;
+  EXPECT_NE(err(bad).find("expert groups"), std::string::npos) << err(bad);
+  bad = j;
+  bad.erase("kv_lora_rank");
+  EXPECT_NE(err(bad).find("'kv_lora_rank'"), std::string::npos) << err(bad);
+}
+
 TEST(HfConfig, GemmaFields) {
   json j = make_checkpoint("gemma3_text").config;
   j.erase("hidden_act");
@@ -528,8 +620,10 @@ TEST(HfConfig, BadConfigsAreInputErrors) {
   j["num_hidden_layers"] = "two";
   EXPECT_NE(err(j).find("not an integer"), std::string::npos);
   j = base;
+  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}};
+  EXPECT_NE(err(j).find("dynamic"), std::string::npos);
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  EXPECT_NE(err(j).find("yarn"), std::string::npos);
+  EXPECT_NE(err(j).find("yarn is supported for deepseek"), std::string::npos);
   j = base;
   j["num_key_value_heads"] = 3;
   EXPECT_NE(err(j).find("cfg.json"), std::string::npos);

@@ -21,7 +21,8 @@ import numpy as np
 
 ARGS = None
 PRESETS = ["tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "mixtral-tiny", "tiny-mha64", "tiny-qwen3",
-           "tiny-qwen3moe", "tiny-qwen2moe", "tiny-gemma2", "tiny-gemma3", "tiny-phi3"]
+           "tiny-qwen3moe", "tiny-qwen2moe", "tiny-gemma2", "tiny-gemma3", "tiny-phi3",
+           "tiny-deepseek2", "tiny-deepseek2-lite"]
 # Presets whose Hugging Face twin is checked too, and their parallel layouts.
 HF_TWINS = {"tiny-qwen3": [["--tp", "2"], ["--pp", "2"]],
             "tiny-qwen3moe": [["--tp", "2"], ["--pp", "2"], ["--ep", "2"]],
@@ -29,6 +30,8 @@ HF_TWINS = {"tiny-qwen3": [["--tp", "2"], ["--pp", "2"]],
             "tiny-gemma2": [["--tp", "2"], ["--pp", "2"]],
             "tiny-gemma3": [["--tp", "2"], ["--pp", "3"]],
             "tiny-phi3": [["--tp", "2"], ["--pp", "2"]],
+            "tiny-deepseek2": [["--tp", "2"], ["--pp", "3"], ["--ep", "2"], ["--tp", "2", "--ep", "2"]],
+            "tiny-deepseek2-lite": [["--tp", "4"], ["--pp", "2"], ["--ep", "4"]],
             "tiny-qwen2": [], "mixtral-tiny": [], "tiny": []}
 PROMPT = "Once upon a time, a small robot found a blue flower in the garden."
 # Gemma's presets slide windows of 8 keys over blocks of 16: a prompt of
@@ -149,7 +152,13 @@ class NumpyReference(unittest.TestCase):
                                ("tiny-gemma2", set_key("attention.sliding_window", 10 ** 6)),
                                ("tiny-gemma3", set_key("attention.sliding_window", 10 ** 6)),
                                ("tiny-gemma3", set_key("attention.sliding_window_pattern", 10 ** 6)),
-                               ("tiny-phi3", set_key("rope.scaling.attn_factor", 1.0))):
+                               ("tiny-phi3", set_key("rope.scaling.attn_factor", 1.0)),
+                               ("tiny-deepseek2", drop("exp_probs_b.bias")),
+                               ("tiny-deepseek2", set_key("expert_group_count", 1)),
+                               ("tiny-deepseek2", set_key("expert_weights_scale", 1.0)),
+                               ("tiny-deepseek2", set_key("rope.scaling.yarn_log_multiplier", 0.0)),
+                               ("tiny-deepseek2-lite", set_key("rope.scaling.factor", 1.0)),
+                               ("tiny-deepseek2-lite", set_key("expert_weights_norm", True))):
             with self.subTest(preset=preset, mutate=mutate.__name__):
                 got, want, _ = self.engine_and_reference(preset, mutate=mutate)
                 self.assertGreater(self.worst_row_error(got, want), 1e-2)

@@ -87,10 +87,12 @@ class Layouts(unittest.TestCase):
                                           ["--tp", "4", "--ep", "4"], ["--tp", "2"], ["--pp", "2", "--ep", "2"]],
                      use_mpi=True)
 
-    def test_generated_qwen_gemma_and_phi3_families(self):
+    def test_generated_qwen_gemma_phi3_and_deepseek_families(self):
         # Qwen3's q/k norms, the Qwen-MoE routers and shared expert, Gemma's
         # windows, soft-caps and post-norms, Phi-3's fused matrices (each
-        # rank slices its rows of Q, K, V, gate and up) under each split the math allows
+        # rank slices its rows of Q, K, V, gate and up), DeepSeek's latent
+        # attention (heads split, the latent cached whole on every rank) and
+        # grouped routing under each split the math allows
         # (the shared expert is tp-split, replicated under ep; Gemma 3's one
         # KV head is replicated under tp).
         for preset, layouts in (("tiny-qwen3", [["--tp", "2"], ["--pp", "2"], ["--tp", "2", "--pp", "2"]]),
@@ -99,7 +101,10 @@ class Layouts(unittest.TestCase):
                                                    ["--tp", "2", "--ep", "2"]]),
                                 ("tiny-gemma2", [["--tp", "2"], ["--pp", "2"]]),
                                 ("tiny-gemma3", [["--tp", "2"], ["--pp", "2"], ["--tp", "2", "--pp", "3"]]),
-                                ("tiny-phi3", [["--tp", "2"], ["--pp", "2"], ["--tp", "2", "--pp", "2"]])):
+                                ("tiny-phi3", [["--tp", "2"], ["--pp", "2"], ["--tp", "2", "--pp", "2"]]),
+                                ("tiny-deepseek2", [["--tp", "2"], ["--pp", "3"], ["--ep", "2"],
+                                                    ["--tp", "2", "--ep", "2"], ["--pp", "2", "--ep", "2"]]),
+                                ("tiny-deepseek2-lite", [["--tp", "4"], ["--ep", "2"]])):
             model = os.path.join(TMP, preset + ".gguf")
             subprocess.run([ARGS.binary, "make-model", "--preset", preset, "--dtype", "f32", "--out", model],
                            check=True, capture_output=True)

@@ -494,9 +494,9 @@ TEST(LaunchLines, ParallmLineOnlyForALocalSupportedModelOnTheCpu) {
   ASSERT_EQ(p.commands.parallm_all.lines.size(), 1u) << p.commands.parallm_all.note;
   Parsed q = check_line(p.commands.parallm);
   EXPECT_EQ(q.args.at("--model"), r.model_ref);
-  r.model_arch = "deepseek2";
+  r.model_arch = "falcon";
   EXPECT_TRUE(make_plan(r).commands.parallm_all.lines.empty());
-  EXPECT_NE(make_plan(r).commands.parallm_all.note.find("architecture 'deepseek2'"), std::string::npos);
+  EXPECT_NE(make_plan(r).commands.parallm_all.note.find("architecture 'falcon'"), std::string::npos);
   r.model_arch = "llama";
   r.gpu = catalog_gpu("A100-80G");
   r.fabric = fabric_from_interconnect(r.gpu, "", 1, 1);
