@@ -231,10 +231,13 @@ def hf_tensors(g, arch, config):
 
 
 def write_safetensors(path, tensors):
+    """tensors: [(name, array)] written as F32, or [(name, dtype, array)]
+    with the array's raw little-endian bytes under that safetensors dtype."""
     header, offset, blobs = {}, 0, []
-    for name, arr in tensors:
-        data = np.ascontiguousarray(arr, dtype=np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
+    for item in tensors:
+        name, dtype, arr = item if len(item) == 3 else (item[0], "F32", item[1])
+        data = np.ascontiguousarray(arr, dtype=np.float32 if dtype == "F32" else None).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
         blobs.append(data)
     text = json.dumps(header, separators=(",", ":"))

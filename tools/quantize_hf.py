@@ -23,7 +23,6 @@ Usage: quantize_hf.py MODEL.gguf OUT_DIR METHOD [options as key=value]
 """
 import json
 import os
-import struct
 import sys
 
 import numpy as np
@@ -176,23 +175,6 @@ def quant_config(method, opts):
                 "group_size": opts["group"] if opts["group"] > 0 else None}}}}
 
 
-def write_safetensors(path, tensors):
-    """tensors: [(name, dtype string, array)], raw little-endian bytes."""
-    header, offset, blobs = {}, 0, []
-    for name, dtype, arr in tensors:
-        data = np.ascontiguousarray(arr).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    text = json.dumps(header, separators=(",", ":"))
-    text += " " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text.encode())
-        for blob in blobs:
-            f.write(blob)
-
-
 def quantize(gguf_path, out_dir, method, seed=0, **opts):
     """Writes the quantized twin; returns the Gguf with its layer matrices
     replaced by their dequantized values (for reference_forward)."""
@@ -231,7 +213,7 @@ def quantize(gguf_path, out_dir, method, seed=0, **opts):
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
+    gguf_to_hf.write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
     return g
 
 

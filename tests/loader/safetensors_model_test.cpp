@@ -154,6 +154,16 @@ void expect_same_bytes(const ModelFile& m, const std::string& canonical, const S
   EXPECT_EQ(std::vector<uint8_t>(w.data, w.data + w.nbytes), t.bytes) << canonical;
 }
 
+// parse_hf_config's message for j ("" when it parses).
+std::string err(const json& j) {
+  try {
+    parse_hf_config(j.dump(), "cfg.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 std::string load_error(const std::string& path) {
   try {
     load_safetensors_model(path);
@@ -379,14 +389,6 @@ TEST(SafetensorsModel, Phi3FusedMatricesAndLongRope) {
   expect_same_bytes(*m, "blk.1.attn_qkv.weight", hf(c, "model.layers.1.self_attn.qkv_proj.weight"));
   expect_same_bytes(*m, "blk.0.ffn_up.weight", hf(c, "model.layers.0.mlp.gate_up_proj.weight"));
 
-  auto err = [](const json& bad) {
-    try {
-      parse_hf_config(bad.dump(), "cfg.json");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   json bad = c.config;
   bad["partial_rotary_factor"] = 0.75;
   EXPECT_NE(err(bad).find("partial_rotary_factor"), std::string::npos) << err(bad);
@@ -473,14 +475,6 @@ TEST(HfConfig, DeepseekFieldsAndRefusals) {
   lite["q_lora_rank"] = nullptr;
   EXPECT_EQ(parse_hf_config(lite.dump()).n_expert_groups, 1);  // greedy ignores n_group
   EXPECT_EQ(parse_hf_config(lite.dump()).q_lora_rank, 0);
-  auto err = [](const json& bad) {
-    try {
-      parse_hf_config(bad.dump(), "cfg.json");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   json bad = j;
   bad["topk_method"] = "random";
   EXPECT_NE(err(bad).find("'random'"), std::string::npos) << err(bad);
@@ -516,14 +510,6 @@ TEST(HfConfig, GemmaFields) {
   // The sliding layers' base is unscaled, the global one divided by 8.
   EXPECT_FLOAT_EQ(c.rope_inv_freq_swa()[1], std::pow(20000.0f, -0.5f));
   EXPECT_FLOAT_EQ(c.rope_inv_freq()[1], std::pow(10000.0f, -0.5f) / 8.0f);
-  auto err = [](const json& bad) {
-    try {
-      parse_hf_config(bad.dump(), "cfg.json");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   json bad = j;
   bad["hidden_activation"] = "relu";
   EXPECT_NE(err(bad).find("relu"), std::string::npos) << err(bad);
@@ -542,14 +528,6 @@ TEST(HfConfig, GemmaFields) {
 }
 
 TEST(HfConfig, QwenMoeFeaturesItCannotRunAreRefusedByName) {
-  auto err = [](const json& j) {
-    try {
-      parse_hf_config(j.dump(), "cfg.json");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   const json base = make_checkpoint("qwen2_moe", "F32", 4).config;
   EXPECT_EQ(err(base), "");
   json j = base;
@@ -601,14 +579,6 @@ TEST(HfConfig, ParsesRopeScaling) {
 }
 
 TEST(HfConfig, BadConfigsAreInputErrors) {
-  auto err = [](const json& j) {
-    try {
-      parse_hf_config(j.dump(), "cfg.json");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   json base = make_checkpoint("llama").config;
   json j = base;
   j["model_type"] = "gpt2";
