@@ -111,10 +111,10 @@ void expect_close(const std::vector<float>& got, const Reference& r, const std::
 
 // q8_0/q4_0 run on 8-bit activations: AVX2 in mat-vec only, AVX-512 in the
 // GEMM too (gemm_q8_avx512.cpp). Every other block type but q6_k does on
-// AVX2 in mat-vec (blocks_avx2.cpp).
+// AVX2 and AVX-512 in mat-vec (blocks_avx2.cpp).
 bool may_use_int8_x(Isa isa, DType t, int64_t n_tokens) {
   if (t == DType::kQ8_0 || t == DType::kQ4_0) return isa == Isa::kAvx512 || (isa == Isa::kAvx2 && n_tokens < 8);
-  return dtype_is_quantized(t) && t != DType::kQ6_K && isa == Isa::kAvx2 && n_tokens < 8;
+  return dtype_is_quantized(t) && t != DType::kQ6_K && isa != Isa::kScalar && n_tokens < 8;
 }
 
 TEST(Matmul, EveryDtypeIsaAndShape) {

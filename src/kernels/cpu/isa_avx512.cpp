@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/avx2_blocks.h"
 #include "kernels/cpu/avx512_common.h"
 #include "kernels/cpu/isa_table.h"
 #include "kernels/cpu/quant.h"
@@ -205,6 +206,11 @@ void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in, int64_
 }
 
 bool wants_xq(DType t, int64_t n_tokens, bool packed) {
+  // The other block types' decode runs the AVX2 integer row dots
+  // (avx2_blocks.h) on this x's 8-bit views; they have no packed layout.
+  // NOTE: they had dequantized each row to f32 first: llama-110m decode on
+  // 2 threads, q5_k 27 -> see docs/PERFORMANCE.md ("The new GGUF types").
+  if (avx2::has_block_dot(t)) return !packed && n_tokens < kQuantGemmMinTokens;
   return (t == DType::kQ8_0 || t == DType::kQ4_0) && (packed || n_tokens < kQuantGemmMinTokens);
 }
 
@@ -339,8 +345,10 @@ void quant_rows(const RowsTask& a) {
       float r;
       if (a.wtype == DType::kQ8_0) {
         r = dot_q8_0_ymm(reinterpret_cast<const BlockQ8_0*>(row), x, nb);
-      } else {
+      } else if (a.wtype == DType::kQ4_0) {
         dot_q4_0<1>(row, a.w_stride, x, nb, &r);
+      } else {
+        r = avx2::block_row_dot(a.wtype, row, x.q8, x.d, a.n_in);
       }
       a.out[t * a.out_stride + o] = r;
     }
