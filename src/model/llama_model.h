@@ -1,18 +1,20 @@
 // LlamaModel: one rank's share of a Llama-family transformer (Llama 2/3,
-// Mistral, Qwen2 with QKV bias, Qwen3 with q/k norms, Mixtral-style and
-// Qwen-style MoE with an optional gated shared expert), written rank-local:
+// Mistral, Qwen2 with QKV bias, Qwen3 with q/k norms, Gemma 2/3, Phi-3,
+// DeepSeek-V2/V3 with latent attention (model/mla.h), Mixtral-, Qwen- and
+// DeepSeek-style MoE with shared experts), written rank-local:
 // every size below is per rank (see model/shard.h), linear layers know whether
 // they are column- or row-parallel, and the forward calls all_reduce itself.
 //
 //   x = embed(tokens)                               (first pipeline stage)
 //   for each local layer:
-//     h = rmsnorm(x) ; q,k,v = h Wq,Wk,Wv (+bias)   column-parallel, fused
+//     h = rmsnorm(x) ; q,k,v = h Wq,Wk,Wv (+bias)   column-parallel, fused (DeepSeek: a = mla(h), model/mla.h)
 //     q,k = rmsnorm per head (Qwen3)
 //     rope(q, k) ; kv_write(k, v) ; a = attention(q, paged KV)
 //       (Gemma: sliding window on some layers, scores soft-capped)
 //     x += all_reduce(a Wo)                          row-parallel (Gemma: post-normed first)
 //     h = rmsnorm(x) ; x += all_reduce(ffn(h))       dense: silu(h Wg) * (h Wu) Wd ; MoE: model/moe.h
 //                                                    + sigmoid(h . g_shexp) * shared_ffn(h) (Qwen2-MoE)
+//                                                    + shared_ffn(h) (DeepSeek), dense in its leading layers
 //                                                    Gemma: gelu_tanh for silu, post-normed
 //   x = embed(tokens) is scaled by sqrt(n_embd) for Gemma, its logits soft-capped (Gemma 2)
 //   logits = rmsnorm(x) Wout                         (last stage, requested rows only)
