@@ -1,11 +1,11 @@
 // `parallm make-model`: writes a random-weight model of a preset's shape as a
-// GGUF file that parallm and llama.cpp both load (loader/make_model.h).
+// GGUF file that parallm and llama.cpp both load (modelgen/make_model.h).
 #include <cstdio>
 #include <memory>
 
 #include "command_registry.h"
-#include "loader/make_model.h"
-#include "loader/model_presets.h"
+#include "modelgen/make_model.h"
+#include "modelgen/model_presets.h"
 #include "util/log.h"
 
 namespace parallm {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "loader/make_model.h"
+#include "modelgen/make_model.h"
 #include "util/check.h"
 #include "util/log.h"
 

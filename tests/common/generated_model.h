@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "loader/make_model.h"
+#include "modelgen/make_model.h"
 
 namespace parallm::test {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "loader/gguf_writer.h"
-#include "loader/make_model.h"
+#include "modelgen/make_model.h"
 #include "safetensors_test_writer.h"
 
 using namespace parallm;

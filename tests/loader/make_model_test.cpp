@@ -1,7 +1,7 @@
 // make-model: deterministic bytes, llama.cpp names and keys, weights with the
 // documented statistics, loadable by the GGUF model loader for every preset
 // feature and dtype, and the generated vocabulary's structure.
-#include "loader/make_model.h"
+#include "modelgen/make_model.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <set>
 
 #include "kernels/cpu/quant.h"
-#include "loader/generated_vocab.h"
 #include "loader/model_file.h"
+#include "modelgen/generated_vocab.h"
 #include "safetensors_test_writer.h"
 #include "util/check.h"
 

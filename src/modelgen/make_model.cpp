@@ -1,5 +1,5 @@
 // Random-weight GGUF models from presets (see make_model.h for the scheme).
-#include "loader/make_model.h"
+#include "modelgen/make_model.h"
 
 #include <cmath>
 #include <cstring>
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kernels/cpu/quant.h"
-#include "loader/generated_vocab.h"
 #include "loader/gguf_reader.h"
+#include "modelgen/generated_vocab.h"
 #include "util/check.h"
 #include "util/log.h"
 

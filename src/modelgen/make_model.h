@@ -1,7 +1,7 @@
 // Random-weight models in GGUF (`parallm make-model`): a preset's shapes,
 // llama.cpp's tensor names and metadata keys (so llama.cpp can load the same
 // file), seeded weights, and a vocabulary copied from another GGUF file or
-// generated (loader/generated_vocab.h).
+// generated (modelgen/generated_vocab.h).
 //
 // Weights: a portable counter-based generator (splitmix64, one stream per
 // tensor name) and a sum of four uniforms for a bell-shaped distribution, so
@@ -37,7 +37,7 @@
 
 #include "core/dtype.h"
 #include "loader/gguf_writer.h"
-#include "loader/model_presets.h"
+#include "modelgen/model_presets.h"
 
 namespace parallm {
 

@@ -1,5 +1,5 @@
 // The preset table of `parallm make-model` (see model_presets.h).
-#include "loader/model_presets.h"
+#include "modelgen/model_presets.h"
 
 #include "util/check.h"
 #include "util/log.h"

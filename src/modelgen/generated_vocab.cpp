@@ -1,5 +1,5 @@
 // Generation of the built-in SentencePiece-style vocabulary (see the header).
-#include "loader/generated_vocab.h"
+#include "modelgen/generated_vocab.h"
 
 #include <cstdio>
 #include <set>
