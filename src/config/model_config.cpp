@@ -172,13 +172,18 @@ void ModelConfig::finalize() {
        "negative soft-cap, attention scale, embedding scale or RoPE base");
 }
 
+namespace {
+// RoPE's unscaled inverse frequency of pair i of dim rotated values.
+double base_inv_freq(float theta, int64_t i, int64_t dim) {
+  return std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / static_cast<double>(dim));
+}
+}  // namespace
+
 std::vector<float> ModelConfig::rope_inv_freq_swa() const {
   if (rope_theta_swa <= 0.0f) return rope_inv_freq();
   std::vector<float> inv(static_cast<size_t>(head_dim / 2));
-  for (int64_t i = 0; i < head_dim / 2; ++i) {
-    inv[static_cast<size_t>(i)] = static_cast<float>(
-        std::pow(static_cast<double>(rope_theta_swa), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim)));
-  }
+  for (int64_t i = 0; i < head_dim / 2; ++i)
+    inv[static_cast<size_t>(i)] = static_cast<float>(base_inv_freq(rope_theta_swa, i, head_dim));
   return inv;
 }
 
@@ -203,7 +208,7 @@ std::vector<float> ModelConfig::rope_inv_freq(int64_t n_ctx) const {
   // original one (transformers switches per sequence length instead).
   const std::vector<float>& longrope = n_ctx > rope_original_ctx ? rope_long_factors : rope_short_factors;
   for (int64_t i = 0; i < dim / 2; ++i) {
-    double f = std::pow(static_cast<double>(rope_theta), -2.0 * static_cast<double>(i) / static_cast<double>(dim));
+    double f = base_inv_freq(rope_theta, i, dim);
     if (rope_scaling == RopeScaling::kYarn) {
       const double ramp = std::clamp((static_cast<double>(i) - yarn_lo) / (yarn_hi - yarn_lo), 0.0, 1.0);
       const double keep = 1.0 - ramp;  // 1 below the band's start: the original frequency

@@ -224,7 +224,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
     if (r.get_number("partial_rotary_factor", 1.0) != 1.0) {
       r.fail("partial_rotary_factor other than 1 is not supported (RoPE over the whole head only)");
     }
-    if (r.get_int("sliding_window", 0) > 0 && r.get_int("sliding_window", 0) < c.n_ctx_train) {
+    if (const int64_t window = r.get_int("sliding_window", 0); window > 0 && window < c.n_ctx_train) {
       log_warn(source + ": Phi-3's sliding_window is not applied (full attention, as llama.cpp runs it)");
     }
   }

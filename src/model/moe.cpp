@@ -47,6 +47,7 @@ std::vector<Route> route_tokens(const float* h, int64_t n_tokens, const ModelCon
   routes.reserve(static_cast<size_t>(n_tokens * k_used));
   std::vector<int32_t> order(static_cast<size_t>(n_exp)), group_order(static_cast<size_t>(c.n_expert_groups));
   std::vector<float> scores(static_cast<size_t>(n_exp)), choice(scores.size()), group_score(group_order.size());
+  std::vector<uint8_t> kept(group_order.size());
   const int64_t per_group = n_exp / c.n_expert_groups;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* lg = logits.data() + t * n_exp;
@@ -82,8 +83,8 @@ std::vector<Route> route_tokens(const float* h, int64_t n_tokens, const ModelCon
                         [&](int32_t a, int32_t b) {
                           return group_score[a] > group_score[b] || (group_score[a] == group_score[b] && a < b);
                         });
-      std::vector<bool> kept(static_cast<size_t>(c.n_expert_groups), false);
-      for (int64_t i = 0; i < c.n_expert_groups_used; ++i) kept[group_order[i]] = true;
+      std::fill(kept.begin(), kept.end(), 0);
+      for (int64_t i = 0; i < c.n_expert_groups_used; ++i) kept[group_order[i]] = 1;
       for (int64_t e = 0; e < n_exp; ++e) {
         if (!kept[e / per_group]) choice[e] = -INFINITY;
       }

@@ -111,6 +111,9 @@ void kv_write(const PagedKv& kv, const float* k, const float* v, const int64_t* 
   PARALLM_CHECK(kv_dtype_supported(kv.dtype, kv.head_dim));
   const int64_t width = kv.n_kv_head * kv.head_dim;
   const size_t rb = kv_row_bytes(kv);
+  // One pool whose rows serve as keys and values (MLA's latent): stored once.
+  const bool values_in_keys = kv.v == kv.k;
+  PARALLM_CHECK(!values_in_keys || v == k);
   if (n_tokens > 0) prefetch_rows_for_write(kv, slots[0]);
   for (int64_t t = 0; t < n_tokens; ++t) {
     if (t + 1 < n_tokens) prefetch_rows_for_write(kv, slots[t + 1]);
@@ -121,12 +124,12 @@ void kv_write(const PagedKv& kv, const float* k, const float* v, const int64_t* 
       const float* vr = v + t * width + h * kv.head_dim;
       if (kv.dtype == DType::kQ8_0) {
         store_q8_0_row(kr, static_cast<uint8_t*>(kv.k) + chunk, row, kv.block_size, kv.head_dim);
-        store_q8_0_row(vr, static_cast<uint8_t*>(kv.v) + chunk, row, kv.block_size, kv.head_dim);
+        if (!values_in_keys) store_q8_0_row(vr, static_cast<uint8_t*>(kv.v) + chunk, row, kv.block_size, kv.head_dim);
         continue;
       }
       const size_t at = chunk + static_cast<size_t>(row) * rb;
       convert_row(kv.dtype, kr, static_cast<uint8_t*>(kv.k) + at, kv.head_dim);
-      convert_row(kv.dtype, vr, static_cast<uint8_t*>(kv.v) + at, kv.head_dim);
+      if (!values_in_keys) convert_row(kv.dtype, vr, static_cast<uint8_t*>(kv.v) + at, kv.head_dim);
     }
   }
 }
