@@ -61,8 +61,8 @@ uint8_t* WeightStore::packed_alloc(size_t n) {
 // NOTE: F16 llama-110m decode, weights used in place from the file's 4 KB
 // pages against the same rows copied onto huge pages, five alternating runs
 // each: 232 vs 252 tokens/s (0.87 vs 0.97 of the bandwidth roofline). Only
-// the float types the kernels stream row by row; q4_k / q6_k are dequantized
-// per row (compute-bound), q8_0 / q4_0 are packed.
+// the float types the kernels stream row by row; the block types are packed
+// (packed.h) where the CPU has a packed kernel.
 bool WeightStore::streams_better_on_huge_pages(DType t) {
   static const bool enabled = [] {
     const char* env = std::getenv("PARALLM_PACK");

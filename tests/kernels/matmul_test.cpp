@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -251,9 +253,10 @@ TEST(Matmul, MultiEqualsSeparateCalls) {
   }
 }
 
-// Packed q8_0 / q4_0 (packed.h): the same reference on every ISA, with row
-// counts around the 16-row groups (the padding rows must not be written) and
-// token counts around the 8-token tiles, fused with an unpacked target.
+// Packed matrices (packed.h: q8_0 / q4_0, and every other block type in
+// block_pack.h's layout): the same reference on every ISA, with row counts
+// around the 16-row groups (the padding rows must not be written) and token
+// counts around the 8-token tiles, fused with an unpacked target.
 TEST(Matmul, PackedEveryIsaAndShape) {
   IsaGuard guard;
   ThreadPool pool2(2), pool3(3);
@@ -262,8 +265,10 @@ TEST(Matmul, PackedEveryIsaAndShape) {
   };
   const Shape shapes[] = {{1, 32}, {15, 96}, {16, 768}, {17, 256}, {37, 800}, {67, 512}};
   uint32_t seed = 500;
-  for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+  for (DType t : kAllTypes) {
+    if (!packable(t)) continue;
     for (const Shape& s : shapes) {
+      if (s.n_in % dtype_block_elems(t) != 0) continue;
       const Matrix m = make_matrix(t, s.n_out, s.n_in, 6, ++seed);
       std::vector<uint8_t> packed(packed_bytes(t, s.n_out, s.n_in) + 1, 0xCD);
       pack_rows(t, m.bytes.data(), m.stride, s.n_out, s.n_in, packed.data());
@@ -302,6 +307,58 @@ TEST(Matmul, UnpackRestoresEveryRow) {
     for (int64_t o = 0; o < 35; ++o) {
       unpack_row(t, packed.data(), packed_group_bytes(t, 160), o, 160, row.data());
       EXPECT_TRUE(std::equal(row.begin(), row.end(), m.bytes.begin() + o * m.stride)) << dtype_name(t) << " row " << o;
+    }
+  }
+}
+
+// Every packable type: a packed row reads back as the same floats, bit for
+// bit, as dequantize_row of the row that was packed. The rows are random
+// bytes (every scale, min and quant pattern, negative scales included) with
+// each f16 field set to a random finite value.
+TEST(Matmul, PackedRowsDequantizeBitExactly) {
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> scale(0.0f, 0.05f);
+  for (DType t : kAllTypes) {
+    if (!packable(t)) continue;
+    const int64_t n_in = 512, n_out = 19;
+    const size_t row_bytes = dtype_row_bytes(t, n_in), block = dtype_block_bytes(t);
+    std::vector<uint8_t> rows(row_bytes * n_out);
+    for (auto& b : rows) b = static_cast<uint8_t>(byte(rng));
+    // The f16 fields of each block (d, and dmin or m where the type has one).
+    std::vector<size_t> halves;
+    switch (t) {
+      case DType::kQ6_K:
+        halves = {offsetof(BlockQ6_K, d)};
+        break;
+      case DType::kQ2_K:
+        halves = {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+        break;
+      case DType::kQ3_K:
+        halves = {offsetof(BlockQ3_K, d)};
+        break;
+      case DType::kQ4_1:
+      case DType::kQ5_1:
+      case DType::kQ4_K:
+      case DType::kQ5_K:
+        halves = {0, 2};
+        break;
+      default:
+        halves = {0};
+    }
+    for (size_t b = 0; b < rows.size(); b += block) {
+      for (size_t h : halves) {
+        const uint16_t v = fp32_to_fp16(scale(rng));
+        std::memcpy(rows.data() + b + h, &v, 2);
+      }
+    }
+    std::vector<uint8_t> packed(packed_bytes(t, n_out, n_in));
+    pack_rows(t, rows.data(), row_bytes, n_out, n_in, packed.data());
+    std::vector<float> want(n_in), got(n_in);
+    for (int64_t o = 0; o < n_out; ++o) {
+      dequantize_row(t, rows.data() + o * row_bytes, want.data(), n_in);
+      dequantize_packed_row(t, packed.data(), packed_group_bytes(t, n_in), o, n_in, got.data());
+      ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << dtype_name(t) << " row " << o;
     }
   }
 }

@@ -126,10 +126,12 @@ struct XqView {
   const int32_t* corr;  // [nb*4] q4_0 nibble corrections
   const int32_t* c4;    // [nb] -8 * (sum of the block's 32 q)
   const int32_t* c8;    // [nb] -128 * (sum of the block's 32 q)
+  const int32_t* s16;   // [nb*2] sums of each block's q 0-15 and 16-31
+  const float* xs16;    // [nb*2] the same sums times the block's d
 };
 inline size_t xq_token_bytes(int64_t n_in) {
   const int64_t nb = n_in / 32;
-  return static_cast<size_t>(2 * n_in + nb * 4 + nb * 16 + nb * 8);
+  return static_cast<size_t>(2 * n_in + nb * 4 + nb * 16 + nb * 8 + nb * 16);
 }
 inline XqView xq_view(const void* xq, int64_t t, int64_t n_in) {
   const char* base = static_cast<const char*>(xq) + t * xq_token_bytes(n_in);
@@ -139,25 +141,30 @@ inline XqView xq_view(const void* xq, int64_t t, int64_t n_in) {
           reinterpret_cast<const float*>(base + 2 * n_in),
           reinterpret_cast<const int32_t*>(base + 2 * n_in + nb * 4),
           reinterpret_cast<const int32_t*>(base + 2 * n_in + nb * 20),
-          reinterpret_cast<const int32_t*>(base + 2 * n_in + nb * 24)};
+          reinterpret_cast<const int32_t*>(base + 2 * n_in + nb * 24),
+          reinterpret_cast<const int32_t*>(base + 2 * n_in + nb * 28),
+          reinterpret_cast<const float*>(base + 2 * n_in + nb * 36)};
 }
 
 // Batches (n_tokens >= 2) also get x in token tiles, for the packed kernels:
 // tile i holds tokens kXTile*i.. (the last one partly filled), and for each
 // block b one record of kXTileRecord bytes:
-//   q[kXTile][32] int8, d[kXTile] f32, c4[kXTile] int32, c8[kXTile] int32
+//   q[kXTile][32] int8, d[kXTile] f32, c4[kXTile] int32, c8[kXTile] int32,
+//   s16[kXTile][2] int32, xs16[kXTile][2] f32 (the view's fields of the same names)
 // so a kernel walks one pointer per block and reaches every field of every
 // token at a constant offset (with a view per token, the tile's pointers
 // did not fit in the general registers and spilled every block).
 constexpr int64_t kXTile = 8;
-constexpr size_t kXTileRecord = kXTile * (32 + 12);
+constexpr size_t kXTileRecord = kXTile * (32 + 12 + 16);
 inline size_t xq_tiles_offset(int64_t n_tokens, int64_t n_in) {
   return (static_cast<size_t>(n_tokens) * xq_token_bytes(n_in) + 63) / 64 * 64;
 }
 inline size_t xq_tile_bytes(int64_t n_in) { return static_cast<size_t>(n_in / 32) * kXTileRecord; }
 
 // Packed q8_0 / q4_0 matrices (packed.h) for any batch, x in task.xq
-// (packed_avx512.cpp).
+// (packed_avx512.cpp); the other block types' (block_pack.h) go on to
+// block_packed_rows (block_pack_avx512.cpp).
 void packed_rows(const RowsTask& task);
+void block_packed_rows(const RowsTask& task);
 
 }  // namespace parallm::cpu::avx512

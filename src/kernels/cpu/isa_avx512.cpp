@@ -3,8 +3,10 @@
 //  - decode (n_tokens < kGemmMinTokens) for f32/f16/bf16 weights: one weight
 //    row at a time, converted to f32 in registers, against up to 6 tokens;
 //  - q8_0 / q4_0 decode with x quantized to 8 bits and VPDPBUSD (VNNI);
-//  - batches go to the integer GEMM in gemm_q8_avx512.cpp (q8_0, q4_0) or
-//    the f32-panel GEMM in gemm_avx512.cpp (every other dtype);
+//  - packed matrices (every block type, the model's default here) go to
+//    packed_avx512.cpp / block_pack_avx512.cpp at any batch size;
+//  - unpacked batches go to the integer GEMM in gemm_q8_avx512.cpp (q8_0,
+//    q4_0) or the f32-panel GEMM in gemm_avx512.cpp (every other dtype);
 //  - KV-cache row conversions and the roofline probes.
 #include <immintrin.h>
 
@@ -130,6 +132,9 @@ constexpr int64_t kQuantGemmMinTokens = 8;
 //   c4[nb], c8[nb]  int32, -8 and -128 times the sum of each block's 32 q:
 //              the packed kernels' corrections for q4_0's nibble offset and
 //              q8_0's stored q + 128 (packed.h)
+//   s16[nb*2]  int32, the sums of each block's q 0-15 and 16-31, and
+//   xs16[nb*2] f32, those times d: the block-packed kernels' offsets and
+//              mins (block_pack.h), per sub-block of 16 or 32
 //   then, for batches, the same values in token tiles (avx512_common.h).
 // Batches of kQuantGemmMinTokens or more are read only from their tiles
 // (only packed weights take quantized batches that large: wants_xq), so
@@ -153,6 +158,8 @@ void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in, int64_
     int32_t* corr = const_cast<int32_t*>(v.corr);
     int32_t* c4 = const_cast<int32_t*>(v.c4);
     int32_t* c8 = const_cast<int32_t*>(v.c8);
+    int32_t* s16 = const_cast<int32_t*>(v.s16);
+    float* xs16 = const_cast<float*>(v.xs16);
     const float* xt = x + t * n_in;
     // A batch's token also goes into its tile (see xq_bytes), written here
     // from registers: a second pass re-reading the views stalled on its
@@ -183,14 +190,21 @@ void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in, int64_
       // NOTE: summing the int32 lanes in scalar code was most of this
       // function, itself 4% of a 32-sequence serving step in perf.
       const __m128i ones = _mm_set1_epi8(1);
-      const __m128i sums = _mm_dpbusd_epi32(_mm_dpbusd_epi32(_mm_setzero_si128(), ones, lo), ones, hi);
-      const __m128i pair = _mm_add_epi32(sums, _mm_unpackhi_epi64(sums, sums));
-      const int32_t total = _mm_cvtsi128_si32(_mm_add_epi32(pair, _mm_srli_epi64(pair, 32)));
+      const __m128i sum_lo = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, lo);
+      const __m128i sum_hi = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, hi);
+      const __m128i sums = _mm_add_epi32(sum_lo, sum_hi);
+      // [sum of lo, sum of hi] in lanes 0 and 1 (the halves' sums: s16).
+      const __m128i halves = _mm_hadd_epi32(_mm_hadd_epi32(sum_lo, sum_hi), _mm_setzero_si128());
+      const int32_t s_lo = _mm_cvtsi128_si32(halves), s_hi = _mm_extract_epi32(halves, 1);
+      const int32_t total = s_lo + s_hi;
       const int32_t c4b = -8 * total, c8b = -128 * total;
+      const float xs_lo = db * static_cast<float>(s_lo), xs_hi = db * static_cast<float>(s_hi);
       if (views) {
         _mm_storeu_si128(reinterpret_cast<__m128i*>(corr + b * 4), _mm_mullo_epi32(sums, _mm_set1_epi32(-8)));
         c4[b] = c4b;
         c8[b] = c8b;
+        s16[2 * b] = s_lo, s16[2 * b + 1] = s_hi;
+        xs16[2 * b] = xs_lo, xs16[2 * b + 1] = xs_hi;
       }
       if (rec != nullptr) {
         using avx512::kXTile;
@@ -200,17 +214,23 @@ void quantize_x(const float* x, void* xq, int64_t n_tokens, int64_t n_in, int64_
         std::memcpy(r + kXTile * 32 + 4 * ti, &db, 4);
         std::memcpy(r + kXTile * 36 + 4 * ti, &c4b, 4);
         std::memcpy(r + kXTile * 40 + 4 * ti, &c8b, 4);
+        const int32_t s2[2] = {s_lo, s_hi};
+        const float xs2[2] = {xs_lo, xs_hi};
+        std::memcpy(r + kXTile * 44 + 8 * ti, s2, 8);
+        std::memcpy(r + kXTile * 52 + 8 * ti, xs2, 8);
       }
     }
   }
 }
 
 bool wants_xq(DType t, int64_t n_tokens, bool packed) {
-  // The other block types' decode runs the AVX2 integer row dots
-  // (avx2_blocks.h) on this x's 8-bit views; they have no packed layout.
+  // Packed, the other block types run block_pack_avx512.cpp's kernels at any
+  // batch size. Unpacked (PARALLM_PACK=0), their decode runs the AVX2 integer
+  // row dots (avx2_blocks.h) on this x's 8-bit views.
   // NOTE: they had dequantized each row to f32 first: llama-110m decode on
   // 2 threads, q5_k 27 -> see docs/PERFORMANCE.md ("The new GGUF types").
-  if (avx2::has_block_dot(t)) return !packed && n_tokens < kQuantGemmMinTokens;
+  if (packed) return true;
+  if (avx2::has_block_dot(t)) return n_tokens < kQuantGemmMinTokens;
   return (t == DType::kQ8_0 || t == DType::kQ4_0) && (packed || n_tokens < kQuantGemmMinTokens);
 }
 

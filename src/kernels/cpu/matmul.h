@@ -6,7 +6,8 @@
 //
 // Accuracy against "dequantize W to f32, multiply in f64" (tests/kernels):
 //   f32/f16/bf16 weights: f32 accumulation, relative error ~1e-6 * sqrt(n_in).
-//   q8_0/q4_0 weights, n_tokens below kGemmMinTokens on AVX2/AVX-512: x is
+//   q8_0/q4_0 weights, n_tokens below kGemmMinTokens on AVX2/AVX-512, and
+//   packed matrices of every block type on AVX-512 (packed.h): x is
 //   quantized to 8 bits per 32-block (like ggml's q8_0) for integer dot
 //   products; the result differs from the f32 reference by up to about
 //   0.5% of sum_i |W[o,i] x[i]| (documented in docs/kernels.md).

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/block_pack.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/isa_table.h"
 #include "kernels/cpu/quant.h"
@@ -27,7 +28,7 @@ const uint8_t* gguf_block(DType t, const uint8_t* row, int64_t b) {
 
 }  // namespace
 
-bool packable(DType t) { return t == DType::kQ4_0 || t == DType::kQ8_0; }
+bool packable(DType t) { return t == DType::kQ4_0 || t == DType::kQ8_0 || block_packable(t); }
 
 bool packing_pays(DType t) {
   static const bool enabled = [] {
@@ -38,6 +39,7 @@ bool packing_pays(DType t) {
 }
 
 size_t packed_group_bytes(DType t, int64_t n_in) {
+  if (block_packable(t)) return block_packed_group_bytes(t, n_in);
   PARALLM_CHECK(packable(t) && n_in % 32 == 0);
   return static_cast<size_t>(n_in / 32) * block_bytes(t);
 }
@@ -47,6 +49,10 @@ size_t packed_bytes(DType t, int64_t n_out, int64_t n_in) {
 }
 
 void pack_rows(DType t, const void* src, size_t src_stride, int64_t n_out, int64_t n_in, void* dst) {
+  if (block_packable(t)) {
+    block_pack_rows(t, src, src_stride, n_out, n_in, dst);
+    return;
+  }
   const int64_t nb = n_in / 32, qb = quant_bytes(t), parts = qb / 4;
   const size_t group = packed_group_bytes(t, n_in), bb = block_bytes(t);
   const uint8_t off = quant_offset(t);
@@ -68,6 +74,7 @@ void pack_rows(DType t, const void* src, size_t src_stride, int64_t n_out, int64
 }
 
 void unpack_row(DType t, const void* packed, size_t group_stride, int64_t o, int64_t n_in, void* dst) {
+  PARALLM_CHECK(t == DType::kQ4_0 || t == DType::kQ8_0);
   const int64_t nb = n_in / 32, qb = quant_bytes(t), parts = qb / 4;
   const size_t bb = block_bytes(t);
   const uint8_t off = quant_offset(t);
@@ -84,14 +91,22 @@ void unpack_row(DType t, const void* packed, size_t group_stride, int64_t o, int
   }
 }
 
-void packed_rows_portable(const RowsTask& a) {
+void dequantize_packed_row(DType t, const void* packed, size_t group_stride, int64_t o, int64_t n_in, float* dst) {
+  if (block_packable(t)) {
+    dequantize_block_packed_row(t, packed, group_stride, o, n_in, dst);
+    return;
+  }
   thread_local std::vector<uint8_t> raw;
+  raw.resize(dtype_row_bytes(t, n_in));
+  unpack_row(t, packed, group_stride, o, n_in, raw.data());
+  dequantize_row(t, raw.data(), dst, n_in);
+}
+
+void packed_rows_portable(const RowsTask& a) {
   thread_local std::vector<float> wrow;
-  raw.resize(dtype_row_bytes(a.wtype, a.n_in));
   wrow.resize(static_cast<size_t>(a.n_in));
   for (int64_t o = a.o_begin; o < a.o_end; ++o) {
-    unpack_row(a.wtype, a.w, a.w_stride, o, a.n_in, raw.data());
-    dequantize_row(a.wtype, raw.data(), wrow.data(), a.n_in);
+    dequantize_packed_row(a.wtype, a.w, a.w_stride, o, a.n_in, wrow.data());
     for (int64_t t = 0; t < a.n_tokens; ++t) {
       const float* xt = a.x + t * a.n_in;
       float s = 0;

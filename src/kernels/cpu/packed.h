@@ -21,6 +21,10 @@
 //         then 16 f16 scales: 544 bytes.
 // The same bytes as the GGUF blocks (plus padding rows), so memory accounting
 // does not change.
+//
+// The other block types (q4_1, q5_0, q5_1, iq4_nl, q2_k..q6_k, iq4_xs) pack
+// into the 16-row layout of block_pack.h: the same idea, with their scales
+// and bit planes laid out per super-block (a few percent more bytes for some).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +36,7 @@ namespace parallm::cpu {
 constexpr int64_t kPackRows = 16;
 
 // Whether the active kernels run packed matrices of this dtype faster than
-// the file's layout (q8_0 and q4_0 on AVX-512 VNNI). PARALLM_PACK=0 in the
+// the file's layout (every block type on AVX-512 VNNI). PARALLM_PACK=0 in the
 // environment turns packing off (A/B measurements).
 bool packing_pays(DType t);
 // Whether pack_rows accepts this dtype.
@@ -47,8 +51,13 @@ size_t packed_bytes(DType t, int64_t n_out, int64_t n_in);
 // layout, into dst (packed_bytes(t, n_out, n_in) bytes).
 void pack_rows(DType t, const void* src, size_t src_stride, int64_t n_out, int64_t n_in, void* dst);
 
-// Row o of a packed matrix back in the GGUF layout (dtype_row_bytes(t, n_in)
-// bytes at dst). Tests and the portable kernels use it.
+// Row o of a packed q8_0 / q4_0 matrix back in the GGUF layout
+// (dtype_row_bytes(t, n_in) bytes at dst). Tests and the portable kernels use
+// it; the other types' rows come back as floats (block_pack.h).
 void unpack_row(DType t, const void* packed, size_t group_stride, int64_t o, int64_t n_in, void* dst);
+
+// Row o of a packed matrix of any packable type as f32 (n_in floats at dst),
+// bit-exact to dequantize_row of the row that was packed.
+void dequantize_packed_row(DType t, const void* packed, size_t group_stride, int64_t o, int64_t n_in, float* dst);
 
 }  // namespace parallm::cpu

@@ -215,6 +215,10 @@ constexpr auto kQ8Tiles = tiles<false>(std::make_integer_sequence<int, kTileToke
 }  // namespace
 
 void packed_rows(const RowsTask& a) {
+  if (a.wtype != DType::kQ4_0 && a.wtype != DType::kQ8_0) {
+    block_packed_rows(a);
+    return;
+  }
   const bool q4 = a.wtype == DType::kQ4_0;
   const int64_t nb = a.n_in / 32;
   const auto& fns = q4 ? kQ4Tiles : kQ8Tiles;
