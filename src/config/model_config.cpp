@@ -237,6 +237,17 @@ std::vector<float> ModelConfig::rope_inv_freq(int64_t n_ctx) const {
   return inv;
 }
 
+void ModelConfig::require_supported(const std::string& source) const {
+  if (unsupported.empty()) return;
+  std::string msg = source + ": " + unsupported.front();
+  if (unsupported.size() > 1) {
+    msg += strfmt(" (and %zu more: ", unsupported.size() - 1);
+    for (size_t i = 1; i < unsupported.size(); ++i) msg += (i > 1 ? "; " : "") + unsupported[i];
+    msg += ")";
+  }
+  throw InputError(msg);
+}
+
 std::string ModelConfig::summary() const {
   std::string s = strfmt("%s: vocab %lld, dim %lld, layers %lld, heads %lld/%lld (head_dim %lld), ffn %lld",
                          arch_name.c_str(), (long long)n_vocab, (long long)n_embd, (long long)n_layer,

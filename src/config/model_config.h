@@ -1,7 +1,10 @@
-// ModelConfig: the architecture hyper-parameters of a checkpoint, parsed once
-// from whichever format it came in (GGUF metadata, HF config.json, llama2.c
-// header), validated by finalize(), then passed around by const reference.
-// Glossary: docs/ARCHITECTURE.md ("Glossary").
+// ModelConfig: the one description of a checkpoint's architecture, parsed
+// once from whichever format it came in (GGUF metadata: gguf_config.h, HF
+// config.json: hf_config.h, llama2.c header), validated by finalize(), then
+// passed around by const reference. The engine and the planner read the same
+// description: a feature the engine cannot run is kept by name in
+// `unsupported`, which the engine refuses (require_supported) and the planner
+// plans around. Glossary: docs/ARCHITECTURE.md ("Glossary").
 #pragma once
 #include <cstdint>
 #include <string>
@@ -40,16 +43,18 @@ struct ModelConfig {
   // share of the full softmax (Qwen2-MoE).
   bool norm_topk_prob = true;
   int64_t n_ff_shared = 0;           // shared experts' FFN width, all of them together; 0 = none
+  int64_t n_expert_shared = 0;       // how many experts n_ff_shared is made of (DeepSeek-V2: 2); 0 = none
   bool shared_expert_gated = false;  // Qwen2-MoE: scaled by sigmoid(h . ffn_gate_inp_shexp)
   // DeepSeek routing: scores by softmax or sigmoid (plus a per-expert bias
   // for the choice only, when the file has one), the top-k taken within the
   // best expert_groups_used of n_expert_groups groups, weights times routed_scale.
   RouterScoring router_scoring = RouterScoring::kSoftmax;
+  bool router_bias = false;  // DeepSeek-V3's per-expert choice bias (exp_probs_b / e_score_correction_bias)
   int64_t n_expert_groups = 1;
   int64_t n_expert_groups_used = 1;
   float routed_scale = 1.0f;
   int64_t n_dense_lead = 0;  // leading layers with a dense FFN of n_ff_dense (DeepSeek)
-  int64_t n_ff_dense = 0;
+  int64_t n_ff_dense = 0;    // (a Qwen-MoE file states its unused dense width here too)
 
   // Multi-head latent attention (DeepSeek-V2/V3). head_dim is the key head
   // (qk_nope_dim + qk_rope_dim); values have v_head_dim. The cache holds one
@@ -94,8 +99,15 @@ struct ModelConfig {
   bool fused_qkv = false;               // Phi-3: one attn_qkv [q_dim + 2 kv_dim, n_embd]
   bool fused_gate_up = false;           // Phi-3: ffn_up holds gate rows then up rows [2 n_ff, n_embd]
 
+  // What the file asks for that the engine cannot run, one message each
+  // ("hidden_act 'gelu' is not supported (...)"), in the order found.
+  std::vector<std::string> unsupported;
+
   // Checks ranges and divisibility, fills derived fields; throws InputError.
   void finalize();
+  // Throws InputError "<source>: <the first unsupported feature>" (and how
+  // many more) unless the engine can run everything the file describes.
+  void require_supported(const std::string& source) const;
   bool is_moe() const { return n_expert > 0; }
   bool has_shared_expert() const { return n_ff_shared > 0; }
   bool mla() const { return kv_lora_rank > 0; }

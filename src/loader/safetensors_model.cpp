@@ -1,4 +1,4 @@
-// Hugging Face checkpoints -> ModelFile: config.json (loader/hf_config.h),
+// Hugging Face checkpoints -> ModelFile: config.json (config/hf_config.h),
 // one model.safetensors or the shards named by model.safetensors.index.json,
 // every tensor mapped in place and renamed to the canonical GGUF names of
 // model_file.h (q/k are not permuted: the config selects rotate-half RoPE).
@@ -11,7 +11,7 @@
 #include <regex>
 #include <set>
 
-#include "loader/hf_config.h"
+#include "config/hf_config.h"
 #include "loader/model_file.h"
 #include "loader/quantized_checkpoint.h"
 #include "loader/safetensors_reader.h"

@@ -34,6 +34,45 @@ void validate_model(const ModelSpec& m) {
   }
 }
 
+ModelSpec spec_from_config(const ModelConfig& c, const std::string& name) {
+  ModelSpec m;
+  m.name = name;
+  m.n_layer = c.n_layer;
+  m.n_embd = c.n_embd;
+  m.n_head = c.n_head;
+  m.n_kv_head = c.n_kv_head;
+  m.head_dim = c.mla() ? 0 : c.head_dim;
+  m.n_vocab = c.n_vocab;
+  m.tied_embeddings = c.tied_embeddings;
+  m.attn_bias = c.qkv_bias;
+  m.qk_norm = c.qk_norm;
+  m.max_position = c.n_ctx_train;
+  // The dense MLP width: the leading dense layers' (DeepSeek), the one a
+  // Qwen-MoE file states, or a dense model's.
+  m.n_ff = c.n_ff_dense > 0 ? c.n_ff_dense : c.n_ff;
+  if (c.is_moe()) {
+    m.n_expert = c.n_expert;
+    m.n_expert_used = c.n_expert_used;
+    m.n_ff_expert = c.n_ff;
+    if (c.n_ff_shared > 0) {
+      m.n_shared_expert = c.n_expert_shared > 0 ? c.n_expert_shared : 1;
+      m.n_ff_shared = c.n_ff_shared / m.n_shared_expert;
+    }
+    m.n_dense_layers = c.n_dense_lead;
+    m.moe_router_bias = c.router_bias;
+    m.shared_expert_gate = c.shared_expert_gated;
+  }
+  if (c.mla()) {
+    m.q_lora_rank = c.q_lora_rank;
+    m.kv_lora_rank = c.kv_lora_rank;
+    m.qk_nope_head_dim = c.qk_nope_dim;
+    m.qk_rope_head_dim = c.qk_rope_dim;
+    m.v_head_dim = c.v_head_dim;
+  }
+  validate_model(m);
+  return m;
+}
+
 ParamCounts count_params(const ModelSpec& m) {
   ParamCounts p;
   const int64_t e = m.n_embd;

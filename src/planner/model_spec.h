@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <string>
 
+#include "config/model_config.h"
+
 namespace parallm::planner {
 
 struct ModelSpec {
@@ -58,6 +60,10 @@ struct ModelSpec {
 
 // Throws InputError naming the first missing or inconsistent field.
 void validate_model(const ModelSpec& m);
+
+// The planner's counting view of a model description (config/model_config.h),
+// which the engine reads too: one HF reader and one GGUF mapping feed both.
+ModelSpec spec_from_config(const ModelConfig& c, const std::string& name);
 
 // Parameter groups, exact integers.
 struct ParamCounts {

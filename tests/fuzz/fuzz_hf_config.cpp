@@ -1,4 +1,4 @@
-// libFuzzer target: Hugging Face config.json parsing (loader/hf_config.h).
+// libFuzzer target: Hugging Face config.json parsing (config/hf_config.h).
 // Any text must give a finalized ModelConfig or an InputError, and so must
 // its quantization_config (loader/quant_scheme.h).
 // FUZZ_SOURCES: src/loader/quant_scheme.cpp src/loader/hf_config.cpp src/config/model_config.cpp src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "loader/hf_config.h"
+#include "config/hf_config.h"
 #include "loader/quant_scheme.h"
 #include "util/check.h"
 

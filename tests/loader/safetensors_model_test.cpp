@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "loader/hf_config.h"
+#include "config/hf_config.h"
 #include "loader/model_file.h"
 #include "safetensors_test_writer.h"
 #include "util/check.h"
@@ -605,6 +605,43 @@ TEST(HfConfig, BadConfigsAreInputErrors) {
   EXPECT_NE(err(j).find("model_type"), std::string::npos);
   EXPECT_THROW(parse_hf_config("{not json"), InputError);
   EXPECT_THROW(parse_hf_config("[]"), InputError);
+}
+
+// One reader for the engine and the planner: what the engine cannot run is
+// part of the description, by name, and refused only by parse_hf_config.
+TEST(HfConfig, UnsupportedFeaturesAreDescribedThenRefusedByName) {
+  json j = make_checkpoint("llama").config;
+  j["hidden_act"] = "gelu";
+  j["use_sliding_window"] = true;
+  const ModelConfig c = read_hf_config(j.dump(), "cfg.json");
+  ASSERT_EQ(c.unsupported.size(), 2u);
+  EXPECT_NE(c.unsupported[0].find("hidden_act 'gelu'"), std::string::npos) << c.unsupported[0];
+  EXPECT_NE(c.unsupported[1].find("use_sliding_window"), std::string::npos) << c.unsupported[1];
+  EXPECT_EQ(c.n_layer, j["num_hidden_layers"].get<int64_t>());  // the shapes are still read
+  const std::string e = err(j);
+  EXPECT_EQ(e.rfind("cfg.json: hidden_act 'gelu'", 0), 0u) << e;
+  EXPECT_NE(e.find("and 1 more: use_sliding_window"), std::string::npos) << e;
+
+  j = make_checkpoint("llama").config;
+  j["model_type"] = "starcoder2";
+  const ModelConfig other = read_hf_config(j.dump(), "cfg.json");
+  EXPECT_EQ(other.arch_name, "starcoder2");
+  ASSERT_EQ(other.unsupported.size(), 1u);
+  EXPECT_NE(other.unsupported[0].find("unsupported architecture 'starcoder2'"), std::string::npos);
+  EXPECT_EQ(other.n_embd, j["hidden_size"].get<int64_t>());
+  EXPECT_TRUE(read_hf_config(make_checkpoint("llama").config.dump()).unsupported.empty());
+}
+
+// Multimodal configs keep the language model under text_config; the
+// top-level tie_word_embeddings applies when the nested one is absent.
+TEST(HfConfig, TextConfigHoldsTheLanguageModel) {
+  json text = make_checkpoint("llama").config;
+  text.erase("tie_word_embeddings");
+  const json outer = {{"model_type", "llava"}, {"tie_word_embeddings", true}, {"text_config", text}};
+  const ModelConfig c = parse_hf_config(outer.dump());
+  EXPECT_EQ(c.arch, Architecture::kLlama);
+  EXPECT_EQ(c.n_embd, text["hidden_size"].get<int64_t>());
+  EXPECT_TRUE(c.tied_embeddings);
 }
 
 TEST(SafetensorsModel, BrokenCheckpointsAreInputErrors) {

@@ -4,6 +4,9 @@
 // the planner derives them from the config alone.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "planner/hardware.h"
 #include "planner/memory_model.h"
 #include "planner/model_catalog.h"
@@ -86,6 +89,19 @@ TEST(HfConfig, ParsesConfigsLikeTheCatalog) {
   expect_same_arch(load_model_spec(kData + "mixtral-8x7b-config.json"), catalog_model("mixtral-8x7b"));
   expect_same_arch(load_model_spec(kData + "deepseek-v3-config.json"), catalog_model("deepseek-v3"));
   expect_same_arch(load_model_spec(kData + "qwen3-30b-a3b-config.json"), catalog_model("qwen3-30b-a3b"));
+}
+
+// The planner reads config.json with the engine's reader, and plans what the
+// engine would refuse (here an architecture it does not run) by its shapes.
+TEST(HfConfig, PlansWhatTheEngineRefusesByItsShapes) {
+  std::ifstream f(kData + "llama-3.1-8b-config.json");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string text = ss.str();
+  const size_t at = text.find("\"llama\"");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 7, "\"starcoder2\"");
+  expect_same_arch(model_from_hf_config_text(text, "x.json"), catalog_model("llama-3.1-8b"));
 }
 
 TEST(HfConfig, BadInputIsOneClearError) {

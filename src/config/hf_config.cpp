@@ -1,5 +1,8 @@
-// Parsing of Hugging Face config.json (see hf_config.h).
-#include "loader/hf_config.h"
+// Reading of Hugging Face config.json (see hf_config.h). Malformed input
+// (bad JSON, a missing or mistyped field) throws here; a well-formed field
+// asking for what the engine cannot run is recorded in `unsupported` by
+// ConfigReader::unsupported and refused by parse_hf_config.
+#include "config/hf_config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +24,8 @@ class ConfigReader {
   ConfigReader(const json& j, const std::string& source) : j_(j), source_(source) {}
 
   [[noreturn]] void fail(const std::string& what) const { throw InputError(source_ + ": " + what); }
+  // A feature the engine does not run: kept by name in the description.
+  void unsupported(ModelConfig* c, const std::string& what) const { c->unsupported.push_back(what); }
 
   const json* find(const json& obj, const std::string& key) const {
     auto it = obj.find(key);
@@ -61,7 +66,7 @@ class ConfigReader {
 
 // DeepSeek-V2 / V3 (transformers' DeepseekV2Config / DeepseekV3Config):
 // latent attention, routed and shared experts after dense layers.
-void read_deepseek(const ConfigReader& r, const json& j, ModelConfig* c) {
+void read_deepseek(const ConfigReader& r, const json& j, bool v3, ModelConfig* c) {
   const json* q_lora = r.find(j, "q_lora_rank");
   c->q_lora_rank = q_lora == nullptr ? 0 : r.get_int("q_lora_rank", 0);
   c->kv_lora_rank = r.get_int("kv_lora_rank", std::nullopt);
@@ -75,22 +80,27 @@ void read_deepseek(const ConfigReader& r, const json& j, ModelConfig* c) {
   c->n_ff_dense = c->n_ff;  // intermediate_size: the dense layers'
   c->n_ff = r.get_int("moe_intermediate_size", std::nullopt);
   c->n_dense_lead = r.get_int("first_k_dense_replace", 0);
-  if (r.get_int("moe_layer_freq", 1) != 1) r.fail("moe_layer_freq other than 1 is not supported");
-  c->n_ff_shared = r.get_int("n_shared_experts", 0) * c->n_ff;
+  if (r.get_int("moe_layer_freq", 1) != 1) r.unsupported(c, "moe_layer_freq other than 1 is not supported");
+  c->n_expert_shared = r.get_int("n_shared_experts", 0);
+  c->n_ff_shared = c->n_expert_shared * c->n_ff;
   c->routed_scale = static_cast<float>(r.get_number("routed_scaling_factor", 1.0));
-  c->norm_topk_prob = r.get_bool("norm_topk_prob", false);
-  const std::string scoring = r.get_string("scoring_func").value_or("softmax");
+  // DeepseekV3Config has no scoring_func / topk_method: V3 always routes by
+  // sigmoid with the choice bias (noaux_tc) and renormalizes its top-k.
+  c->norm_topk_prob = r.get_bool("norm_topk_prob", v3);
+  const std::string scoring = r.get_string("scoring_func").value_or(v3 ? "sigmoid" : "softmax");
   if (scoring != "softmax" && scoring != "sigmoid") {
-    r.fail("scoring_func '" + scoring + "' is not supported (softmax, sigmoid)");
+    r.unsupported(c, "scoring_func '" + scoring + "' is not supported (softmax, sigmoid)");
   }
   c->router_scoring = scoring == "sigmoid" ? RouterScoring::kSigmoid : RouterScoring::kSoftmax;
-  const std::string method = r.get_string("topk_method").value_or("greedy");
+  const std::string method = r.get_string("topk_method").value_or(v3 ? "noaux_tc" : "greedy");
   if (method == "group_limited_greedy" || method == "noaux_tc") {
     c->n_expert_groups = r.get_int("n_group", 1);
     c->n_expert_groups_used = r.get_int("topk_group", 1);
   } else if (method != "greedy") {
-    r.fail("topk_method '" + method + "' is not supported (greedy, group_limited_greedy, noaux_tc)");
+    r.unsupported(c, "topk_method '" + method + "' is not supported (greedy, group_limited_greedy, noaux_tc)");
   }
+  // noaux_tc chooses with e_score_correction_bias, one per expert and layer.
+  c->router_bias = method == "noaux_tc";
 }
 
 // Gemma 2 / Gemma 3 text fields (transformers' Gemma2Config, Gemma3TextConfig).
@@ -98,7 +108,7 @@ void read_gemma(const ConfigReader& r, const json& j, ModelConfig* c) {
   const bool gemma2 = c->arch == Architecture::kGemma2;
   for (const char* key : {"hidden_activation", "hidden_act"}) {
     if (auto act = r.get_string(key); act && *act != "gelu_pytorch_tanh" && *act != "gelu_tanh") {
-      r.fail(std::string(key) + " '" + *act + "' is not supported (Gemma uses gelu_pytorch_tanh)");
+      r.unsupported(c, std::string(key) + " '" + *act + "' is not supported (Gemma uses gelu_pytorch_tanh)");
     }
   }
   c->tied_embeddings = r.get_bool("tie_word_embeddings", true);
@@ -119,7 +129,7 @@ void read_gemma(const ConfigReader& r, const json& j, ModelConfig* c) {
       if (!t.is_string()) r.fail("layer_types holds a non-string");
       const std::string kind = t.get<std::string>();
       if (kind != "sliding_attention" && kind != "full_attention") {
-        r.fail("layer_types entry '" + kind + "' is not supported (sliding_attention, full_attention)");
+        r.unsupported(c, "layer_types entry '" + kind + "' is not supported (sliding_attention, full_attention)");
       }
       c->sliding_layers.push_back(kind == "sliding_attention" ? 1 : 0);
     }
@@ -152,19 +162,26 @@ void read_longrope(const ConfigReader& r, const json& j, const json& rs, ModelCo
 
 }  // namespace
 
-ModelConfig parse_hf_config(const std::string& json_text, const std::string& source) {
+ModelConfig read_hf_config(const std::string& json_text, const std::string& source) {
   JsonError error;
   const std::optional<json> parsed = try_parse_json<json>(json_text, JsonLimits{kFileJsonDepth}, &error);
   if (!parsed || !parsed->is_object()) {
     throw InputError(source + " is not a JSON object" + (parsed ? std::string() : " (" + error.message + ")"));
   }
-  const json& j = *parsed;
+  const json& root = *parsed;
+  // Multimodal configs (Gemma 3, Llama 4, Qwen2-VL) nest the language model.
+  const auto text_it = root.find("text_config");
+  const bool nested = text_it != root.end() && text_it->is_object();
+  const json& j = nested ? *text_it : root;
   ConfigReader r(j, source);
+  const ConfigReader top(root, source);
 
   std::string type;
   if (auto t = r.get_string("model_type")) {
     type = *t;
-  } else if (const json* a = r.find(j, "architectures");
+  } else if (auto rt = top.get_string("model_type")) {
+    type = *rt;
+  } else if (const json* a = top.find(root, "architectures");
              a != nullptr && a->is_array() && !a->empty() && (*a)[0].is_string()) {
     type = (*a)[0].get<std::string>();
   } else {
@@ -172,8 +189,16 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   }
 
   ModelConfig c;
-  c.arch = parse_architecture(type);  // throws listing the supported ones
-  apply_architecture_defaults(&c);
+  try {
+    c.arch = parse_architecture(type);
+    apply_architecture_defaults(&c);
+  } catch (const InputError& e) {
+    // Described as a Llama-family model (the planner plans it so); the
+    // engine refuses it by this message.
+    apply_architecture_defaults(&c);
+    c.arch_name = type;
+    r.unsupported(&c, e.what());
+  }
   const bool qwen_moe = c.arch == Architecture::kQwen2Moe || c.arch == Architecture::kQwen3Moe;
   c.n_vocab = r.get_int("vocab_size", std::nullopt);
   c.n_embd = r.get_int("hidden_size", std::nullopt);
@@ -185,24 +210,30 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   c.n_ctx_train = r.get_int("max_position_embeddings", 2048);
   c.rms_eps = static_cast<float>(r.get_number("rms_norm_eps", 1e-6));
   c.rope_theta = static_cast<float>(r.get_number("rope_theta", 10000.0));
-  c.tied_embeddings = r.get_bool("tie_word_embeddings", false);
+  c.tied_embeddings = r.get_bool("tie_word_embeddings", top.get_bool("tie_word_embeddings", false));
   // HF keeps q / k unpermuted for rotate-half RoPE; DeepSeek's own code
   // rotates interleaved pairs (apply_architecture_defaults).
   if (c.arch != Architecture::kDeepseek2) c.rope_style = RopeStyle::kHalf;
   if (c.arch == Architecture::kDeepseek2) {
-    read_deepseek(r, j, &c);
+    read_deepseek(r, j, type == "deepseek_v3" || type == "DeepseekV3ForCausalLM", &c);
   } else if (qwen_moe) {
     // Qwen-MoE: every layer sparse, experts of moe_intermediate_size; the
     // dense intermediate_size only serves mlp_only_layers.
     c.n_expert = r.get_int("num_experts", std::nullopt);
     c.n_expert_used = r.get_int("num_experts_per_tok", std::nullopt);
+    c.n_ff_dense = c.n_ff;
     c.n_ff = r.get_int("moe_intermediate_size", std::nullopt);
     // transformers' Qwen2Moe/Qwen3Moe configs default it to false.
     c.norm_topk_prob = r.get_bool("norm_topk_prob", false);
-    if (c.arch == Architecture::kQwen2Moe) c.n_ff_shared = r.get_int("shared_expert_intermediate_size", std::nullopt);
-    if (r.get_int("decoder_sparse_step", 1) != 1) r.fail("decoder_sparse_step other than 1 is not supported");
+    if (c.arch == Architecture::kQwen2Moe) {
+      c.n_ff_shared = r.get_int("shared_expert_intermediate_size", std::nullopt);
+      c.n_expert_shared = 1;
+    }
+    if (r.get_int("decoder_sparse_step", 1) != 1) {
+      r.unsupported(&c, "decoder_sparse_step other than 1 is not supported");
+    }
     if (const json* dense = r.find(j, "mlp_only_layers"); dense && !(dense->is_array() && dense->empty())) {
-      r.fail("mlp_only_layers (dense layers among the sparse ones) is not supported");
+      r.unsupported(&c, "mlp_only_layers (dense layers among the sparse ones) is not supported");
     }
   } else {
     c.n_expert = r.get_int("num_local_experts", 0);
@@ -213,23 +244,31 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   if (gemma) {
     read_gemma(r, j, &c);
   } else if (auto act = r.get_string("hidden_act"); act && *act != "silu") {
-    r.fail("hidden_act '" + *act + "' is not supported (the Llama and Qwen families use silu)");
+    r.unsupported(&c, "hidden_act '" + *act + "' is not supported (the Llama and Qwen families use silu)");
   }
   const bool bias_fixed = c.arch == Architecture::kQwen2 || c.arch == Architecture::kQwen2Moe;
-  if (!bias_fixed && (r.get_bool("attention_bias", false) || r.get_bool("mlp_bias", false))) {
-    r.fail("attention_bias / mlp_bias are not supported for " + std::string(architecture_name(c.arch)) + " models");
+  const bool attention_bias = r.get_bool("attention_bias", false);
+  if (!bias_fixed && (attention_bias || r.get_bool("mlp_bias", false))) {
+    r.unsupported(&c, "attention_bias / mlp_bias are not supported for " + c.arch_name + " models");
   }
-  if (r.get_bool("use_sliding_window", false)) r.fail("use_sliding_window is not supported (full attention only)");
+  c.qkv_bias = c.qkv_bias || attention_bias;
+  if (r.get_bool("use_sliding_window", false)) {
+    r.unsupported(&c, "use_sliding_window is not supported (full attention only)");
+  }
   if (c.arch == Architecture::kPhi3) {
     if (r.get_number("partial_rotary_factor", 1.0) != 1.0) {
-      r.fail("partial_rotary_factor other than 1 is not supported (RoPE over the whole head only)");
+      r.unsupported(&c, "partial_rotary_factor other than 1 is not supported (RoPE over the whole head only)");
     }
     if (const int64_t window = r.get_int("sliding_window", 0); window > 0 && window < c.n_ctx_train) {
       log_warn(source + ": Phi-3's sliding_window is not applied (full attention, as llama.cpp runs it)");
     }
   }
-  if (c.arch == Architecture::kGemma2 && r.find(j, "rope_scaling")) r.fail("rope_scaling is not supported for gemma2");
-  if (const json* rs = r.find(j, "rope_scaling")) {
+  const json* rs = r.find(j, "rope_scaling");
+  if (c.arch == Architecture::kGemma2 && rs != nullptr) {
+    r.unsupported(&c, "rope_scaling is not supported for gemma2");
+    rs = nullptr;
+  }
+  if (rs != nullptr) {
     if (!rs->is_object()) r.fail("rope_scaling is not an object");
     std::string rtype = r.get_string("rope_type", rs).value_or(r.get_string("type", rs).value_or("default"));
     if (rtype == "llama3") {
@@ -245,8 +284,9 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
     } else if (rtype == "linear") {
       c.rope_scaling = RopeScaling::kLinear;
       c.rope_factor = static_cast<float>(r.get_number("factor", 1.0, rs));
+    } else if (rtype == "yarn" && c.arch != Architecture::kDeepseek2) {
+      r.unsupported(&c, "rope_scaling yarn is supported for deepseek models only");
     } else if (rtype == "yarn") {
-      if (c.arch != Architecture::kDeepseek2) r.fail("rope_scaling yarn is supported for deepseek models only");
       c.rope_scaling = RopeScaling::kYarn;
       c.rope_factor = static_cast<float>(r.get_number("factor", 1.0, rs));
       c.rope_original_ctx = r.get_int("original_max_position_embeddings", 4096, rs);
@@ -260,7 +300,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
     } else if (rtype == "longrope" || rtype == "su") {
       read_longrope(r, j, *rs, &c);
     } else if (rtype != "default") {
-      r.fail("rope_scaling type '" + rtype + "' is not supported (supported: linear, llama3, longrope, yarn)");
+      r.unsupported(&c,
+                    "rope_scaling type '" + rtype + "' is not supported (supported: linear, llama3, longrope, yarn)");
     }
   }
   try {
@@ -268,6 +309,12 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   } catch (const InputError& e) {
     throw InputError(source + ": " + e.what());
   }
+  return c;
+}
+
+ModelConfig parse_hf_config(const std::string& json_text, const std::string& source) {
+  ModelConfig c = read_hf_config(json_text, source);
+  c.require_supported(source);
   return c;
 }
 
