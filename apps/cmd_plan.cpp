@@ -139,31 +139,6 @@ void write_deployment_files(const Plan& plan, const PlanFlags& f) {
                       f.out.c_str());
 }
 
-// The architecture of a local model file, for the parallm line: GGUF
-// general.architecture, or config.json's model_type (architectures[0] when
-// it has none). "" when it cannot be read.
-std::string local_model_arch(const std::string& ref) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  try {
-    if (fs::is_regular_file(ref, ec)) {
-      std::ifstream in(ref, std::ios::binary);
-      char magic[4] = {0, 0, 0, 0};
-      in.read(magic, 4);
-      if (std::string(magic, 4) == "GGUF") return GgufFile(ref).get_string("general.architecture");
-    }
-    const fs::path cfg = fs::is_directory(ref, ec) ? fs::path(ref) / "config.json" : fs::path(ref);
-    auto j = nlohmann::json::parse(read_file(cfg.string()), nullptr, false);
-    if (!j.is_object()) return "";
-    if (j.contains("model_type") && j["model_type"].is_string()) return j["model_type"].get<std::string>();
-    if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
-        j["architectures"][0].is_string())
-      return j["architectures"][0].get<std::string>();
-  } catch (const std::exception&) {
-  }
-  return "";
-}
-
 void check_economics(const PlanFlags& f) {
   const std::pair<const char*, double> nonneg[] = {
       {"--gpu-hour-price", f.price},    {"--gpu-price", f.gpu_price},           {"--gpu-watts", f.gpu_watts},
@@ -188,10 +163,6 @@ int run_plan(const PlanFlags& f) {
   r.model = load_model_spec(f.model);
   // Launch lines load the catalog's repository, the HF id given, or the path.
   r.model_ref = catalog_has_model(f.model) ? r.model.hf_repo : f.model;
-  {
-    std::error_code ec;
-    if (std::filesystem::exists(f.model, ec)) r.model_arch = local_model_arch(f.model);
-  }
   std::string weights = f.weights;
   if (weights.empty()) weights = !r.model.file_weight_type.empty() ? r.model.file_weight_type : "bf16";
   r.weights = parse_weight_format(weights);

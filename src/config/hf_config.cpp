@@ -160,45 +160,9 @@ void read_longrope(const ConfigReader& r, const json& j, const json& rs, ModelCo
       r.get_number("attention_factor", longrope_attn_factor(c->n_ctx_train, c->rope_original_ctx), &rs));
 }
 
-}  // namespace
-
-ModelConfig read_hf_config(const std::string& json_text, const std::string& source) {
-  JsonError error;
-  const std::optional<json> parsed = try_parse_json<json>(json_text, JsonLimits{kFileJsonDepth}, &error);
-  if (!parsed || !parsed->is_object()) {
-    throw InputError(source + " is not a JSON object" + (parsed ? std::string() : " (" + error.message + ")"));
-  }
-  const json& root = *parsed;
-  // Multimodal configs (Gemma 3, Llama 4, Qwen2-VL) nest the language model.
-  const auto text_it = root.find("text_config");
-  const bool nested = text_it != root.end() && text_it->is_object();
-  const json& j = nested ? *text_it : root;
-  ConfigReader r(j, source);
-  const ConfigReader top(root, source);
-
-  std::string type;
-  if (auto t = r.get_string("model_type")) {
-    type = *t;
-  } else if (auto rt = top.get_string("model_type")) {
-    type = *rt;
-  } else if (const json* a = top.find(root, "architectures");
-             a != nullptr && a->is_array() && !a->empty() && (*a)[0].is_string()) {
-    type = (*a)[0].get<std::string>();
-  } else {
-    r.fail("has neither model_type nor architectures");
-  }
-
-  ModelConfig c;
-  try {
-    c.arch = parse_architecture(type);
-    apply_architecture_defaults(&c);
-  } catch (const InputError& e) {
-    // Described as a Llama-family model (the planner plans it so); the
-    // engine refuses it by this message.
-    apply_architecture_defaults(&c);
-    c.arch_name = type;
-    r.unsupported(&c, e.what());
-  }
+// Every field after the architecture, into c.
+void read_fields(const ConfigReader& r, const ConfigReader& top, const json& j, const std::string& type,
+                 const std::string& source, ModelConfig& c) {
   const bool qwen_moe = c.arch == Architecture::kQwen2Moe || c.arch == Architecture::kQwen3Moe;
   c.n_vocab = r.get_int("vocab_size", std::nullopt);
   c.n_embd = r.get_int("hidden_size", std::nullopt);
@@ -303,6 +267,57 @@ ModelConfig read_hf_config(const std::string& json_text, const std::string& sour
       r.unsupported(&c,
                     "rope_scaling type '" + rtype + "' is not supported (supported: linear, llama3, longrope, yarn)");
     }
+  }
+}
+
+}  // namespace
+
+ModelConfig read_hf_config(const std::string& json_text, const std::string& source) {
+  JsonError error;
+  const std::optional<json> parsed = try_parse_json<json>(json_text, JsonLimits{kFileJsonDepth}, &error);
+  if (!parsed || !parsed->is_object()) {
+    throw InputError(source + " is not a JSON object" + (parsed ? std::string() : " (" + error.message + ")"));
+  }
+  const json& root = *parsed;
+  // Multimodal configs (Gemma 3, Llama 4, Qwen2-VL) nest the language model.
+  const auto text_it = root.find("text_config");
+  const bool nested = text_it != root.end() && text_it->is_object();
+  const json& j = nested ? *text_it : root;
+  ConfigReader r(j, source);
+  const ConfigReader top(root, source);
+
+  std::string type;
+  if (auto t = r.get_string("model_type")) {
+    type = *t;
+  } else if (auto rt = top.get_string("model_type")) {
+    type = *rt;
+  } else if (const json* a = top.find(root, "architectures");
+             a != nullptr && a->is_array() && !a->empty() && (*a)[0].is_string()) {
+    type = (*a)[0].get<std::string>();
+  } else {
+    r.fail("has neither model_type nor architectures");
+  }
+
+  ModelConfig c;
+  bool known = true;
+  try {
+    c.arch = parse_architecture(type);
+    apply_architecture_defaults(&c);
+  } catch (const InputError& e) {
+    known = false;
+    // Described as a Llama-family model (the planner plans it so); the
+    // engine refuses it by this message.
+    apply_architecture_defaults(&c);
+    c.arch_name = type;
+    r.unsupported(&c, e.what());
+  }
+  try {
+    read_fields(r, top, j, type, source, c);
+  } catch (const InputError&) {
+    // A model_type parallm does not know, whose fields do not read as a
+    // Llama-family model either: the architecture is the message.
+    if (!known) throw InputError(source + ": " + c.unsupported.front());
+    throw;
   }
   try {
     c.finalize();

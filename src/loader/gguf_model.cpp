@@ -1,173 +1,25 @@
 // GGUF checkpoint -> ModelFile. Tensor names in GGUF already are parallm's
 // canonical names; shapes are reversed (GGUF lists the innermost dimension
-// first). Hyper-parameters come from the "<arch>.*" metadata keys.
+// first). Hyper-parameters come from config/gguf_config.h, the mapping the
+// planner reads too.
 #include <algorithm>
 #include <cmath>
 #include <optional>
 
+#include "config/gguf_config.h"
 #include "loader/model_file.h"
 #include "util/check.h"
 #include "util/log.h"
 
 namespace parallm {
 
-namespace {
-
-// Gemma's keys, and what llama.cpp fixes per architecture instead of storing.
-void read_gemma(const GgufFile& g, const std::string& p, ModelConfig* c) {
-  const bool gemma2 = c->arch == Architecture::kGemma2;
-  c->embd_scale = std::sqrt(static_cast<float>(c->n_embd));
-  c->sliding_window = g.get_int_opt(p + "attention.sliding_window").value_or(gemma2 ? 4096 : 512);
-  c->set_sliding_pattern(g.get_int_opt(p + "attention.sliding_window_pattern").value_or(gemma2 ? 2 : 6));
-  if (gemma2) {
-    c->attn_softcap = static_cast<float>(g.get_float_opt(p + "attn_logit_softcapping").value_or(50.0));
-    c->final_softcap = static_cast<float>(g.get_float_opt(p + "final_logit_softcapping").value_or(30.0));
-  } else {
-    c->final_softcap = static_cast<float>(g.get_float_opt(p + "final_logit_softcapping").value_or(0.0));
-    c->rope_theta_swa = 10000.0f;  // llama.cpp: Gemma 3's local layers, unscaled
-  }
-  // NOTE: GGUF keeps no query_pre_attn_scalar; llama.cpp scales by
-  // 1/sqrt(n_embd / n_head) for the 27B models (46 and 62 layers), whose
-  // heads are narrower than head_dim would say, and by 1/sqrt(head_dim) else.
-  const int64_t head_dim = c->head_dim > 0 ? c->head_dim : c->n_embd / c->n_head;
-  const bool is_27b = c->n_layer == (gemma2 ? 46 : 62);
-  c->attn_scale = 1.0f / std::sqrt(static_cast<float>(is_27b ? c->n_embd / c->n_head : head_dim));
-}
-
-// DeepSeek-V2/V3's latent attention: llama.cpp writes the key head
-// (nope + rope) as key_length, the value head as value_length and the rope
-// part as rope.dimension_count.
-void read_mla(const GgufFile& g, const std::string& p, ModelConfig* c) {
-  c->q_lora_rank = g.get_int_opt(p + "attention.q_lora_rank").value_or(0);
-  c->kv_lora_rank = g.get_int(p + "attention.kv_lora_rank");
-  c->head_dim = g.get_int(p + "attention.key_length");
-  c->v_head_dim = g.get_int(p + "attention.value_length");
-  c->qk_rope_dim = g.get_int(p + "rope.dimension_count");
-  c->qk_nope_dim = c->head_dim - c->qk_rope_dim;
-}
-
-void read_config(const GgufFile& g, ModelConfig* c) {
-  std::string arch = g.get_string("general.architecture");
-  c->arch = parse_architecture(arch);
-  apply_architecture_defaults(c);
-  c->arch_name = arch;  // the prefix of its metadata keys
-  const std::string p = arch + ".";
-  c->n_embd = g.get_int(p + "embedding_length");
-  c->n_layer = g.get_int(p + "block_count");
-  c->n_head = g.get_int(p + "attention.head_count");
-  c->n_kv_head = g.get_int_opt(p + "attention.head_count_kv").value_or(c->n_head);
-  c->head_dim = g.get_int_opt(p + "attention.key_length").value_or(0);
-  if (c->arch == Architecture::kDeepseek2) {
-    read_mla(g, p, c);
-  } else if (auto v = g.get_int_opt(p + "attention.value_length"); v && c->head_dim != 0 && *v != c->head_dim) {
-    throw InputError("GGUF '" + g.path() + "': value heads of " + std::to_string(*v) + " differ from key heads of " +
-                     std::to_string(c->head_dim) + " (not supported)");
-  }
-  c->n_ctx_train = g.get_int_opt(p + "context_length").value_or(2048);
-  c->rms_eps = static_cast<float>(g.get_float_opt(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
-  c->rope_theta = static_cast<float>(g.get_float_opt(p + "rope.freq_base").value_or(10000.0));
-  c->n_expert = g.get_int_opt(p + "expert_count").value_or(0);
-  c->n_expert_used = g.get_int_opt(p + "expert_used_count").value_or(0);
-  // MoE files name the experts' width apart from the dense one (which a
-  // Qwen-MoE file still writes, unused when every layer is sparse).
-  const std::optional<int64_t> expert_ff = g.get_int_opt(p + "expert_feed_forward_length");
-  c->n_ff = c->n_expert > 0 && expert_ff ? *expert_ff : g.get_int(p + "feed_forward_length");
-  c->n_ff_shared = g.get_int_opt(p + "expert_shared_feed_forward_length").value_or(0);
-  if (c->arch == Architecture::kQwen2Moe && c->n_ff_shared == 0) {
-    throw InputError("GGUF '" + g.path() + "': qwen2moe lacks " + p + "expert_shared_feed_forward_length");
-  }
-  if (auto norm = g.get_bool_opt(p + "expert_weights_norm")) c->norm_topk_prob = *norm;
-  if (auto lead = g.get_int_opt(p + "leading_dense_block_count"); lead && *lead != 0) {
-    if (c->n_expert == 0) throw InputError("GGUF '" + g.path() + "': leading dense layers in a dense model");
-    c->n_dense_lead = *lead;
-    c->n_ff_dense = g.get_int(p + "feed_forward_length");
-  }
-  if (auto shared = g.get_int_opt(p + "expert_shared_count"); shared && *shared > 0) {
-    c->n_ff_shared = *shared * c->n_ff;  // DeepSeek: n shared experts of the experts' width, as one FFN
-  }
-  if (auto scale = g.get_float_opt(p + "expert_weights_scale")) c->routed_scale = static_cast<float>(*scale);
-  if (auto func = g.get_int_opt(p + "expert_gating_func")) {
-    // llama.cpp: 1 softmax, 2 sigmoid.
-    if (*func != 1 && *func != 2) {
-      throw InputError("GGUF '" + g.path() + "': expert_gating_func " + std::to_string(*func) +
-                       " is not supported (1 softmax, 2 sigmoid)");
-    }
-    c->router_scoring = *func == 2 ? RouterScoring::kSigmoid : RouterScoring::kSoftmax;
-  }
-  c->n_expert_groups = g.get_int_opt(p + "expert_group_count").value_or(1);
-  c->n_expert_groups_used = g.get_int_opt(p + "expert_group_used_count").value_or(1);
-  if (c->arch == Architecture::kGemma2 || c->arch == Architecture::kGemma3) read_gemma(g, p, c);
-  if (c->arch == Architecture::kPhi3 && g.get_int_opt(p + "attention.sliding_window").value_or(0) > 0) {
-    log_warn("GGUF '" + g.path() + "': Phi-3's sliding window is not applied (full attention, as llama.cpp runs it)");
-  }
-  if (auto type = g.get_string_opt(p + "rope.scaling.type")) {
-    if (*type == "linear") {
-      c->rope_scaling = RopeScaling::kLinear;
-    } else if (*type == "llama3") {
-      c->rope_scaling = RopeScaling::kLlama3;
-    } else if (*type == "yarn") {
-      // llama.cpp keeps YaRN's mscale_all_dim as yarn_log_multiplier = 0.1 m;
-      // with mscale equal to it (DeepSeek's files), cos / sin stay unscaled.
-      if (c->arch != Architecture::kDeepseek2) {
-        throw InputError("GGUF '" + g.path() + "': rope scaling yarn is supported for deepseek2 only");
-      }
-      c->rope_scaling = RopeScaling::kYarn;
-      const double mul = g.get_float_opt(p + "rope.scaling.yarn_log_multiplier").value_or(0.0);
-      c->yarn_mscale = c->yarn_mscale_all_dim = static_cast<float>(mul / 0.1);
-      c->yarn_beta_fast = static_cast<float>(g.get_float_opt(p + "rope.scaling.yarn_beta_fast").value_or(32.0));
-      c->yarn_beta_slow = static_cast<float>(g.get_float_opt(p + "rope.scaling.yarn_beta_slow").value_or(1.0));
-    } else if (*type == "longrope" || *type == "su") {
-      c->rope_scaling = RopeScaling::kLongRope;  // the factors are tensors (read_longrope)
-    } else if (*type != "none") {
-      throw InputError("GGUF '" + g.path() + "': unsupported rope scaling type '" + *type +
-                       "' (supported: none, linear, llama3, longrope, yarn)");
-    }
-    c->rope_factor = static_cast<float>(g.get_float_opt(p + "rope.scaling.factor").value_or(1.0));
-    c->rope_original_ctx = g.get_int_opt(p + "rope.scaling.original_context_length").value_or(8192);
-    c->rope_low_freq_factor = static_cast<float>(g.get_float_opt(p + "rope.scaling.low_freq_factor").value_or(1.0));
-    c->rope_high_freq_factor = static_cast<float>(g.get_float_opt(p + "rope.scaling.high_freq_factor").value_or(4.0));
-  }
-}
-
-// Phi-3's LongRoPE: llama.cpp's converter stores the long and short factors
-// as tensors and the original context and cos / sin factor as keys.
-void read_longrope(const GgufFile& g, ModelFile* model) {
-  const WeightTensor* lf = model->find("rope_factors_long.weight");
-  const WeightTensor* sf = model->find("rope_factors_short.weight");
-  ModelConfig& c = model->config;
-  if (lf == nullptr && sf == nullptr) {
-    if (c.rope_scaling == RopeScaling::kLongRope) {
-      throw InputError("model '" + model->path + "': longrope scaling without rope_factors_long / _short tensors");
-    }
-    return;
-  }
-  auto factors = [&](const WeightTensor* t, const char* name) {
-    if (t == nullptr || t->dtype != DType::kF32 || t->shape.size() != 1) {
-      throw InputError("model '" + model->path +
-                       "': LongRoPE needs both rope_factors_long and rope_factors_short as f32 "
-                       "vectors; " +
-                       name + " is missing or not one");
-    }
-    const float* v = reinterpret_cast<const float*>(t->data);
-    return std::vector<float>(v, v + t->shape[0]);
-  };
-  c.rope_long_factors = factors(lf, "rope_factors_long.weight");
-  c.rope_short_factors = factors(sf, "rope_factors_short.weight");
-  c.rope_scaling = RopeScaling::kLongRope;
-  const std::string p = c.arch_name + ".";
-  c.rope_original_ctx = g.get_int_opt(p + "rope.scaling.original_context_length").value_or(c.n_ctx_train);
-  c.rope_attn_factor = static_cast<float>(g.get_float_opt(p + "rope.scaling.attn_factor")
-                                              .value_or(longrope_attn_factor(c.n_ctx_train, c.rope_original_ctx)));
-}
-
-}  // namespace
-
 std::unique_ptr<ModelFile> load_gguf_model(const std::string& path) {
   auto gguf = std::make_unique<GgufFile>(path);
   auto model = std::make_unique<ModelFile>();
   model->path = path;
   model->format = "gguf";
-  read_config(*gguf, &model->config);
+  model->config = read_gguf_config(*gguf);
+  model->config.require_supported("model '" + path + "'");
 
   for (const auto& info : gguf->tensors()) {
     DType dt;
@@ -187,12 +39,6 @@ std::unique_ptr<ModelFile> load_gguf_model(const std::string& path) {
     t.nbytes = info.nbytes;
     model->add_tensor(std::move(t));
   }
-  const WeightTensor& embd = model->get("token_embd.weight");
-  if (embd.shape.size() != 2) throw InputError("model '" + path + "': token_embd.weight is not a matrix");
-  model->config.n_vocab = gguf->get_int_opt(model->config.arch_name + ".vocab_size").value_or(embd.shape[0]);
-  model->config.tied_embeddings = model->find("output.weight") == nullptr;
-  read_longrope(*gguf, model.get());
-  model->config.finalize();
   if (const WeightTensor* f = model->find("rope_freqs.weight")) {
     // Llama 3.1 checkpoints converted by llama.cpp carry the per-frequency
     // divisors of llama3 rope scaling as a tensor instead of metadata.

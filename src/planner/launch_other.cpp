@@ -186,17 +186,11 @@ EngineLaunch launch_parallm(const LaunchContext& c) {
         "No parallm line: parallm serves local files (GGUF or a safetensors folder), and " + c.model + " is not one.";
     return e;
   }
-  bool supported = !r.model_arch.empty();
-  try {
-    if (supported) (void)parse_architecture(r.model_arch);  // src/config: the architectures src/model runs
-  } catch (const InputError&) {
-    supported = false;
-  }
-  if (!supported) {
-    e.note = "No parallm line: parallm's engine does not run " +
-             (r.model_arch.empty() ? std::string("this model's (unknown) architecture")
-                                   : "the architecture '" + r.model_arch + "'") +
-             " of " + c.model + ".";
+  // The file's own description says whether the engine runs it
+  // (ModelConfig::unsupported, the same check `parallm serve` makes).
+  if (r.model.arch.empty() || !r.model.engine_refusal.empty()) {
+    e.note = "No parallm line: parallm's engine does not run " + c.model + ": " +
+             (r.model.arch.empty() ? std::string("its architecture is unknown") : r.model.engine_refusal) + ".";
     return e;
   }
   if (!r.gpu.is_cpu) {

@@ -37,6 +37,8 @@ void validate_model(const ModelSpec& m) {
 ModelSpec spec_from_config(const ModelConfig& c, const std::string& name) {
   ModelSpec m;
   m.name = name;
+  m.arch = c.arch_name;
+  if (!c.unsupported.empty()) m.engine_refusal = c.unsupported.front();
   m.n_layer = c.n_layer;
   m.n_embd = c.n_embd;
   m.n_head = c.n_head;

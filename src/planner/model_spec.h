@@ -23,6 +23,11 @@ namespace parallm::planner {
 struct ModelSpec {
   std::string name;     // catalog name or the path it came from
   std::string hf_repo;  // "meta-llama/Llama-2-70b-hf" for launch commands ("" = use path)
+  // From a file's description (spec_from_config): its architecture name
+  // (GGUF general.architecture / HF model_type; "" for catalog models), and
+  // why parallm's own engine would refuse it ("" = it would run it).
+  std::string arch;
+  std::string engine_refusal;
   int64_t n_layer = 0;
   int64_t n_embd = 0;
   int64_t n_head = 0;

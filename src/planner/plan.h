@@ -58,8 +58,7 @@ struct Economics {
 
 struct PlanRequest {
   ModelSpec model;
-  std::string model_ref;   // what launch commands load (catalog repo or path)
-  std::string model_arch;  // GGUF general.architecture / HF model_type of a local file ("" = unknown)
+  std::string model_ref;  // what launch commands load (catalog repo or path)
   WeightFormat weights;
   std::string kv_dtype = "auto";
   double kv_elem_bytes = 2;

@@ -96,6 +96,17 @@ class BadInput(unittest.TestCase):
         # Unknown architecture: rename general.architecture's value in place (same length).
         bad_arch = gguf.replace(b"\x05\x00\x00\x00\x00\x00\x00\x00llama", b"\x05\x00\x00\x00\x00\x00\x00\x00gpt-j", 1)
         self.expect_error(["generate", "--model", self.write("arch.gguf", bad_arch), *p], "supported")
+        # An architecture parallm does not run, its keys under its own prefix: the engine refuses it by
+        # name, and the planner, reading the same description, plans it without a parallm line.
+        falco = gguf.replace(b"llama.", b"falco.").replace(
+            b"general.architecture\x08\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00llama",
+            b"general.architecture\x08\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00falco", 1)
+        falco_path = self.write("falco.gguf", falco)
+        self.expect_error(["generate", "--model", falco_path, *p], "unsupported architecture 'falco'")
+        plan = run(["plan", "--model", falco_path, "--gpu", "cpu"])
+        self.assertEqual(plan.returncode, 0, plan.stderr)
+        self.assertIn("No parallm line: parallm's engine does not run", plan.stdout)
+        self.assertIn("unsupported architecture 'falco'", plan.stdout)
         # A missing tensor: rename one tensor so the expected name is absent.
         missing = gguf.replace(b"blk.0.ffn_up.weight", b"blk.0.ffn_UP.weight", 1)
         self.expect_error(["generate", "--model", self.write("tensor.gguf", missing), *p], "blk.0.ffn_up.weight")

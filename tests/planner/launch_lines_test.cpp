@@ -16,6 +16,7 @@
 #include "planner/catalog_request.h"
 #include "planner/gpu_groups.h"
 #include "planner/model_catalog.h"
+#include "planner/model_source.h"
 #include "planner/plan.h"
 #include "topo/topo_matrix.h"
 #include "util/check.h"
@@ -24,6 +25,13 @@ namespace parallm::planner {
 namespace {
 
 const std::string kData = std::string(PARALLM_SOURCE_DIR) + "/tests/planner/data/";
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
 
 struct FlagSpec {
   bool takes_value = true;
@@ -489,15 +497,21 @@ TEST(LaunchLines, AttentionDpWithExpertParallelIsOneReplica) {
 TEST(LaunchLines, ParallmLineOnlyForALocalSupportedModelOnTheCpu) {
   PlanRequest r = request("llama-3.1-8b", "q4_0", "cpu", 1);
   r.model_ref = kData + "llama-3.1-8b-config.json";  // a local file
-  r.model_arch = "llama";
+  r.model = load_model_spec(r.model_ref);            // its description: the engine runs it
+  ASSERT_EQ(r.model.arch, "llama");
+  ASSERT_EQ(r.model.engine_refusal, "");
   Plan p = make_plan(r);
   ASSERT_EQ(p.commands.parallm_all.lines.size(), 1u) << p.commands.parallm_all.note;
   Parsed q = check_line(p.commands.parallm);
   EXPECT_EQ(q.args.at("--model"), r.model_ref);
-  r.model_arch = "falcon";
+  // A config.json the engine would refuse, described by the same reader.
+  std::string text = read_text(r.model_ref);
+  text.replace(text.find("\"llama\""), 7, "\"falcon\"");
+  r.model = model_from_hf_config_text(text, r.model_ref);
   EXPECT_TRUE(make_plan(r).commands.parallm_all.lines.empty());
-  EXPECT_NE(make_plan(r).commands.parallm_all.note.find("architecture 'falcon'"), std::string::npos);
-  r.model_arch = "llama";
+  EXPECT_NE(make_plan(r).commands.parallm_all.note.find("architecture 'falcon'"), std::string::npos)
+      << make_plan(r).commands.parallm_all.note;
+  r.model = load_model_spec(r.model_ref);
   r.gpu = catalog_gpu("A100-80G");
   r.fabric = fabric_from_interconnect(r.gpu, "", 1, 1);
   EXPECT_NE(make_plan(r).commands.parallm_all.note.find("CPU only"), std::string::npos);
