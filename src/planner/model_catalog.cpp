@@ -84,6 +84,7 @@ std::vector<ModelSpec> build_catalog() {
     ModelSpec m = dense(name, repo, layers, embd, heads, kv, ff, vocab, max_pos);
     m.head_dim = hd;
     m.tied_embeddings = true;
+    m.post_norms = true;  // RMSNorms after attention and after the FFN as well
     if (std::string(name).rfind("gemma-3", 0) == 0) m.qk_norm = true;
     c.push_back(m);
   }

@@ -48,6 +48,7 @@ ModelSpec spec_from_config(const ModelConfig& c, const std::string& name) {
   m.tied_embeddings = c.tied_embeddings;
   m.attn_bias = c.qkv_bias;
   m.qk_norm = c.qk_norm;
+  m.post_norms = c.post_norms;
   m.max_position = c.n_ctx_train;
   // The dense MLP width: the leading dense layers' (DeepSeek), the one a
   // Qwen-MoE file states, or a dense model's.
@@ -102,7 +103,7 @@ ParamCounts count_params(const ModelSpec& m) {
     if (m.moe_router_bias) p.moe_shared_per_layer += m.n_expert;
     if (m.shared_expert_gate) p.moe_shared_per_layer += e;
   }
-  p.norms_per_layer = 2 * e;
+  p.norms_per_layer = (m.post_norms ? 4 : 2) * e;  // Gemma: also after attention and after the FFN
   p.final_norm = e;
   const int64_t n_dense = m.is_moe() ? m.n_dense_layers : m.n_layer;
   const int64_t n_moe = m.n_moe_layers();

@@ -10,7 +10,7 @@
 //   MLP        3*n_embd*n_ff (gate, up, down); MoE: n_expert such blocks of n_ff_expert,
 //              shared experts, router n_embd*n_expert [+ n_expert router bias:
 //              DeepSeek-V3's e_score_correction_bias] [+ n_embd shared-expert gate: Qwen2-MoE]
-//   norms      2*n_embd
+//   norms      2*n_embd (4*n_embd with Gemma's post-norms)
 // plus embeddings n_vocab*n_embd (twice unless tied) and the final norm.
 #pragma once
 #include <cstdint>
@@ -38,6 +38,7 @@ struct ModelSpec {
   bool tied_embeddings = false;
   bool attn_bias = false;    // q/k/v projection biases (Qwen2)
   bool qk_norm = false;      // per-head q/k RMSNorm (Qwen3)
+  bool post_norms = false;   // RMSNorms after attention and after the FFN too (Gemma 2/3)
   int64_t max_position = 0;  // context the model was trained for (0 = unknown)
   // Mixture of experts (n_expert == 0: dense).
   int64_t n_expert = 0;
