@@ -200,8 +200,15 @@ void read_fields(const ConfigReader& r, const ConfigReader& top, const json& j, 
       r.unsupported(&c, "mlp_only_layers (dense layers among the sparse ones) is not supported");
     }
   } else {
-    c.n_expert = r.get_int("num_local_experts", 0);
+    // Mixtral's num_local_experts; other families' num_experts and
+    // moe_intermediate_size (how an architecture parallm does not run is
+    // still described by its shapes, for the planner).
+    c.n_expert = r.get_int("num_local_experts", r.get_int("num_experts", 0));
     c.n_expert_used = c.n_expert > 0 ? r.get_int("num_experts_per_tok", 2) : 0;
+    if (c.n_expert > 0 && r.find(j, "moe_intermediate_size") != nullptr) {
+      c.n_ff_dense = c.n_ff;
+      c.n_ff = r.get_int("moe_intermediate_size", std::nullopt);
+    }
   }
 
   const bool gemma = c.arch == Architecture::kGemma2 || c.arch == Architecture::kGemma3;
