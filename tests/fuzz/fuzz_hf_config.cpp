@@ -1,7 +1,7 @@
 // libFuzzer target: Hugging Face config.json parsing (config/hf_config.h).
 // Any text must give a finalized ModelConfig or an InputError, and so must
 // its quantization_config (loader/quant_scheme.h).
-// FUZZ_SOURCES: src/loader/quant_scheme.cpp src/loader/hf_config.cpp src/config/model_config.cpp src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp
+// FUZZ_SOURCES: src/loader/quant_scheme.cpp src/config/hf_config.cpp src/config/model_config.cpp src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp
 #include <cstddef>
 #include <cstdint>
 #include <string>
