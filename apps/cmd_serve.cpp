@@ -113,7 +113,7 @@ struct KvSizing {
   KvSizing(const ServeCli& s, const EngineOptions& eo, int64_t max_len) : max_model_len(max_len) {
     std::unique_ptr<ModelFile> mf = open_model(eo.model_path);
     const ModelConfig& c = mf->config;
-    const int world = std::max(eo.tp, eo.ep) * eo.pp;
+    const int world = eo.parallel().world_size();
     budget = eo.device_memory_bytes > 0
                  ? eo.device_memory_bytes
                  : static_cast<int64_t>(total_system_memory_bytes() / static_cast<uint64_t>(world * s.dp));
@@ -277,7 +277,7 @@ int run_serve(const ServeCli& s) {
     o.port = s.port;
     o.routing = s.routing;
     o.devices = peek.devices;
-    o.world = std::max(peek.tp, peek.ep) * peek.pp;
+    o.world = peek.parallel().world_size();
     o.shutdown_timeout_s = s.shutdown_timeout;
     return run_serve_dp_processes(o, g_signals);
   }
@@ -301,7 +301,7 @@ int run_serve(const ServeCli& s) {
   if (s.compat.enable_expert_parallel) s.compat.apply_expert_parallel(open_model(eo.model_path)->config, eo.tp, &eo.ep);
   if (s.max_model_len > 0 && eo.ctx_size == 0) eo.ctx_size = s.max_model_len;
   if (s.max_model_len > 0 && s.max_model_len > eo.ctx_size) throw InputError("--max-model-len must be <= --ctx-size");
-  const int world = std::max(eo.tp, eo.ep) * eo.pp;
+  const int world = eo.parallel().world_size();
   if (eo.threads == 0) eo.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / (world * s.dp));
 
   if (s.served_model_names.empty()) {

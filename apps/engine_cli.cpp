@@ -104,7 +104,7 @@ EngineOptions EngineCli::to_options() const {
   if (!device_memory.empty()) o.device_memory_bytes = static_cast<int64_t>(parse_size(device_memory));
   if (!devices.empty()) {
     auto ids = parse_device_list(devices);
-    const int world = std::max(tp, ep) * pp;
+    const int world = o.parallel().world_size();
     if (static_cast<int>(ids.size()) != world) {
       throw InputError("--devices lists " + std::to_string(ids.size()) + " devices but the layout needs " +
                        std::to_string(world) + " (tp x pp)");

@@ -123,8 +123,8 @@ std::vector<int64_t> pipeline_stage_layers(const ModelConfig& c, int pp, const s
   return out;
 }
 
-Engine::Engine(const EngineOptions& options) : options_(options) {
-  if (options_.tp < 1 || options_.pp < 1 || options_.ep < 1) throw InputError("--tp, --pp and --ep must be >= 1");
+Engine::Engine(const EngineOptions& options) : options_(options), parallel_(options.parallel()) {
+  parallel_.validate();
   model_file_ = open_model(options_.model_path, options_.weight_dtype);
   const ModelConfig& c = model_file_->config;
   if (!options_.tokenizer_path.empty()) {
@@ -163,11 +163,8 @@ Engine::~Engine() {
 
 void Engine::build_ranks() {
   const ModelConfig& c = model_file_->config;
-  const int group = std::max(options_.tp, options_.ep);
-  if ((options_.tp != 1 && options_.tp != group) || (options_.ep != 1 && options_.ep != group)) {
-    throw InputError("--tp and --ep must be equal when both are above 1 (experts are spread over the tp ranks)");
-  }
-  const int world = group * options_.pp;
+  const int group = parallel_.group_size();
+  const int world = parallel_.world_size();
   const std::vector<int64_t> layers = pipeline_stage_layers(c, options_.pp, options_.pp_layers);
   const CommBackend backend = parse_comm_backend(options_.comm);
   CommOptions copts;
@@ -187,8 +184,9 @@ void Engine::build_ranks() {
     auto r = std::make_unique<Rank>();
     if (!comms.empty()) r->world = std::move(comms[static_cast<size_t>(i)]);
     r->world_rank = r->world ? r->world->rank() : 0;
-    r->stage = r->world_rank / group;
-    r->group_rank = r->world_rank % group;
+    const ParallelConfig::Role role = parallel_.role(r->world_rank);
+    r->stage = role.stage;
+    r->group_rank = role.group_rank;
     if (r->world && group > 1) {
       r->group = r->world->split(r->stage, r->group_rank);
       // Steps reach stage 0's tp peers on a communicator of their own, so
@@ -197,9 +195,9 @@ void Engine::build_ranks() {
     }
     ModelOptions mo;
     mo.shard.tp_size = options_.tp;
-    mo.shard.tp_rank = options_.tp > 1 ? r->group_rank : 0;
+    mo.shard.tp_rank = role.tp_rank;
     mo.shard.ep_size = options_.ep;
-    mo.shard.ep_rank = options_.ep > 1 ? r->group_rank : 0;
+    mo.shard.ep_rank = role.ep_rank;
     int64_t begin = 0;
     for (int s = 0; s < r->stage; ++s) begin += layers[static_cast<size_t>(s)];
     mo.shard.layer_begin = begin;
@@ -282,7 +280,6 @@ void Engine::make_kv_pool(Rank& r, int64_t n_blocks) {
 // header (the packed batch's size, or a command < 0) and a payload: the
 // packed batch, or the command's argument.
 void Engine::receive_message(Rank& r, int64_t* header, std::vector<int32_t>* packed, int64_t* arg) {
-  const int group = std::max(options_.tp, options_.ep);
   if (r.stage == 0) {
     r.peers->broadcast(header, sizeof(*header), 0);
     if (*header > 0) {
@@ -293,7 +290,7 @@ void Engine::receive_message(Rank& r, int64_t* header, std::vector<int32_t>* pac
     }
     return;
   }
-  const int up = (r.stage - 1) * group + r.group_rank;
+  const int up = parallel_.rank_at(r.stage - 1, r.group_rank);
   r.world->recv(header, sizeof(*header), up);
   if (*header > 0) {
     packed->resize(static_cast<size_t>(*header));
@@ -307,8 +304,7 @@ void Engine::receive_message(Rank& r, int64_t* header, std::vector<int32_t>* pac
 // the residual stream this stage leaves.
 void Engine::send_down(Rank& r, int64_t header, const std::vector<int32_t>* packed, int64_t arg, int64_t n_tokens) {
   if (r.stage == options_.pp - 1) return;
-  const int group = std::max(options_.tp, options_.ep);
-  const int down = (r.stage + 1) * group + r.group_rank;
+  const int down = parallel_.rank_at(r.stage + 1, r.group_rank);
   const double before = r.world->stats().seconds();
   r.world->send(&header, sizeof(header), down);
   if (header > 0) {
@@ -364,7 +360,6 @@ void Engine::serve_forever() {
 // stage's first tp rank sends the logits to the driver (unless it is the driver).
 void Engine::run_step(Rank& r, const ForwardBatch& batch) {
   const ModelConfig& c = model_file_->config;
-  const int group = std::max(options_.tp, options_.ep);
   const int64_t n = batch.n_tokens();
   if (static_cast<int64_t>(r.hidden.size()) < n * c.n_embd) r.hidden.resize(static_cast<size_t>(n * c.n_embd));
   const bool last = r.stage == options_.pp - 1;
@@ -374,7 +369,7 @@ void Engine::run_step(Rank& r, const ForwardBatch& batch) {
   const double comm_before = (r.world ? r.world->stats().seconds() : 0) + (r.group ? r.group->stats().seconds() : 0);
   const auto t0 = std::chrono::steady_clock::now();
   const size_t hidden_bytes = static_cast<size_t>(n * c.n_embd) * 4;
-  if (r.stage > 0) r.world->recv(r.hidden.data(), hidden_bytes, (r.stage - 1) * group + r.group_rank);
+  if (r.stage > 0) r.world->recv(r.hidden.data(), hidden_bytes, parallel_.rank_at(r.stage - 1, r.group_rank));
   float* pooled = last ? r.logits.data() + n_logits * c.n_vocab : nullptr;
   r.model->forward(batch, *r.kv, r.hidden.data(), last ? r.logits.data() : nullptr, *r.pool, pooled);
   if (last && r.group_rank == 0 && r.world_rank != 0) r.world->send(r.logits.data(), static_cast<size_t>(n_out) * 4, 0);
@@ -425,7 +420,6 @@ int64_t Engine::step_output_floats(const ForwardBatch& batch) const {
 }
 
 void Engine::receive_oldest() {
-  const int group = std::max(options_.tp, options_.ep);
   const int64_t n_out = in_pipe_.front();
   in_pipe_.pop_front();
   // A buffer of an earlier step (no fresh pages per step: 4 MB at 32 rows of
@@ -436,7 +430,7 @@ void Engine::receive_oldest() {
     spare_logits_.pop_back();
   }
   logits.resize(static_cast<size_t>(n_out));
-  ranks_[0]->world->recv(logits.data(), logits.size() * 4, (options_.pp - 1) * group);
+  ranks_[0]->world->recv(logits.data(), logits.size() * 4, parallel_.rank_at(options_.pp - 1, 0));
   ready_.push_back(std::move(logits));
 }
 

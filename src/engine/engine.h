@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "config/parallel_config.h"
 #include "loader/model_file.h"
 #include "model/forward_batch.h"
 #include "model/kv_pool.h"
@@ -44,6 +45,8 @@ struct EngineOptions {
   double comm_timeout_s = 60.0;
   int64_t device_memory_bytes = 0;  // per device budget (0 = RAM / devices)
   std::string devices;              // "cpu:0,cpu:1" (empty: cpu:0..n-1)
+
+  ParallelConfig parallel() const { return ParallelConfig{tp, pp, ep, 1}; }
 };
 
 // Per-rank timing and traffic, for bench-model and the server's metrics.
@@ -70,7 +73,8 @@ class Engine {
   int64_t ctx_size() const { return ctx_size_; }
   int64_t block_size() const { return options_.block_size; }
   int64_t n_kv_blocks() const { return n_kv_blocks_; }
-  int world_size() const { return std::max(options_.tp, options_.ep) * options_.pp; }
+  int world_size() const { return parallel_.world_size(); }
+  const ParallelConfig& parallel() const { return parallel_; }
   bool is_driver() const { return world_rank_ == 0; }
   const EngineOptions& options() const { return options_; }
 
@@ -136,6 +140,7 @@ class Engine {
   void rank_thread_main(Rank* r);
 
   EngineOptions options_;
+  ParallelConfig parallel_;
   std::unique_ptr<ModelFile> model_file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   int64_t ctx_size_ = 0;
