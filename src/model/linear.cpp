@@ -160,6 +160,13 @@ Linear WeightStore::row_parallel(const WeightTensor& w, int64_t col_begin, int64
   return slice(w.data, w.dtype, w.row_bytes(), 0, w.rows(), col_begin, col_end, w.name);
 }
 
+Linear WeightStore::materialize(const MatrixPiece& p) {
+  if (!p.present()) return Linear{};
+  Linear l = slice(p.data, p.dtype, p.full_row_bytes, p.row_begin, p.row_end, p.col_begin, p.col_end, p.what);
+  if (p.bias != nullptr) l.bias = vector(*p.bias, p.row_begin);
+  return l;
+}
+
 const float* WeightStore::vector(const WeightTensor& w, int64_t begin) {
   PARALLM_CHECK(w.dtype == DType::kF32 && w.shape.size() == 1);
   return reinterpret_cast<const float*>(w.data) + begin;

@@ -18,6 +18,7 @@
 
 #include "core/dtype.h"
 #include "loader/model_file.h"
+#include "model/weight_plan.h"
 #include "util/thread_pool.h"
 #include "util/zeroed_memory.h"
 
@@ -51,6 +52,10 @@ class WeightStore {
   Linear whole(const WeightTensor& w) { return column_parallel(w, 0, w.rows()); }
   // A 1-D f32 tensor (norm weight, bias) or a slice of it.
   const float* vector(const WeightTensor& w, int64_t begin = 0);
+  // A piece of the rank's weight plan (model/weight_plan.h); absent pieces
+  // give an empty Linear / null.
+  Linear materialize(const MatrixPiece& p);
+  const float* vector(const VectorPiece& p) { return p.present() ? vector(*p.tensor, p.begin) : nullptr; }
 
   size_t resident_bytes() const { return resident_bytes_; }
   // Whether rows of type t stream faster from huge pages than from the

@@ -11,7 +11,6 @@
 namespace parallm {
 
 namespace {
-std::string blk(int64_t l, const char* name) { return "blk." + std::to_string(l) + "." + name; }
 
 // Runs fn(t_begin, t_end) over the batch's tokens: split between the pool's
 // threads when the batch is large, on the caller alone when a parallel region
@@ -38,91 +37,46 @@ LlamaModel::LlamaModel(const ModelFile& file, const ModelOptions& options)
   shape_ = local_shape(config_, options.shard);
   const ModelConfig& c = config_;
   const LocalShape& s = shape_;
-  const int64_t hd = c.head_dim;
   if (options.tp_comm) PARALLM_CHECK(options.tp_comm->size() == options.shard.tp_size);
 
-  auto bias = [&](const std::string& name, int64_t begin) -> const float* {
-    const WeightTensor* b = file.find(name);
-    return b ? store_.vector(*b, begin) : nullptr;
-  };
-  for (int64_t l = s.layer_begin; l < s.layer_end; ++l) {
+  const WeightPlan plan = plan_weights(file, s, options.shard);
+  for (const LayerPlan& lp : plan.layers) {
     LayerWeights lw;
-    lw.attn_norm = store_.vector(file.get(blk(l, "attn_norm.weight")));
-    const int64_t q0 = s.head_begin * hd, q1 = q0 + s.n_head_local * hd;
-    const int64_t k0 = s.kv_head_begin * hd, k1 = k0 + s.n_kv_head_local * hd;
-    if (c.mla()) {
-      lw.mla = load_mla(file, store_, c, s, l);
-    } else if (c.fused_qkv) {
-      // Phi-3: Q rows, then K rows, then V rows of one matrix; each rank
-      // takes its heads' rows of each part.
-      const WeightTensor& qkv = file.get(blk(l, "attn_qkv.weight"));
-      const int64_t q_dim = c.n_head * hd, kv_dim = c.n_kv_head * hd;
-      lw.wq = store_.column_parallel(qkv, q0, q1);
-      lw.wk = store_.column_parallel(qkv, q_dim + k0, q_dim + k1);
-      lw.wv = store_.column_parallel(qkv, q_dim + kv_dim + k0, q_dim + kv_dim + k1);
-    } else {
-      lw.wq = store_.column_parallel(file.get(blk(l, "attn_q.weight")), q0, q1, bias(blk(l, "attn_q.bias"), q0));
-      lw.wk = store_.column_parallel(file.get(blk(l, "attn_k.weight")), k0, k1, bias(blk(l, "attn_k.bias"), k0));
-      lw.wv = store_.column_parallel(file.get(blk(l, "attn_v.weight")), k0, k1, bias(blk(l, "attn_v.bias"), k0));
-    }
-    // The output projection reads this rank's heads' values (MLA's are v_head_dim wide).
-    const int64_t vd = c.mla() ? c.v_head_dim : hd;
-    lw.wo = store_.row_parallel(file.get(blk(l, "attn_output.weight")), s.head_begin * vd,
-                                (s.head_begin + s.n_head_local) * vd);
-    if (c.qk_norm) {
-      lw.q_norm = store_.vector(file.get(blk(l, "attn_q_norm.weight")));
-      lw.k_norm = store_.vector(file.get(blk(l, "attn_k_norm.weight")));
-    }
-    lw.ffn_norm = store_.vector(file.get(blk(l, "ffn_norm.weight")));
-    if (c.post_norms) {
-      lw.post_attn_norm = store_.vector(file.get(blk(l, "post_attention_norm.weight")));
-      lw.post_ffn_norm = store_.vector(file.get(blk(l, "post_ffw_norm.weight")));
-    }
-    lw.moe_layer = c.is_moe_layer(l);
-    if (lw.moe_layer && c.has_shared_expert()) {
-      const int64_t f0 = s.ff_shared_begin, f1 = f0 + s.n_ff_shared_local;
-      if (c.shared_expert_gated) lw.shared_gate_inp = store_.vector(file.get(blk(l, "ffn_gate_inp_shexp.weight")));
-      lw.shared_gate = store_.column_parallel(file.get(blk(l, "ffn_gate_shexp.weight")), f0, f1);
-      lw.shared_up = store_.column_parallel(file.get(blk(l, "ffn_up_shexp.weight")), f0, f1);
-      lw.shared_down = store_.row_parallel(file.get(blk(l, "ffn_down_shexp.weight")), f0, f1);
-    }
-    if (lw.moe_layer) {
-      lw.moe.router = store_.whole(file.get(blk(l, "ffn_gate_inp.weight")));
-      if (const WeightTensor* b = file.find(blk(l, "exp_probs_b.bias"))) lw.moe.router_bias = store_.vector(*b);
-      lw.moe.expert_begin = s.expert_begin;
-      // With ep the experts are whole on their owner; without it, tp shards each expert's columns.
-      const bool ep = options.shard.ep_size > 1;
-      const int64_t f0 = ep ? 0 : s.ff_begin, f1 = ep ? c.n_ff : s.ff_begin + s.n_ff_local;
-      for (int64_t e = s.expert_begin; e < s.expert_end; ++e) {
-        auto take = [&](const char* kind, bool row_parallel) {
-          ModelFile::ExpertMatrix m = file.expert_matrix(l, kind, e);
-          const size_t rb = dtype_row_bytes(m.dtype, m.cols);
-          const std::string what = blk(l, "ffn_") + kind + " expert " + std::to_string(e);
-          return row_parallel ? store_.slice(m.data, m.dtype, rb, 0, m.rows, f0, f1, what)
-                              : store_.slice(m.data, m.dtype, rb, f0, f1, 0, m.cols, what);
-        };
-        lw.moe.gate.push_back(take("gate", false));
-        lw.moe.up.push_back(take("up", false));
-        lw.moe.down.push_back(take("down", true));
+    lw.attn_norm = store_.vector(lp.attn_norm);
+    if (lp.mla) lw.mla = load_mla(file, store_, c, s, lp.layer);
+    lw.wq = store_.materialize(lp.wq);
+    lw.wk = store_.materialize(lp.wk);
+    lw.wv = store_.materialize(lp.wv);
+    lw.wo = store_.materialize(lp.wo);
+    lw.q_norm = store_.vector(lp.q_norm);
+    lw.k_norm = store_.vector(lp.k_norm);
+    lw.ffn_norm = store_.vector(lp.ffn_norm);
+    lw.post_attn_norm = store_.vector(lp.post_attn_norm);
+    lw.post_ffn_norm = store_.vector(lp.post_ffn_norm);
+    lw.moe_layer = lp.moe_layer;
+    lw.shared_gate_inp = store_.vector(lp.shared_gate_inp);
+    lw.shared_gate = store_.materialize(lp.shared_gate);
+    lw.shared_up = store_.materialize(lp.shared_up);
+    lw.shared_down = store_.materialize(lp.shared_down);
+    if (lp.moe_layer) {
+      lw.moe.router = store_.materialize(lp.router);
+      lw.moe.router_bias = store_.vector(lp.router_bias);
+      lw.moe.expert_begin = lp.expert_begin;
+      for (size_t e = 0; e < lp.expert_gate.size(); ++e) {
+        lw.moe.gate.push_back(store_.materialize(lp.expert_gate[e]));
+        lw.moe.up.push_back(store_.materialize(lp.expert_up[e]));
+        lw.moe.down.push_back(store_.materialize(lp.expert_down[e]));
       }
-    } else {
-      const int64_t f0 = s.ff_dense_begin, f1 = s.ff_dense_begin + s.n_ff_dense_local;
-      if (c.fused_gate_up) {  // Phi-3: gate rows [0, n_ff), up rows [n_ff, 2 n_ff)
-        const WeightTensor& gate_up = file.get(blk(l, "ffn_up.weight"));
-        lw.w_gate = store_.column_parallel(gate_up, f0, f1);
-        lw.w_up = store_.column_parallel(gate_up, c.dense_ff() + f0, c.dense_ff() + f1);
-      } else {
-        lw.w_gate = store_.column_parallel(file.get(blk(l, "ffn_gate.weight")), f0, f1);
-        lw.w_up = store_.column_parallel(file.get(blk(l, "ffn_up.weight")), f0, f1);
-      }
-      lw.w_down = store_.row_parallel(file.get(blk(l, "ffn_down.weight")), f0, f1);
     }
+    lw.w_gate = store_.materialize(lp.w_gate);
+    lw.w_up = store_.materialize(lp.w_up);
+    lw.w_down = store_.materialize(lp.w_down);
     layers_.push_back(std::move(lw));
   }
-  if (s.first_stage) token_embd_ = &file.get("token_embd.weight");
+  token_embd_ = plan.token_embd;
   if (s.last_stage) {
-    output_norm_ = store_.vector(file.get("output_norm.weight"));
-    output_ = store_.whole(c.tied_embeddings ? file.get("token_embd.weight") : file.get("output.weight"));
+    output_norm_ = store_.vector(plan.output_norm);
+    output_ = store_.materialize(plan.output);
   }
   inv_freq_ = c.rope_inv_freq(options.n_ctx);
   if (const WeightTensor* f = file.find("rope_freqs.weight")) {
