@@ -11,7 +11,10 @@
 
 #include "core/dtype.h"
 #include "device/stream_handle.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/math/rope.h"
+#include "kernels/cuda/moe.h"
 
 namespace parallm::cuda::emulated {
 
@@ -30,5 +33,23 @@ void rope_apply(float* x, const float* cs, int64_t n_tokens, int64_t n_head, int
 void swiglu(float* out, const float* gate, const float* up, int64_t n, StreamHandle stream);
 // kernels/cuda/argmax.h.
 void argmax_rows(int32_t* out, const float* x, int64_t n_rows, int64_t n_vocab, StreamHandle stream);
+// kernels/cuda/kv_cache.h.
+void kv_write(const PagedKv& kv, const float* k, const float* v, const int64_t* slots, int64_t n_tokens,
+              StreamHandle stream);
+// kernels/cuda/attention.h.
+void paged_attention(float* out, const float* q, const PagedKv& kv, const int32_t* positions,
+                     const int32_t* seq_of_token, const int32_t* block_tables, int64_t max_blocks_per_seq,
+                     int64_t n_tokens, int64_t n_head, float scale, AttendLimits limits, StreamHandle stream);
+// kernels/cuda/linear.h.
+void linear(float* out, const void* w, DType w_dtype, const float* bias, const float* x, int64_t n_tokens,
+            int64_t n_out, int64_t n_in, StreamHandle stream);
+void dequantize_rows_f16(uint16_t* out, const void* src, DType src_dtype, int64_t n_rows, int64_t n_cols,
+                         StreamHandle stream);
+// kernels/cuda/moe.h.
+void moe_topk(int32_t* ids, float* weights, const float* logits, const float* bias, int64_t n_tokens, int64_t n_expert,
+              int64_t k, TopKRule rule, StreamHandle stream);
+void gather_rows(float* out, const float* x, const int32_t* rows, int64_t n_rows, int64_t n_embd, StreamHandle stream);
+void scatter_add_rows(float* out, const float* y, const int32_t* rows, const float* weights, int64_t n_rows,
+                      int64_t n_embd, StreamHandle stream);
 
 }  // namespace parallm::cuda::emulated
