@@ -31,7 +31,10 @@ std::string lower(std::string_view s) {
 
 }  // namespace
 
-std::string DeviceId::to_string() const { return strfmt("%s:%d", kind == Kind::kCpu ? "cpu" : "cuda", index); }
+std::string DeviceId::to_string() const {
+  const char* k = kind == Kind::kCpu ? "cpu" : kind == Kind::kCuda ? "cuda" : "emu";
+  return strfmt("%s:%d", k, index);
+}
 
 DeviceId parse_device_id(std::string_view text) {
   std::string_view s = trim(text);
@@ -42,8 +45,10 @@ DeviceId parse_device_id(std::string_view text) {
     id.kind = DeviceId::Kind::kCpu;
   } else if (kind == "cuda" || kind == "gpu") {
     id.kind = DeviceId::Kind::kCuda;
+  } else if (kind == "emu") {
+    id.kind = DeviceId::Kind::kEmulated;
   } else {
-    throw InputError("bad device '" + std::string(text) + "': expected cpu:N or cuda:N");
+    throw InputError("bad device '" + std::string(text) + "': expected cpu:N, cuda:N or emu:N");
   }
   if (colon == std::string_view::npos) return id;
   std::string_view digits = s.substr(colon + 1);
@@ -72,7 +77,7 @@ std::vector<DeviceId> parse_device_list(std::string_view text) {
     }
     DeviceId id = parse_device_id(item);
     for (const DeviceId& seen : ids) {
-      if (seen == id) {
+      if (seen == id && id.kind == DeviceId::Kind::kCpu) {
         throw InputError("bad device list '" + std::string(text) + "': " + id.to_string() + " appears twice");
       }
     }

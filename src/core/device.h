@@ -1,7 +1,8 @@
 // Devices and their memory budgets.
 //
 // A device is where one rank's tensors live: `cpu:N` (a group of threads plus a
-// memory budget carved out of host RAM) or `cuda:N` (one GPU). Every allocation
+// memory budget carved out of host RAM), `cuda:N` (one GPU) or `emu:N` (the
+// emulated GPU: the CUDA rank model on host memory, model/device_backend.h). Every allocation
 // a rank makes (weight shards, KV cache, activations, communication buffers) is
 // charged to its device's MemoryLedger, so that "the model does not fit" is
 // detected at load time, with a message that says by how much, instead of as an
@@ -23,17 +24,18 @@
 namespace parallm {
 
 struct DeviceId {
-  enum class Kind { kCpu, kCuda };
+  enum class Kind { kCpu, kCuda, kEmulated };
   Kind kind = Kind::kCpu;
   int index = 0;
 
-  std::string to_string() const;  // "cpu:0", "cuda:1"
+  std::string to_string() const;  // "cpu:0", "cuda:1", "emu:0"
   bool operator==(const DeviceId&) const = default;
 };
 
-// "cpu:0", "cuda:1" (also "cpu" / "cuda" for index 0). Throws InputError.
+// "cpu:0", "cuda:1", "emu:0" (also "cpu" / "cuda" for index 0). Throws InputError.
 DeviceId parse_device_id(std::string_view text);
-// "cpu:0,cpu:1" -> two ids. Empty items and duplicates throw InputError.
+// "cpu:0,cpu:1" -> two ids. Empty items and a repeated cpu:N throw
+// InputError; a GPU (or emulated one) may repeat: ranks that share it.
 std::vector<DeviceId> parse_device_list(std::string_view text);
 
 // "1G", "512MiB", "1.5GB", "800M", "4096" (bytes) -> bytes. Throws InputError.

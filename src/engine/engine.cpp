@@ -10,6 +10,10 @@
 
 #include "comm/comm_factory.h"
 #include "core/device.h"
+#include "engine/capacity.h"
+#include "engine/rank_devices.h"
+#include "engine/rank_model.h"
+#include "model/device_llama_model.h"
 #include "util/check.h"
 #include "util/huge_pages.h"
 #include "util/log.h"
@@ -22,8 +26,7 @@ struct Engine::Rank {
   std::unique_ptr<Communicator> group;  // the tp / ep ranks of this stage
   std::unique_ptr<Communicator> peers;  // the same ranks, for the driver's steps and commands to stage 0
   std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<KvPool> kv;
+  std::unique_ptr<RankModel> model;          // and its KV cache, on the rank's device
   std::vector<float> hidden;                 // [n_tokens, n_embd]
   std::vector<float> logits;                 // [n_logits, n_vocab] on the last stage
   ForwardBatch batch;                        // non-driver ranks: the driver's batch
@@ -172,11 +175,9 @@ void Engine::build_ranks() {
   std::vector<std::unique_ptr<Communicator>> comms;
   if (world > 1 || backend != CommBackend::kLocal) comms = make_communicators(backend, world, copts);
   const int local_ranks = comms.empty() ? 1 : static_cast<int>(comms.size());
+  const std::vector<DeviceId> devices = rank_devices(
+      options_.devices.empty() ? std::vector<DeviceId>{} : parse_device_list(options_.devices), world, backend);
   int threads = options_.threads > 0 ? options_.threads : std::max(1, default_thread_count() / local_ranks);
-  // Device memory budget per rank (a CPU device = a group of threads + memory).
-  const int64_t budget = options_.device_memory_bytes > 0
-                             ? options_.device_memory_bytes
-                             : static_cast<int64_t>(total_system_memory_bytes() / std::max(1, world));
 
   ranks_.resize(static_cast<size_t>(local_ranks));
   std::mutex mu;
@@ -206,32 +207,25 @@ void Engine::build_ranks() {
     mo.n_ctx = ctx_size_;
     mo.tp_comm = options_.tp > 1 ? r->group.get() : nullptr;
     mo.ep_comm = options_.ep > 1 ? r->group.get() : nullptr;
-    r->model = std::make_unique<LlamaModel>(*model_file_, mo);
-    const LocalShape& ls = r->model->shape();
-    const size_t kv_bytes = KvPool::bytes_per_token(r->model->n_local_layers(), ls.n_kv_head_local, c.kv_row_dim(),
+    const DeviceId device = devices[static_cast<size_t>(r->world_rank)];
+    const int sharing = static_cast<int>(std::count(devices.begin(), devices.end(), device));
+    const uint64_t budget = rank_budget_bytes(device, options_.device_memory_bytes, world, sharing);
+    const LocalShape ls = local_shape(c, mo.shard);
+    const int64_t n_local_layers = ls.layer_end - ls.layer_begin;
+    const size_t kv_bytes = KvPool::bytes_per_token(n_local_layers, ls.n_kv_head_local, c.kv_row_dim(),
                                                     options_.kv_dtype, c.kv_values_in_keys()) *
                             static_cast<size_t>(n_kv_blocks_ * options_.block_size);
-    const size_t weight_bytes = r->model->weight_bytes();
-    const size_t need = weight_bytes + kv_bytes;
-    if (static_cast<int64_t>(need) > budget) {
-      // Advice: the smallest split that would fit (weights and KV shrink about 1/n).
-      std::string advice;
-      for (int n = 2; n <= 64; n *= 2) {
-        if (static_cast<int64_t>(need / static_cast<size_t>(n)) <= budget) {
-          advice = strfmt("try --tp %d, --pp %d", n * options_.tp, n * options_.pp);
-          break;
-        }
-      }
-      const bool can_quantize = !options_.weight_dtype || (*options_.weight_dtype != DType::kQ4_0);
-      if (can_quantize) advice += advice.empty() ? "try --dtype q4_0" : " or --dtype q8_0";
-      if (advice.empty()) advice = "use a smaller --ctx-size or more devices";
-      throw CapacityError(
-          strfmt("needs %s per device at tp=%d, pp=%d (weights %s + KV cache %s for %lld tokens), "
-                 "cpu:%d has %s: %s",
-                 format_bytes(static_cast<double>(need)).c_str(), options_.tp, options_.pp,
-                 format_bytes(static_cast<double>(weight_bytes)).c_str(),
-                 format_bytes(static_cast<double>(kv_bytes)).c_str(), (long long)(n_kv_blocks_ * options_.block_size),
-                 r->world_rank, format_bytes(static_cast<double>(budget)).c_str(), advice.c_str()));
+    const LayoutAdvice layout{options_.tp, options_.pp, options_.weight_dtype};
+    const int64_t kv_tokens = n_kv_blocks_ * options_.block_size;
+    if (device.kind == DeviceId::Kind::kCpu) {
+      r->model = make_rank_model(*model_file_, mo, device, budget);
+      check_rank_fits(device.to_string(), RankNeed{r->model->weight_bytes(), kv_bytes, kv_tokens}, budget, layout);
+    } else {
+      // Checked before anything is uploaded.
+      check_device_support(c, mo, device.to_string());
+      check_rank_fits(device.to_string(), RankNeed{device_weight_bytes(*model_file_, mo), kv_bytes, kv_tokens}, budget,
+                      layout);
+      r->model = make_rank_model(*model_file_, mo, device, budget);
     }
     make_kv_pool(*r, n_kv_blocks_);
     r->pool = std::make_unique<ThreadPool>(threads);
@@ -265,11 +259,7 @@ void Engine::build_ranks() {
 }
 
 void Engine::make_kv_pool(Rank& r, int64_t n_blocks) {
-  r.kv.reset();  // the old pool's memory goes first
-  const ModelConfig& c = model_file_->config;
-  r.kv = std::make_unique<KvPool>(r.model->n_local_layers(), n_blocks, options_.block_size,
-                                  r.model->shape().n_kv_head_local, c.kv_row_dim(), options_.kv_dtype,
-                                  c.kv_values_in_keys());
+  r.model->make_kv_cache(n_blocks, options_.block_size, options_.kv_dtype);
 }
 
 // How a step or a command reaches a rank (see engine.h): stage 0's tp
@@ -371,7 +361,7 @@ void Engine::run_step(Rank& r, const ForwardBatch& batch) {
   const size_t hidden_bytes = static_cast<size_t>(n * c.n_embd) * 4;
   if (r.stage > 0) r.world->recv(r.hidden.data(), hidden_bytes, parallel_.rank_at(r.stage - 1, r.group_rank));
   float* pooled = last ? r.logits.data() + n_logits * c.n_vocab : nullptr;
-  r.model->forward(batch, *r.kv, r.hidden.data(), last ? r.logits.data() : nullptr, *r.pool, pooled);
+  r.model->forward(batch, r.hidden.data(), last ? r.logits.data() : nullptr, *r.pool, pooled);
   if (last && r.group_rank == 0 && r.world_rank != 0) r.world->send(r.logits.data(), static_cast<size_t>(n_out) * 4, 0);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double comm_after = (r.world ? r.world->stats().seconds() : 0) + (r.group ? r.group->stats().seconds() : 0);
@@ -514,13 +504,13 @@ std::vector<size_t> Engine::rank_weight_bytes() const {
 std::vector<int64_t> Engine::rank_kv_blocks() {
   control(kSyncCommand);
   std::vector<int64_t> out;
-  for (const auto& r : ranks_) out.push_back(r->kv->n_blocks());
+  for (const auto& r : ranks_) out.push_back(r->model->kv_blocks());
   return out;
 }
 
 std::vector<size_t> Engine::rank_kv_bytes() const {
   std::vector<size_t> out;
-  for (const auto& r : ranks_) out.push_back(r->kv->bytes());
+  for (const auto& r : ranks_) out.push_back(r->model->kv_bytes());
   return out;
 }
 

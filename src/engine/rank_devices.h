@@ -1,0 +1,23 @@
+// Which device each world rank runs on, and its memory budget: `--devices`
+// (cpu:N, cuda:N, emu:N; empty = CPU ranks), checked once for the layout.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "comm/comm_factory.h"
+#include "core/device.h"
+
+namespace parallm {
+
+// One id per world rank. InputError when the list has the wrong length,
+// mixes CPU and GPU ranks, names a GPU this build or machine does not have
+// (no CUDA in the build, no driver, no device, an index past the last), or
+// pairs --comm nccl with ranks that are not on CUDA devices.
+std::vector<DeviceId> rank_devices(const std::vector<DeviceId>& listed, int world, CommBackend comm);
+
+// The budget of one rank on `device`: --device-memory when given; else host
+// RAM / world for cpu and emu ranks, and what the GPU has free / the ranks
+// that share it for cuda ranks.
+uint64_t rank_budget_bytes(const DeviceId& device, int64_t device_memory_bytes, int world, int ranks_on_device);
+
+}  // namespace parallm
