@@ -17,6 +17,7 @@
 #include <random>
 
 #include "command_registry.h"
+#include "core/device.h"
 #include "default_model.h"
 #include "engine/engine.h"
 #include "engine_cli.h"
@@ -25,6 +26,10 @@
 #include "sampling/sampler.h"
 #include "util/check.h"
 #include "util/log.h"
+
+#if PARALLM_HAVE_CUDA
+#include "kernels/cuda/probe.h"
+#endif
 
 namespace parallm {
 namespace {
@@ -162,8 +167,24 @@ int run_bench_model(const BenchModelCli& b) {
   const double decode_s = decode_run(0, &probe);
   const std::vector<RankStats> stats = engine.rank_stats();
   const double decode_steps = static_cast<double>(b.gen_len * b.repetitions);
-  const double bandwidth = probe.best_gb_per_s();
-  const double fma_peak = fma_probe.best_gflops() * engine.world_size();
+  double bandwidth = probe.best_gb_per_s();
+  double fma_peak = fma_probe.best_gflops() * engine.world_size();
+  // GPU ranks are set against their device's own limits, measured in this
+  // run (kernels/cuda/probe.h): read bandwidth and tensor-core GEMM FLOP/s,
+  // and the cost of one kernel launch.
+  nlohmann::json device_probes;
+  const std::vector<DeviceId> ids = eo.devices.empty() ? std::vector<DeviceId>{} : parse_device_list(eo.devices);
+  if (!ids.empty() && ids[0].kind == DeviceId::Kind::kCuda) {
+#if PARALLM_HAVE_CUDA
+    const cuda::DeviceProbes p = cuda::measure_device_probes(ids[0].index);
+    bandwidth = p.read_gb_per_s;
+    fma_peak = p.gemm_tflops_bf16 * 1e3 * engine.world_size();
+    device_probes = {{"device", p.device_name},
+                     {"read_gb_per_s", p.read_gb_per_s},
+                     {"gemm_tflops_bf16", p.gemm_tflops_bf16},
+                     {"launch_us", p.launch_us}};
+#endif
+  }
 
   size_t streamed = 0;
   for (size_t w : engine.rank_weight_bytes()) streamed += w;
@@ -225,6 +246,7 @@ int run_bench_model(const BenchModelCli& b) {
     j["batch_decode_vs_prompt"] = batch_tps / prompt_tps;
     j["batch_fastest_step_ms"] = min_step_s * 1e3;
   }
+  if (!device_probes.is_null()) j["device_probes"] = device_probes;
   j["prefill_gflops"] = prefill_gflops;
   j["prefill_peak_fraction"] = prefill_gflops / fma_peak;
   j["prefill_peak_fraction_all_logits"] = all_logits_flops / prefill_s / 1e9 / fma_peak;
@@ -252,7 +274,13 @@ int run_bench_model(const BenchModelCli& b) {
   }
   std::printf("model            %s (%s, %d thread(s)/rank, tp=%d pp=%d ep=%d)\n", engine.model_file().path.c_str(),
               cpu::isa_name(cpu::active_isa()), threads, eo.tp, eo.pp, eo.ep);
-  std::printf("machine          %.1f GB/s read bandwidth, %.1f GFLOP/s FP32 FMA peak\n", bandwidth, fma_peak);
+  if (device_probes.is_null()) {
+    std::printf("machine          %.1f GB/s read bandwidth, %.1f GFLOP/s FP32 FMA peak\n", bandwidth, fma_peak);
+  } else {
+    std::printf("device           %s: %.1f GB/s read bandwidth, %.1f GFLOP/s bf16 tensor-core GEMM, %.2f us/launch\n",
+                device_probes["device"].get<std::string>().c_str(), bandwidth, fma_peak,
+                device_probes["launch_us"].get<double>());
+  }
   std::printf("prefill %4lld tok  %8.1f tokens/s  %7.1f GFLOP/s  = %5.1f%% of FMA peak\n", (long long)b.prompt_len,
               prompt_tps, prefill_gflops, 100 * prefill_gflops / fma_peak);
   std::printf(
