@@ -22,6 +22,17 @@ if [[ -x /usr/local/cuda/bin/nvcc && "${PARALLM_SKIP_CUDA_BUILD:-0}" != 1 ]]; th
   # checks the no-device errors; PARALLM_EXPECT_GPU=1 makes that a failure.
   ctest --test-dir build-cuda --output-on-failure -R '^Cuda(Gpu|Runtime|Errors)\.'
 fi
+# ---- GPU check tooling (tools/gpu_bundle.sh, tools/gpu_check.sh) ----------
+# Packs gpu_bundle/ from build-cuda (built just above) and dry-runs the GPU
+# machine's check here: the bundle, every stage's command line, and each
+# stage's CPU counterpart (greedy tokens vs the reference, a serve smoke
+# test, tp/pp vs tp=1, bench-model). About 10 s past the build.
+if [[ -x /usr/local/cuda/bin/nvcc && "${PARALLM_SKIP_CUDA_BUILD:-0}" != 1 ]]; then
+  echo "== GPU check dry run (tools/gpu_check.sh --dry-run)"
+  BUILD_DIR=build-cuda JOBS="$jobs" bash tools/gpu_bundle.sh
+  bash gpu_bundle/gpu_check.sh --dry-run --out build-cuda/gpu_check_dry
+fi
+# ---- end GPU check tooling ---------------------------------------------------
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900
 # The ThreadSanitizer build and run of the threaded tests (tools/tsan.sh):
 # about 17 minutes cold on 2 busy cores (its build is most of it), inside
