@@ -12,14 +12,16 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$jobs"
 if [[ -x /usr/local/cuda/bin/nvcc && "${PARALLM_SKIP_CUDA_BUILD:-0}" != 1 ]]; then
   echo "== CUDA/NCCL build check (-DPARALLM_CUDA=ON)"
-  # The binary, the CUDA kernels and their test binary only (docs/cuda.md):
-  # the other tests run in build/. NOTE: server and tokenizer tests are left
+  # The binary, the CUDA kernels, their test binary and the device model's
+  # (docs/cuda.md): the other tests run in build/. NOTE: server and tokenizer tests are left
   # out of this tree because configuring them runs npm install.
   cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DPARALLM_CUDA=ON -DPARALLM_BENCH=OFF \
     -DPARALLM_SKIP_TESTS="server;tokenizer" -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc
-  nice -n 19 cmake --build build-cuda -j"$jobs" --target parallm parallm_kernels_cuda cuda_gpu_test
-  # Without a GPU these skip ("skipped: no CUDA device") but for the case that
-  # checks the no-device errors; PARALLM_EXPECT_GPU=1 makes that a failure.
+  nice -n 19 cmake --build build-cuda -j"$jobs" --target parallm parallm_kernels_cuda cuda_gpu_test \
+    device_model_test
+  # Without a GPU these skip ("skipped: no CUDA device") but for the cases that
+  # check the no-device errors (the engine's among them, CudaErrors.*);
+  # PARALLM_EXPECT_GPU=1 makes a missing GPU a failure.
   ctest --test-dir build-cuda --output-on-failure -R '^Cuda(Gpu|Runtime|Errors)\.'
 fi
 # ---- GPU check tooling (tools/gpu_bundle.sh, tools/gpu_check.sh) ----------

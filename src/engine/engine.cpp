@@ -170,13 +170,15 @@ void Engine::build_ranks() {
   const int world = parallel_.world_size();
   const std::vector<int64_t> layers = pipeline_stage_layers(c, options_.pp, options_.pp_layers);
   const CommBackend backend = parse_comm_backend(options_.comm);
+  // The devices are checked before any communicator exists (an NCCL group
+  // of CPU ranks is refused here, with the reason).
+  const std::vector<DeviceId> devices = rank_devices(
+      options_.devices.empty() ? std::vector<DeviceId>{} : parse_device_list(options_.devices), world, backend);
   CommOptions copts;
   copts.timeout_s = options_.comm_timeout_s;
   std::vector<std::unique_ptr<Communicator>> comms;
   if (world > 1 || backend != CommBackend::kLocal) comms = make_communicators(backend, world, copts);
   const int local_ranks = comms.empty() ? 1 : static_cast<int>(comms.size());
-  const std::vector<DeviceId> devices = rank_devices(
-      options_.devices.empty() ? std::vector<DeviceId>{} : parse_device_list(options_.devices), world, backend);
   int threads = options_.threads > 0 ? options_.threads : std::max(1, default_thread_count() / local_ranks);
 
   ranks_.resize(static_cast<size_t>(local_ranks));

@@ -146,6 +146,37 @@ class BadInput(unittest.TestCase):
         self.expect_error(["serve", "--model", m, "--port", "0", "--chat-template", "/no/such/template"], "chat-template")
         self.expect_error(["serve", "--model", m, "--port", "0", "--reasoning-parser", "granite"], "reasoning-parser")
 
+    def test_bad_devices(self):
+        # This binary is the CPU-only build (the CUDA build's own answers are
+        # CudaErrors.* in tests/model/device_model_test.cpp).
+        m = os.path.join(ARGS.shared, "models", "stories260K", "stories260K.gguf")
+        g = ["generate", "--model", m, "--prompt", "x", "-n", "2"]
+        self.expect_error(g + ["--devices", "cuda:0"], "built without CUDA; rebuild with -DPARALLM_CUDA=ON")
+        self.expect_error(["bench-model", "--model", m, "--devices", "cuda:1"], "built without CUDA")
+        # serve reports where it listens before it loads: the error is its last line.
+        out = run(["serve", "--model", m, "--port", "0", "--devices", "cuda:0"])
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertIn("parallm: error: cuda:0: this parallm was built without CUDA", out.stderr.strip().splitlines()[-1])
+        self.expect_error(g + ["--devices", "gpu:x"], "index must be a number")
+        self.expect_error(g + ["--devices", "tpu:0"], "expected cpu:N, cuda:N or emu:N")
+        self.expect_error(g + ["--tp", "2", "--devices", "cpu:0,emu:0"], "mixes CPU and GPU ranks")
+        self.expect_error(g + ["--devices", "cpu:0,cpu:1"], "the layout needs 1")
+        self.expect_error(g + ["--comm", "nccl", "--devices", "cpu:0"], "nccl")
+        # Too small a device: the need, the budget and what would fit.
+        self.expect_error(g + ["--devices", "emu:0", "--device-memory", "256K"], "emu:0 has 256.00 KiB: try --tp 8")
+        self.expect_error(g + ["--device-memory", "256K"], "cpu:0 has 256.00 KiB: try --tp 8")
+
+    def test_emulated_device_generates_the_reference(self):
+        ref = json.load(open(os.path.join(ARGS.shared, "reference", "stories260K_greedy.json")))
+        m = os.path.join(ARGS.shared, "models", "stories260K", "stories260K.gguf")
+        for case in ref["cases"]:
+            gen = case["generated_token_ids"]
+            n = len(gen) - 1 if gen and gen[-1] == 1 else len(gen)
+            out = run(["generate", "--json", "--model", m, "--ctx-size", "512", "--kv-dtype", "f32", "--temperature",
+                       "0", "-n", str(n), "--prompt", case["prompt"], "--devices", "emu:0"])
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(json.loads(out.stdout)["token_ids"], gen[:n])
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()

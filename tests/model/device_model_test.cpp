@@ -243,6 +243,33 @@ TEST(DeviceModel, Stories260kGreedyTokensEqualTheReference) {
   }
 }
 
+// Greedy decoding of generated presets (GQA dense, MoE) from the device
+// equals the CPU model's, token for token.
+TEST(DeviceModel, GreedyTokensOfGeneratedPresetsEqualTheCpuModel) {
+  auto greedy = [](Engine& e) {
+    std::vector<int32_t> table(16);
+    for (int i = 0; i < 16; ++i) table[static_cast<size_t>(i)] = 2 * i + 1;
+    std::vector<int32_t> prompt = {1, 17, 243, 99, 5};
+    ForwardBatch b;
+    b.add_sequence_tokens(prompt.data(), 5, 0, 0, table.data(), e.block_size(), true);
+    std::vector<int32_t> out;
+    for (int32_t pos = 5; pos < 5 + 48; ++pos) {
+      const float* logits = e.forward(b);
+      const int32_t next = static_cast<int32_t>(std::max_element(logits, logits + e.config().n_vocab) - logits);
+      out.push_back(next);
+      b.clear();
+      b.add_sequence_tokens(&next, 1, pos, 0, table.data(), e.block_size(), true);
+    }
+    return out;
+  };
+  for (const char* preset : {"tiny", "mixtral-tiny", "tiny-qwen3moe", "tiny-llama3"}) {
+    SCOPED_TRACE(preset);
+    const std::string& path = model_of(preset, DType::kF32);
+    EXPECT_EQ(greedy(*make_engine(path, device_list(1), DType::kF32)),
+              greedy(*make_engine(path, "cpu:0", DType::kF32)));
+  }
+}
+
 // What the device model does not run says so before anything is uploaded.
 TEST(DeviceModel, RefusesWhatItDoesNotRunYet) {
   for (const char* preset : {"tiny-gemma2", "tiny-deepseek2", "tiny-qwen2moe"}) {
@@ -272,6 +299,37 @@ TEST(DeviceModel, TooSmallADeviceSaysWhatWouldFit) {
     EXPECT_NE(m.find(device_kind() + ":0 has 4.00 MiB"), std::string::npos) << m;
     EXPECT_NE(m.find("try --tp"), std::string::npos) << m;
   }
+}
+
+// The engine's answers to CUDA devices it cannot use, in the build at hand
+// (the suite name puts them in the CUDA build check's ctest run too).
+TEST(CudaErrors, EngineRefusesCudaDevicesItCannotUse) {
+  const std::string& path = model_of("tiny", DType::kF32);
+  auto message = [&](const std::string& devices, const std::string& comm) {
+    EngineOptions o;
+    o.model_path = path;
+    o.devices = devices;
+    o.comm = comm;
+    o.ctx_size = 64;
+    try {
+      Engine e(o);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+#if PARALLM_HAVE_CUDA
+  const std::string m = message("cuda:99", "local");
+  // No driver, no device or no 100th device: each names itself.
+  EXPECT_TRUE(m.find("no usable CUDA driver") != std::string::npos ||
+              m.find("cuda:99 does not exist") != std::string::npos)
+      << m;
+  EXPECT_NE(message("cpu:0", "nccl").find("--comm nccl moves GPU memory: it needs CUDA devices"), std::string::npos);
+#else
+  EXPECT_NE(message("cuda:0", "local").find("built without CUDA; rebuild with -DPARALLM_CUDA=ON"), std::string::npos);
+  EXPECT_NE(message("cpu:0", "nccl").find("--comm nccl: this parallm was built without CUDA"), std::string::npos);
+#endif
+  EXPECT_NE(message("emu:0,cpu:0", "local").find("the layout needs 1"), std::string::npos);
 }
 
 }  // namespace
