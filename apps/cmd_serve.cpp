@@ -141,6 +141,16 @@ struct KvSizing {
            static_cast<double>(std::min(s.max_num_seqs, s.max_num_batched_tokens)) * static_cast<double>(c.n_vocab) * 4;
   }
 
+  // GPU ranks: the budget and the weights each rank's device holds, as the
+  // engine measured them (the smallest budget and the largest share bound
+  // the pool, which every rank holds alike).
+  void measured(const Engine& engine) {
+    const std::vector<uint64_t> budgets = engine.rank_budgets();
+    const std::vector<size_t> held = engine.rank_weight_bytes();
+    budget = static_cast<int64_t>(*std::min_element(budgets.begin(), budgets.end()));
+    weights = static_cast<double>(*std::max_element(held.begin(), held.end()));
+  }
+
   int64_t blocks(const ServeCli& s, double activations) const {
     if (s.kv_blocks > 0) return s.kv_blocks;
     const double free_bytes = static_cast<double>(budget) * s.memory_utilization - weights - activations;
@@ -332,8 +342,20 @@ int run_serve(const ServeCli& s) {
   const int64_t ctx = eo.ctx_size > 0 ? eo.ctx_size : probe->config.n_ctx_train;
   probe.reset();
   const int64_t max_model_len = s.max_model_len > 0 ? s.max_model_len : ctx;
-  const KvSizing sizing(s, eo, max_model_len);
-  eo.kv_blocks = sizing.blocks(s, sizing.activation_estimate);
+  KvSizing sizing(s, eo, max_model_len);
+  // GPU ranks: the budget is the device's free memory, known once the ranks
+  // hold their devices, so the engine starts with the blocks the profiled
+  // step needs and the pool is sized after the profile (as vLLM sizes it
+  // from --gpu-memory-utilization).
+  bool gpu_ranks = false;
+  if (!eo.devices.empty()) gpu_ranks = parse_device_list(eo.devices)[0].kind != DeviceId::Kind::kCpu;
+  if (gpu_ranks && s.kv_blocks == 0) {
+    const int64_t step_blocks = (s.max_num_batched_tokens + eo.block_size - 1) / eo.block_size +
+                                std::min(s.max_num_seqs, s.max_num_batched_tokens);
+    eo.kv_blocks = std::max(sizing.blocks_per_seq, std::min(step_blocks, sizing.max_blocks));
+  } else {
+    eo.kv_blocks = sizing.blocks(s, sizing.activation_estimate);
+  }
 
   ServingOptions sopt;
   sopt.max_num_seqs = s.max_num_seqs;
@@ -351,6 +373,7 @@ int run_serve(const ServeCli& s) {
       return 0;
     }
     if (r == 0) log_info(engine->summary());
+    if (engine->on_devices()) sizing.measured(*engine);
     size_t activations = static_cast<size_t>(sizing.activation_estimate);
     if (s.kv_blocks == 0) {  // a pool of a given size needs no profile
       const auto t0 = std::chrono::steady_clock::now();
@@ -368,8 +391,7 @@ int run_serve(const ServeCli& s) {
     if (r == 0) sizing.log(s, engine->n_kv_blocks(), static_cast<double>(activations));
     std::vector<std::string> names;
     if (!eo.devices.empty()) {
-      for (const auto& d : parse_device_list(eo.devices))
-        names.push_back(strfmt("%s:%d", d.kind == DeviceId::Kind::kCpu ? "cpu" : "cuda", d.index));
+      for (const auto& d : parse_device_list(eo.devices)) names.push_back(d.to_string());
     } else {
       for (int i = 0; i < world; ++i) names.push_back(strfmt("cpu:%d", r * world + i));
     }

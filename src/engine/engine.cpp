@@ -27,6 +27,7 @@ struct Engine::Rank {
   std::unique_ptr<Communicator> peers;  // the same ranks, for the driver's steps and commands to stage 0
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<RankModel> model;          // and its KV cache, on the rank's device
+  uint64_t budget = 0;                       // its device memory budget
   std::vector<float> hidden;                 // [n_tokens, n_embd]
   std::vector<float> logits;                 // [n_logits, n_vocab] on the last stage
   ForwardBatch batch;                        // non-driver ranks: the driver's batch
@@ -179,6 +180,7 @@ void Engine::build_ranks() {
   std::vector<std::unique_ptr<Communicator>> comms;
   if (world > 1 || backend != CommBackend::kLocal) comms = make_communicators(backend, world, copts);
   const int local_ranks = comms.empty() ? 1 : static_cast<int>(comms.size());
+  on_devices_ = devices[0].kind != DeviceId::Kind::kCpu;
   int threads = options_.threads > 0 ? options_.threads : std::max(1, default_thread_count() / local_ranks);
 
   ranks_.resize(static_cast<size_t>(local_ranks));
@@ -229,6 +231,7 @@ void Engine::build_ranks() {
                       layout);
       r->model = make_rank_model(*model_file_, mo, device, budget);
     }
+    r->budget = budget;
     make_kv_pool(*r, n_kv_blocks_);
     r->pool = std::make_unique<ThreadPool>(threads);
     std::lock_guard<std::mutex> lock(mu);
@@ -481,6 +484,10 @@ size_t Engine::profile_step(int64_t n_tokens, int64_t n_seqs) {
   const size_t grown =
       (huge_page_bytes_peak() - huge_before) + (heap_after > heap_before ? heap_after - heap_before : 0);
   activation_bytes_ = grown / ranks_.size();
+  if (on_devices_) {  // what the step left allocated on the devices (buffers grow, never shrink)
+    activation_bytes_ = 0;
+    for (const auto& r : ranks_) activation_bytes_ = std::max(activation_bytes_, r->model->device_activation_bytes());
+  }
   return activation_bytes_;
 }
 
@@ -500,6 +507,12 @@ ThreadPool& Engine::driver_pool() {
 std::vector<size_t> Engine::rank_weight_bytes() const {
   std::vector<size_t> out;
   for (const auto& r : ranks_) out.push_back(r->model->weight_bytes());
+  return out;
+}
+
+std::vector<uint64_t> Engine::rank_budgets() const {
+  std::vector<uint64_t> out;
+  for (const auto& r : ranks_) out.push_back(r->budget);
   return out;
 }
 
@@ -580,9 +593,18 @@ std::string Engine::summary() const {
     converted = strfmt(", matrices as %s: %s", dtype_name(*options_.weight_dtype),
                        format_bytes(static_cast<double>(held)).c_str());
   }
-  return strfmt("loaded %s (%s, stored weights %s%s) tp=%d pp=%d ep=%d, ctx %lld, kv %s, %d thread(s)/rank; %s",
+  // The local ranks' devices: "cpu:0", "cuda:0 x2" when ranks share one.
+  std::string devices;
+  for (size_t i = 0; i < ranks_.size();) {
+    size_t j = i;
+    while (j < ranks_.size() && ranks_[j]->model->device_name() == ranks_[i]->model->device_name()) ++j;
+    devices += (devices.empty() ? "" : ",") + ranks_[i]->model->device_name() +
+               (j - i > 1 ? strfmt(" x%zu", j - i) : std::string());
+    i = j;
+  }
+  return strfmt("loaded %s (%s, stored weights %s%s) tp=%d pp=%d ep=%d on %s, ctx %lld, kv %s, %d thread(s)/rank; %s",
                 f.path.c_str(), f.format.c_str(), format_bytes(static_cast<double>(f.weight_bytes())).c_str(),
-                converted.c_str(), options_.tp, options_.pp, options_.ep, (long long)ctx_size_,
+                converted.c_str(), options_.tp, options_.pp, options_.ep, devices.c_str(), (long long)ctx_size_,
                 dtype_name(options_.kv_dtype), ranks_[0]->pool->size(), f.config.summary().c_str());
 }
 

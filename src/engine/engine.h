@@ -101,7 +101,8 @@ class Engine {
   // (n_tokens dummy tokens over n_seqs sequences, each with its last token's
   // logits, as many as the pool's blocks allow) and measures what it costs:
   // the memory this process maps for it (activations, kernel scratch,
-  // logits), per local rank. `serve` sizes the KV pool from this profile,
+  // logits), per local rank; on GPU ranks, the device memory the largest
+  // rank's activations hold. `serve` sizes the KV pool from this profile,
   // as vLLM does from its profiling run. Call before any other step.
   size_t profile_step(int64_t n_tokens, int64_t n_seqs);
   // The last profile_step's bytes per rank (0 before one ran).
@@ -110,6 +111,11 @@ class Engine {
   // (the old pool is freed first). Sequences' blocks are not kept.
   void resize_kv_pool(int64_t n_blocks);
 
+  // Whether the ranks run on GPUs (or the emulated one) rather than CPU devices.
+  bool on_devices() const { return on_devices_; }
+  // Each local rank's memory budget (--device-memory, else RAM / ranks for
+  // CPU devices, the GPU's free memory / the ranks on it for GPUs).
+  std::vector<uint64_t> rank_budgets() const;
   // Weight bytes held by each rank, and KV bytes per token on the driver's rank.
   std::vector<size_t> rank_weight_bytes() const;
   size_t kv_bytes_per_token_per_rank() const;
@@ -146,6 +152,7 @@ class Engine {
   int64_t ctx_size_ = 0;
   int64_t n_kv_blocks_ = 0;
   size_t activation_bytes_ = 0;
+  bool on_devices_ = false;
   int world_rank_ = 0;
   std::vector<std::unique_ptr<Rank>> ranks_;  // local ranks of this process
   std::vector<std::thread> threads_;

@@ -47,6 +47,9 @@ class DeviceRankModel final : public RankModel {
   }
   int64_t kv_blocks() const override { return model_.kv_blocks(); }
   size_t kv_bytes() const override { return model_.kv_bytes(); }
+  size_t device_activation_bytes() const override {
+    return backend_->ledger().used_bytes(MemoryCategory::kActivations);
+  }
   void forward(const ForwardBatch& batch, float* hidden, float* logits, ThreadPool& /*pool*/, float* pooled) override {
     model_.forward(batch, hidden, logits, pooled);
   }

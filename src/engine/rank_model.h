@@ -32,6 +32,10 @@ class RankModel {
   virtual int64_t kv_blocks() const = 0;
   virtual size_t kv_bytes() const = 0;
 
+  // Device memory the rank's activations and step inputs hold now (0 for a
+  // CPU rank, whose activations are measured as host memory).
+  virtual size_t device_activation_bytes() const { return 0; }
+
   // As LlamaModel::forward; every pointer is host memory.
   virtual void forward(const ForwardBatch& batch, float* hidden, float* logits, ThreadPool& pool, float* pooled) = 0;
 };

@@ -301,6 +301,32 @@ TEST(DeviceModel, TooSmallADeviceSaysWhatWouldFit) {
   }
 }
 
+// serve's sizing on GPU ranks: a profiled step reports the device memory its
+// activations hold, the budget is the device's, and a resized pool serves
+// the same logits.
+TEST(DeviceModel, ProfiledStepAndResizedPoolOnTheDevice) {
+  const std::string& path = model_of("tiny", DType::kF32);
+  EngineOptions o;
+  o.model_path = path;
+  o.devices = device_list(1);
+  o.device_memory_bytes = 64 << 20;
+  o.ctx_size = 256;
+  o.kv_blocks = 64;
+  o.kv_dtype = DType::kF32;
+  Engine e(o);
+  ASSERT_TRUE(e.on_devices());
+  EXPECT_EQ(e.rank_budgets(), std::vector<uint64_t>{64u << 20});
+  const size_t activations = e.profile_step(256, 4);
+  // At least the residual stream, its norm and the FFN's gate and up rows of 256 tokens in f32.
+  const ModelConfig& c = e.config();
+  EXPECT_GE(activations, static_cast<size_t>(256 * (2 * c.n_embd + 2 * c.n_ff) * 4));
+  EXPECT_LT(activations, size_t{64} << 20);
+  e.resize_kv_pool(40);
+  EXPECT_EQ(e.rank_kv_blocks(), std::vector<int64_t>{40});
+  const std::vector<float> cpu = teacher_forced_logits(*make_engine(path, "cpu:0", DType::kF32));
+  EXPECT_LE(relative_error(teacher_forced_logits(e), cpu), 1e-5);
+}
+
 // The engine's answers to CUDA devices it cannot use, in the build at hand
 // (the suite name puts them in the CUDA build check's ctest run too).
 TEST(CudaErrors, EngineRefusesCudaDevicesItCannotUse) {
