@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "command_registry.h"
+#include "engine/rank_devices.h"
 #include "topo/local_devices.h"
 #include "topo/topo_matrix.h"
 #include "util/check.h"
@@ -84,6 +85,26 @@ const bool registered = register_command(
              out["matrix"] = matrix_json(*m.gpu_links);
              text += matrix_text(*m.gpu_links);
            }
+           // What --devices can name: the CUDA runtime's numbering.
+           std::string status;
+           const std::vector<EngineGpu> gpus = engine_gpus(&status);
+           out["engine_devices"] = nlohmann::json::array();
+           for (const EngineGpu& g : gpus) {
+             out["engine_devices"].push_back({{"id", g.id},
+                                              {"name", g.name},
+                                              {"compute_capability", strfmt("%d.%d", g.cc_major, g.cc_minor)},
+                                              {"sms", g.n_sm},
+                                              {"memory_bytes", g.total_bytes},
+                                              {"free_bytes", g.free_bytes}});
+             text += strfmt("engine %s: %s, cc %d.%d, %d SMs, %s (%s free)\n", g.id.c_str(), g.name.c_str(), g.cc_major,
+                            g.cc_minor, g.n_sm, format_bytes(static_cast<double>(g.total_bytes)).c_str(),
+                            format_bytes(static_cast<double>(g.free_bytes)).c_str());
+           }
+           out["engine_devices_status"] = status;
+           if (gpus.empty())
+             text += "engine devices: cpu only (" + status + ")\n";
+           else if (!status.empty())
+             text += "engine devices: " + status + "\n";
          }
          if (*json)
            std::cout << out.dump(2) << "\n";

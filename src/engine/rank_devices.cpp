@@ -1,5 +1,6 @@
 #include "engine/rank_devices.h"
 
+#include <cstdlib>
 #include <string>
 
 #include "util/check.h"
@@ -57,6 +58,27 @@ uint64_t rank_budget_bytes(const DeviceId& device, int64_t device_memory_bytes, 
   (void)ranks_on_device;
   return 0;  // rank_devices refused it already
 #endif
+}
+
+std::vector<EngineGpu> engine_gpus(std::string* status) {
+  std::vector<EngineGpu> out;
+#if PARALLM_HAVE_CUDA
+  try {
+    const int n = cuda::device_count();
+    for (int i = 0; i < n; ++i) {
+      const cuda::CudaDeviceInfo d = cuda::query_device(i);
+      out.push_back({"cuda:" + std::to_string(i), d.name, d.cc_major, d.cc_minor, d.n_sm, d.total_bytes, d.free_bytes});
+    }
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    *status = n == 0 ? "the CUDA driver reports no device"
+                     : (visible != nullptr ? std::string("CUDA_VISIBLE_DEVICES=") + visible : std::string());
+  } catch (const InputError& e) {
+    *status = e.what();
+  }
+#else
+  *status = "this parallm was built without CUDA (-DPARALLM_CUDA=ON builds GPU ranks)";
+#endif
+  return out;
 }
 
 }  // namespace parallm
