@@ -40,12 +40,18 @@ struct BenchModelCli {
   int repetitions = 3;
   int64_t batch = 0;  // > 0: also decode this many sequences together (batched decode)
   bool json = false;
+  std::string synthetic;  // PRESET[:DTYPE]: weights filled on the device, no file
 };
 
 int run_bench_model(const BenchModelCli& b) {
   CommSession comm_session(b.engine.comm);
   EngineOptions eo = b.engine.to_options();
-  if (eo.model_path.empty()) eo.model_path = ensure_benchmark_model();
+  if (!b.synthetic.empty()) {
+    if (!eo.model_path.empty()) throw InputError("--synthetic replaces --model: give one of them");
+    eo.synthetic = b.synthetic;
+  } else if (eo.model_path.empty()) {
+    eo.model_path = ensure_benchmark_model();
+  }
   if (b.prompt_len < 1 || b.gen_len < 1 || b.repetitions < 1) {
     throw InputError("--prompt-len, --gen-len and --repetitions must be >= 1");
   }
@@ -318,6 +324,10 @@ const bool registered = register_command(
            ->capture_default_str();
        sub.add_option("--batch", b->batch, "Also decode this many sequences together after their prompts");
        sub.add_flag("--json", b->json, "Print one JSON object");
+       sub.add_option(
+           "--synthetic", b->synthetic,
+           "Benchmark a make-model preset's shape with weights filled on the device, no file: "
+           "PRESET[:DTYPE] (f32, f16, bf16 (default), q8_0), e.g. llama-8b; needs --devices cuda:N or emu:N");
        return [b] { return run_bench_model(*b); };
      }});
 

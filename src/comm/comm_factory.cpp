@@ -49,6 +49,14 @@ bool comm_backend_compiled(CommBackend backend) {
   return false;
 }
 
+CommBackend host_backend(CommBackend backend) {
+  if (backend != CommBackend::kNccl) return backend;
+#ifdef PARALLM_HAVE_MPI
+  if (mpi_initialized() && mpi_world_size() > 1) return CommBackend::kMpi;
+#endif
+  return CommBackend::kLocal;
+}
+
 CommBackend parse_comm_backend(std::string_view text) {
   CommBackend backend;
   if (text == "local") {

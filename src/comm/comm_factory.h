@@ -18,6 +18,10 @@ bool comm_backend_compiled(CommBackend backend);
 // "local" | "mpi" | "nccl". Throws InputError for an unknown name or a backend this
 // binary was built without (naming the CMake option that enables it).
 CommBackend parse_comm_backend(std::string_view text);
+// The host transport that goes with `backend`: itself for local and mpi;
+// for nccl (device memory only), MPI under mpirun, else this process's
+// threads (the engine's steps and commands travel on it).
+CommBackend host_backend(CommBackend backend);
 
 struct CommOptions {
   double timeout_s = kDefaultCommTimeoutS;  // --comm-timeout

@@ -4,14 +4,22 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstring>
+#include <string_view>
 #include <thread>
+#include <type_traits>
 
+#include "comm/stream_collectives.h"
 #include "util/check.h"
 #include "util/log.h"
 
 namespace parallm {
 
 using Clock = std::chrono::steady_clock;
+
+// StreamCollectives names the stream without the CUDA headers; the handle must be the
+// runtime's own type so that it passes to NCCL unchanged.
+static_assert(std::is_same_v<cudaStream_t, cuda::StreamHandle>, "cuda::StreamHandle must be cudaStream_t");
 
 namespace {
 
@@ -42,7 +50,7 @@ ncclConfig_t nonblocking_config() {
   return config;
 }
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public Communicator, public StreamCollectives {
  public:
   NcclCommunicator(ncclComm_t comm, int device, int rank, int size, double timeout_s)
       : comm_(comm), device_(device), rank_(rank), size_(size) {
@@ -76,6 +84,25 @@ class NcclCommunicator final : public Communicator {
     Op op(*this, CommOp::kAllReduce);
     issue(op, ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, stream_));
     finish(op, ring_all_reduce_bytes(count, sizeof(float), size_, rank_));
+  }
+
+  // Stats: the same bytes and call count as all_reduce_sum, but the time is the enqueue
+  // only: the transfer itself overlaps the caller's kernels and ends at some later
+  // wait_stream(), which cannot tell the collectives' share of the stream apart.
+  void all_reduce_sum_on_stream(float* data, size_t count, cuda::StreamHandle stream) override {
+    Op op(*this, CommOp::kAllReduce);
+    issue(op, ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, stream));
+    // Non-blocking comms may return ncclInProgress from the enqueue; the collective is
+    // only queued once the async state leaves it (a peer cannot delay this, so it is
+    // quick, but it is bounded by the deadline all the same).
+    wait_enqueued(op);
+    record(op.op, ring_all_reduce_bytes(count, sizeof(float), size_, rank_), op.start);
+  }
+
+  // Records no stats: the collectives were counted when they were queued.
+  void wait_stream(cuda::StreamHandle stream) override {
+    Op op(*this, CommOp::kAllReduce);
+    wait_for_stream(op, stream, "wait_stream: ");
   }
 
   void all_gather(const void* send, void* recv, size_t bytes_per_rank) override {
@@ -208,20 +235,28 @@ class NcclCommunicator final : public Communicator {
     if (state != ncclSuccess) fail(op, describe_nccl_error(state));
   }
 
-  // Waits for the stream, watching NCCL's async error and the deadline; then records stats.
+  // Waits for the communicator's own stream, then records stats.
   void finish(const Op& op, uint64_t bytes_sent) {
     wait_enqueued(op);
+    wait_for_stream(op, stream_, "");
+    record(op.op, bytes_sent, op.start);
+  }
+
+  // Waits until `stream` is idle, watching NCCL's async error and the deadline: a
+  // collective whose peer is gone never finishes, so the stream alone would hang.
+  // Any failure aborts the communicator (freeing the stuck kernel) and throws
+  // CommError; `context` (may be "") goes before the reason.
+  void wait_for_stream(const Op& op, cudaStream_t stream, const char* context) {
     while (true) {
-      cudaError_t err = cudaStreamQuery(stream_);
-      if (err == cudaSuccess) break;
-      if (err != cudaErrorNotReady) fail(op, cudaGetErrorString(err));
+      cudaError_t err = cudaStreamQuery(stream);
+      if (err == cudaSuccess) return;
+      if (err != cudaErrorNotReady) fail(op, context + std::string(cudaGetErrorString(err)));
       ncclResult_t state = ncclSuccess;
       ncclCommGetAsyncError(comm_, &state);
-      if (state != ncclSuccess && state != ncclInProgress) fail(op, describe_nccl_error(state));
-      if (Clock::now() >= op.deadline) fail(op, timeout_message());
+      if (state != ncclSuccess && state != ncclInProgress) fail(op, context + describe_nccl_error(state));
+      if (Clock::now() >= op.deadline) fail(op, context + timeout_message());
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
-    record(op.op, bytes_sent, op.start);
   }
 
   std::string describe_nccl_error(ncclResult_t r) const {
@@ -257,6 +292,66 @@ void check_device(int cuda_device) {
   }
 }
 
+// What each rank of a bootstrap tells the others before NCCL starts. Fixed size and
+// trivially copyable: it travels as bytes over a host communicator.
+struct RankGpu {
+  int32_t device;        // the cuda:N this rank asked for
+  int32_t device_count;  // CUDA devices this rank's process sees
+  int32_t query_error;   // cudaError_t of the UUID query (0: uuid is valid)
+  unsigned char uuid[16];
+};
+
+// Refuses, on every rank alike, a device that does not exist and two ranks on one
+// GPU (NCCL rejects that in init with a less helpful message). Collective: a rank
+// that threw on its own would leave its peers waiting in the bootstrap until the
+// timeout, so each rank checks every rank's record and all reach the same verdict.
+// The UUID, not the index, identifies the GPU: processes may see different
+// CUDA_VISIBLE_DEVICES, and cuda:0 on two hosts are different GPUs.
+void check_one_gpu_per_rank(Communicator& bootstrap, int cuda_device) {
+  RankGpu mine{};
+  mine.device = cuda_device;
+  mine.device_count = cuda_device_count();
+  if (cuda_device >= 0 && cuda_device < mine.device_count) {
+    cudaDeviceProp prop{};
+    cudaError_t err = cudaGetDeviceProperties(&prop, cuda_device);
+    mine.query_error = static_cast<int32_t>(err);
+    if (err == cudaSuccess) {
+      std::memcpy(mine.uuid, prop.uuid.bytes, sizeof(mine.uuid));
+    } else {
+      cudaGetLastError();  // clear it: the verdict below reports it on every rank
+    }
+  }
+  const int n = bootstrap.size();
+  std::vector<RankGpu> all(static_cast<size_t>(n));
+  bootstrap.all_gather(&mine, all.data(), sizeof(RankGpu));
+  auto who = [n](int r) { return n > 1 ? strfmt("rank %d: ", r) : std::string(); };
+  for (int r = 0; r < n; ++r) {
+    const RankGpu& g = all[static_cast<size_t>(r)];
+    if (g.device < 0 || g.device >= g.device_count) {
+      throw InputError(strfmt("--comm nccl: %scuda:%d requested but %d CUDA device(s) found", who(r).c_str(), g.device,
+                              g.device_count));
+    }
+    if (g.query_error != 0) {
+      throw CommError(strfmt("nccl backend: %scudaGetDeviceProperties(cuda:%d): %s", who(r).c_str(), g.device,
+                             cudaGetErrorString(static_cast<cudaError_t>(g.query_error))));
+    }
+  }
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      const RankGpu& ga = all[static_cast<size_t>(a)];
+      const RankGpu& gb = all[static_cast<size_t>(b)];
+      if (std::memcmp(ga.uuid, gb.uuid, sizeof(ga.uuid)) != 0) continue;
+      std::string where = ga.device == gb.device ? strfmt("are both on cuda:%d", ga.device)
+                                                 : strfmt("are on the same GPU (cuda:%d and cuda:%d as each sees it)",
+                                                          ga.device, gb.device);
+      throw InputError(
+          strfmt("--comm nccl needs one GPU per rank; ranks %d and %d %s (use --comm local to share a GPU through "
+                 "host-staged collectives)",
+                 a, b, where.c_str()));
+    }
+  }
+}
+
 }  // namespace
 
 int cuda_device_count() {
@@ -269,7 +364,12 @@ int cuda_device_count() {
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int cuda_device, double timeout_s) {
-  check_device(cuda_device);
+  // The bootstrap moves host memory (the unique id, the GPU records); an nccl one
+  // would need device pointers.
+  if (std::string_view(bootstrap.backend_name()) == "nccl") {
+    throw InputError("make_nccl_communicator: the bootstrap must be a host communicator (local or mpi), not nccl");
+  }
+  check_one_gpu_per_rank(bootstrap, cuda_device);
   cuda_or_throw(cudaSetDevice(cuda_device), "cudaSetDevice");
   ncclUniqueId id{};
   if (bootstrap.rank() == 0) {

@@ -9,11 +9,15 @@
 #include <mutex>
 
 #include "comm/comm_factory.h"
+#ifdef PARALLM_HAVE_NCCL
+#include "comm/nccl_comm.h"
+#endif
 #include "core/device.h"
 #include "engine/capacity.h"
 #include "engine/rank_devices.h"
 #include "engine/rank_model.h"
 #include "model/device_llama_model.h"
+#include "modelgen/synthetic_model.h"
 #include "util/check.h"
 #include "util/huge_pages.h"
 #include "util/log.h"
@@ -25,6 +29,7 @@ struct Engine::Rank {
   std::unique_ptr<Communicator> world;  // all ranks (batch broadcast, pipeline send/recv)
   std::unique_ptr<Communicator> group;  // the tp / ep ranks of this stage
   std::unique_ptr<Communicator> peers;  // the same ranks, for the driver's steps and commands to stage 0
+  std::unique_ptr<Communicator> nccl;   // --comm nccl: the group's collectives on its GPUs (group bootstraps it)
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<RankModel> model;          // and its KV cache, on the rank's device
   uint64_t budget = 0;                       // its device memory budget
@@ -129,7 +134,8 @@ std::vector<int64_t> pipeline_stage_layers(const ModelConfig& c, int pp, const s
 
 Engine::Engine(const EngineOptions& options) : options_(options), parallel_(options.parallel()) {
   parallel_.validate();
-  model_file_ = open_model(options_.model_path, options_.weight_dtype);
+  model_file_ = options_.synthetic.empty() ? open_model(options_.model_path, options_.weight_dtype)
+                                           : synthetic_model(options_.synthetic);
   const ModelConfig& c = model_file_->config;
   if (!options_.tokenizer_path.empty()) {
     tokenizer_ = load_tokenizer(options_.tokenizer_path);
@@ -178,9 +184,18 @@ void Engine::build_ranks() {
   CommOptions copts;
   copts.timeout_s = options_.comm_timeout_s;
   std::vector<std::unique_ptr<Communicator>> comms;
-  if (world > 1 || backend != CommBackend::kLocal) comms = make_communicators(backend, world, copts);
+  // --comm nccl: the model's tp / ep collectives run over NCCL on the ranks'
+  // GPUs; the steps' hand-offs and commands (host memory) stay on a host
+  // communicator: this process's threads, or MPI under mpirun.
+  const CommBackend host = host_backend(backend);
+  if (world > 1 || host != CommBackend::kLocal) comms = make_communicators(host, world, copts);
   const int local_ranks = comms.empty() ? 1 : static_cast<int>(comms.size());
   on_devices_ = devices[0].kind != DeviceId::Kind::kCpu;
+  if (model_file_->synthetic && !on_devices_) {
+    throw InputError(
+        "--synthetic weights are filled on the device: run it on GPU ranks (--devices cuda:0) or "
+        "the emulated device (--devices emu:0)");
+  }
   int threads = options_.threads > 0 ? options_.threads : std::max(1, default_thread_count() / local_ranks);
 
   ranks_.resize(static_cast<size_t>(local_ranks));
@@ -209,9 +224,15 @@ void Engine::build_ranks() {
     mo.shard.layer_end = begin + layers[static_cast<size_t>(r->stage)];
     mo.weight_dtype = options_.weight_dtype;
     mo.n_ctx = ctx_size_;
-    mo.tp_comm = options_.tp > 1 ? r->group.get() : nullptr;
-    mo.ep_comm = options_.ep > 1 ? r->group.get() : nullptr;
     const DeviceId device = devices[static_cast<size_t>(r->world_rank)];
+#ifdef PARALLM_HAVE_NCCL
+    if (backend == CommBackend::kNccl && group > 1) {
+      r->nccl = make_nccl_communicator(*r->group, device.index, options_.comm_timeout_s);
+    }
+#endif
+    Communicator* collectives = r->nccl ? r->nccl.get() : r->group.get();
+    mo.tp_comm = options_.tp > 1 ? collectives : nullptr;
+    mo.ep_comm = options_.ep > 1 ? collectives : nullptr;
     const int sharing = static_cast<int>(std::count(devices.begin(), devices.end(), device));
     const uint64_t budget = rank_budget_bytes(device, options_.device_memory_bytes, world, sharing);
     const LocalShape ls = local_shape(c, mo.shard);
@@ -314,7 +335,8 @@ void Engine::send_down(Rank& r, int64_t header, const std::vector<int32_t>* pack
 }
 
 void Engine::count_traffic(Rank& r) {
-  r.stats.group_bytes_sent = r.group ? r.group->stats().bytes_sent() : 0;
+  r.stats.group_bytes_sent =
+      (r.group ? r.group->stats().bytes_sent() : 0) + (r.nccl ? r.nccl->stats().bytes_sent() : 0);
   r.stats.bytes_sent = (r.world ? r.world->stats().bytes_sent() : 0) + r.stats.group_bytes_sent +
                        (r.peers ? r.peers->stats().bytes_sent() : 0);
 }
@@ -361,7 +383,11 @@ void Engine::run_step(Rank& r, const ForwardBatch& batch) {
   const int64_t n_logits = static_cast<int64_t>(batch.logit_rows.size());
   const int64_t n_out = step_output_floats(batch);
   if (last && static_cast<int64_t>(r.logits.size()) < n_out) r.logits.resize(static_cast<size_t>(n_out));
-  const double comm_before = (r.world ? r.world->stats().seconds() : 0) + (r.group ? r.group->stats().seconds() : 0);
+  auto comm_seconds = [&] {
+    return (r.world ? r.world->stats().seconds() : 0) + (r.group ? r.group->stats().seconds() : 0) +
+           (r.nccl ? r.nccl->stats().seconds() : 0);
+  };
+  const double comm_before = comm_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   const size_t hidden_bytes = static_cast<size_t>(n * c.n_embd) * 4;
   if (r.stage > 0) r.world->recv(r.hidden.data(), hidden_bytes, parallel_.rank_at(r.stage - 1, r.group_rank));
@@ -369,7 +395,7 @@ void Engine::run_step(Rank& r, const ForwardBatch& batch) {
   r.model->forward(batch, r.hidden.data(), last ? r.logits.data() : nullptr, *r.pool, pooled);
   if (last && r.group_rank == 0 && r.world_rank != 0) r.world->send(r.logits.data(), static_cast<size_t>(n_out) * 4, 0);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double comm_after = (r.world ? r.world->stats().seconds() : 0) + (r.group ? r.group->stats().seconds() : 0);
+  const double comm_after = comm_seconds();
   r.stats.comm_s += comm_after - comm_before;
   r.stats.compute_s += total - (comm_after - comm_before);
   count_traffic(r);
@@ -540,6 +566,7 @@ void reset_rank_stats(Engine::Rank& r) {
   r.stats = RankStats{};
   if (r.world) r.world->reset_stats();
   if (r.group) r.group->reset_stats();
+  if (r.nccl) r.nccl->reset_stats();
   if (r.peers) r.peers->reset_stats();
 }
 }  // namespace

@@ -45,6 +45,7 @@ struct EngineOptions {
   double comm_timeout_s = 60.0;
   int64_t device_memory_bytes = 0;  // per device budget (0 = RAM / devices)
   std::string devices;              // "cpu:0,cpu:1" (empty: cpu:0..n-1)
+  std::string synthetic;            // bench-model --synthetic PRESET[:DTYPE] in place of model_path
 
   ParallelConfig parallel() const { return ParallelConfig{tp, pp, ep, 1}; }
 };

@@ -14,7 +14,10 @@
 namespace parallm {
 
 std::unique_ptr<ModelFile> load_gguf_model(const std::string& path) {
-  auto gguf = std::make_unique<GgufFile>(path);
+  return load_gguf_model(std::make_unique<GgufFile>(path), path);
+}
+
+std::unique_ptr<ModelFile> load_gguf_model(std::unique_ptr<GgufFile> gguf, const std::string& path) {
   auto model = std::make_unique<ModelFile>();
   model->path = path;
   model->format = "gguf";

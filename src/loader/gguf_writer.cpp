@@ -270,7 +270,7 @@ void GgufWriter::add_tensor(const std::string& name, DType dtype, const std::vec
 
 size_t GgufWriter::data_bytes() const { return static_cast<size_t>(next_offset_); }
 
-void GgufWriter::emit(const Sink& out) const {
+void GgufWriter::emit(const Sink& out, bool with_data) const {
   std::string head;
   put<uint32_t>(&head, kGgufMagic);
   put<uint32_t>(&head, version_);
@@ -289,6 +289,7 @@ void GgufWriter::emit(const Sink& out) const {
   }
   head.append((alignment_ - head.size() % alignment_) % alignment_, '\0');
   out(head.data(), head.size());
+  if (!with_data) return;
 
   std::vector<uint8_t> buf;
   for (const auto& t : tensors_) {
@@ -319,6 +320,17 @@ void GgufWriter::write_file(const std::string& path) const {
     std::remove(tmp.c_str());
     throw InputError("cannot write '" + path + "': " + why);
   }
+}
+
+std::vector<uint8_t> GgufWriter::header_bytes() const {
+  std::vector<uint8_t> bytes;
+  emit(
+      [&](const void* p, size_t n) {
+        const auto* b = static_cast<const uint8_t*>(p);
+        bytes.insert(bytes.end(), b, b + n);
+      },
+      false);
+  return bytes;
 }
 
 std::vector<uint8_t> GgufWriter::to_bytes() const {

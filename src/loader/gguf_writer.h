@@ -64,6 +64,10 @@ class GgufWriter {
   // write never leaves a half file under the final name. Throws InputError.
   void write_file(const std::string& path) const;
   std::vector<uint8_t> to_bytes() const;
+  // The header alone (metadata and tensor table, padded to where the data
+  // would start; no fill runs): with data_bytes() more bytes after it, a
+  // parseable file (bench-model --synthetic backs those with untouched pages).
+  std::vector<uint8_t> header_bytes() const;
 
  private:
   struct Entry {
@@ -80,7 +84,7 @@ class GgufWriter {
   };
   using Sink = std::function<void(const void* p, size_t n)>;
   void set_raw(const std::string& key, std::string encoded);
-  void emit(const Sink& out) const;
+  void emit(const Sink& out, bool with_data = true) const;
 
   uint32_t version_;
   size_t alignment_;

@@ -31,6 +31,7 @@
 #include "core/dtype.h"
 #include "loader/gguf_reader.h"
 #include "util/mapped_file.h"
+#include "util/zeroed_memory.h"
 
 namespace parallm {
 
@@ -70,6 +71,10 @@ class ModelFile {
   const GgufFile* gguf() const { return gguf_.get(); }
   // Directory of a Hugging Face checkpoint (tokenizer.json lives there), else "".
   std::string hf_dir;
+  // bench-model --synthetic: the tensors' bytes are untouched zero pages; a
+  // device model fills its weights on the device instead of reading them
+  // (modelgen/synthetic_model.h), a CPU rank refuses the file.
+  bool synthetic = false;
 
   // Total bytes of all weights, and of all but the token embedding table
   // (what a decode step streams: the roofline denominator).
@@ -81,6 +86,7 @@ class ModelFile {
   void keep_mapping(std::unique_ptr<MappedFile> m) { maps_.push_back(std::move(m)); }
   const uint8_t* own_buffer(std::vector<uint8_t> bytes);  // returns the buffer's stable data pointer
   void set_gguf(std::unique_ptr<GgufFile> g) { gguf_ = std::move(g); }
+  void keep_memory(ZeroedMemory m) { memory_.push_back(std::move(m)); }
   // Checks that every tensor the architecture needs is present with the
   // expected shape; throws InputError naming the first problem.
   void validate() const;
@@ -90,6 +96,7 @@ class ModelFile {
   std::vector<std::unique_ptr<MappedFile>> maps_;
   std::vector<std::vector<uint8_t>> buffers_;
   std::unique_ptr<GgufFile> gguf_;
+  std::vector<ZeroedMemory> memory_;
 };
 
 // Opens a model by sniffing the path: a directory (Hugging Face config.json +
@@ -101,6 +108,8 @@ std::unique_ptr<ModelFile> open_model(const std::string& path, std::optional<DTy
 
 // Per-format readers (each in its own file).
 std::unique_ptr<ModelFile> load_gguf_model(const std::string& path);
+// The same over a parsed GGUF (from memory); `name` stands for the path.
+std::unique_ptr<ModelFile> load_gguf_model(std::unique_ptr<GgufFile> gguf, const std::string& name);
 std::unique_ptr<ModelFile> load_safetensors_model(const std::string& dir_or_file,  // safetensors_model.cpp
                                                   std::optional<DType> quantized_as = std::nullopt);
 std::unique_ptr<ModelFile> load_llama2c_model(const std::string& path);  // llama2c_model.cpp

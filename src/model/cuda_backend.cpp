@@ -56,11 +56,16 @@ class CudaBackend final : public DeviceBackend {
     // later optimisation.
   }
   void download(void* dst, const void* src, size_t bytes) override {
+    wait_collectives();
     cuda::copy_to_host(dst, src, bytes, stream_);
     stream_obj_.synchronize();
   }
   void zero(void* dst, size_t bytes) override { cuda::fill_bytes(dst, 0, bytes, stream_); }
-  void synchronize() override { stream_obj_.synchronize(); }
+  void copy(void* dst, const void* src, size_t bytes) override { cuda::copy_on_device(dst, src, bytes, stream_); }
+  void synchronize() override {
+    wait_collectives();
+    stream_obj_.synchronize();
+  }
 
  private:
   cuda::Stream stream_obj_;

@@ -12,12 +12,24 @@ void DeviceBackend::all_reduce_sum(Communicator& comm, float* data, size_t count
     comm.all_reduce_sum(data, count);
     return;
   }
+  if (auto* on_stream = dynamic_cast<StreamCollectives*>(&comm)) {
+    on_stream->all_reduce_sum_on_stream(data, count, stream_);
+    pending_ = on_stream;
+    return;
+  }
   // Staged through the host: the communicators (threads, MPI) move host
   // memory, and two ranks on one GPU cannot both join an NCCL group.
   if (staging_.size() < count) staging_.resize(count);
   download(staging_.data(), data, count * sizeof(float));
   comm.all_reduce_sum(staging_.data(), count);
   upload(data, staging_.data(), count * sizeof(float));
+}
+
+void DeviceBackend::wait_collectives() {
+  if (pending_ == nullptr) return;
+  StreamCollectives* p = pending_;
+  pending_ = nullptr;
+  p->wait_stream(stream_);
 }
 
 namespace {
@@ -47,6 +59,7 @@ class EmulatedBackend final : public DeviceBackend {
   void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void synchronize() override {}
 };
 

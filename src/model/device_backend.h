@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/stream_collectives.h"
 #include "core/device.h"
 #include "kernels/cuda/kernel_set.h"
 
@@ -44,9 +45,13 @@ class DeviceBackend {
   virtual void upload(void* dst, const void* src, size_t bytes) = 0;
   virtual void download(void* dst, const void* src, size_t bytes) = 0;
   virtual void zero(void* dst, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
   virtual void synchronize() = 0;
 
-  // Sums `count` floats at device pointer `data` over `comm`'s ranks.
+  // Sums `count` floats at device pointer `data` over `comm`'s ranks: queued
+  // on the rank's stream when `comm` can (NCCL: comm/stream_collectives.h),
+  // else staged through host memory. download() and synchronize() first
+  // wait, within the communicator's timeout, for what was queued.
   void all_reduce_sum(Communicator& comm, float* data, size_t count);
 
  protected:
@@ -56,7 +61,12 @@ class DeviceBackend {
   std::unique_ptr<Device> device_;
   const cuda::KernelSet* kernels_;
   cuda::StreamHandle stream_ = nullptr;
-  std::vector<float> staging_;  // host side of a staged all-reduce
+  // A dead peer is an error, not a hang: queued collectives are waited for
+  // with the communicator's deadline before the stream is synchronized.
+  void wait_collectives();
+
+  std::vector<float> staging_;            // host side of a staged all-reduce
+  StreamCollectives* pending_ = nullptr;  // collectives queued on stream_ since the last wait
 };
 
 // emu:`index` with `budget_bytes` of (host) memory.

@@ -36,7 +36,7 @@ cuda::PagedKv DeviceKvCache::layer(int64_t l) const {
 }
 
 DeviceLlamaModel::DeviceLlamaModel(const ModelFile& file, const ModelOptions& options, DeviceBackend& backend)
-    : config_(file.config), options_(options), backend_(backend) {
+    : config_(file.config), options_(options), backend_(backend), synthetic_(file.synthetic) {
   const ModelConfig& c = config_;
   check_device_support(c, options, backend.name());
   shape_ = local_shape(c, options.shard);
@@ -77,7 +77,11 @@ DeviceLlamaModel::DeviceLlamaModel(const ModelFile& file, const ModelOptions& op
   if (plan.token_embd != nullptr) {
     const WeightTensor& e = *plan.token_embd;
     embd_dtype_ = embedding_readable(e.dtype) ? e.dtype : DType::kF16;
-    if (embedding_readable(e.dtype)) {
+    if (synthetic_ && embedding_readable(e.dtype)) {
+      token_embd_ = DeviceArray<uint8_t>(backend_, e.nbytes, MemoryCategory::kWeights, e.name);
+      fill_synthetic(token_embd_.data(), e.dtype, e.nbytes);
+      weight_bytes_ += e.nbytes;
+    } else if (embedding_readable(e.dtype)) {
       token_embd_.bind(backend_, MemoryCategory::kWeights, e.name);
       token_embd_.assign(e.data, e.nbytes);
       weight_bytes_ += e.nbytes;
@@ -101,7 +105,8 @@ DeviceLlamaModel::DeviceLlamaModel(const ModelFile& file, const ModelOptions& op
     }
   }
   inv_freq_ = c.rope_inv_freq(options.n_ctx);
-  if (const WeightTensor* f = file.find("rope_freqs.weight")) {
+  const WeightTensor* freqs = synthetic_ ? nullptr : file.find("rope_freqs.weight");  // synthetic: no values
+  if (const WeightTensor* f = freqs) {
     const float* div = reinterpret_cast<const float*>(f->data);
     for (size_t i = 0; i < inv_freq_.size(); ++i) inv_freq_[i] /= div[i];
   }
@@ -126,7 +131,13 @@ void DeviceLlamaModel::upload_vector(DeviceArray<float>& v, const VectorPiece& p
   if (!p.present()) return;
   PARALLM_CHECK(p.begin + n <= p.tensor->shape[0]);
   v.bind(backend_, MemoryCategory::kWeights, what);
-  v.assign(p.data(), static_cast<size_t>(n));
+  if (synthetic_) {  // norm weights 1, biases 0
+    const bool bias = what.find("bias") != std::string::npos || what.find("exp_probs_b") != std::string::npos;
+    const std::vector<float> host(static_cast<size_t>(n), bias ? 0.0f : 1.0f);
+    v.assign(host.data(), host.size());
+  } else {
+    v.assign(p.data(), static_cast<size_t>(n));
+  }
   weight_bytes_ += static_cast<size_t>(n) * 4;
 }
 
@@ -140,6 +151,21 @@ void DeviceLlamaModel::upload_matrix(DeviceMatrix& m, const MatrixPiece& p) {
   }
   // This rank's rows and columns, contiguous, in the stored dtype.
   const size_t row_bytes = dtype_row_bytes(p.dtype, cols), skip = dtype_row_bytes(p.dtype, p.col_begin);
+  if (synthetic_) {
+    m.n_out = rows;
+    m.n_in = cols;
+    m.dtype = p.dtype;
+    m.data = DeviceArray<uint8_t>(backend_, row_bytes * static_cast<size_t>(rows), MemoryCategory::kWeights, p.what);
+    fill_synthetic(m.data.data(), p.dtype, m.data.bytes());
+    weight_bytes_ += m.data.bytes();
+    if (p.bias != nullptr) {
+      const std::vector<float> zeros(static_cast<size_t>(rows), 0.0f);
+      m.bias = DeviceArray<float>(backend_, zeros.size(), MemoryCategory::kWeights, p.bias->name);
+      m.bias.assign(zeros.data(), zeros.size());
+      weight_bytes_ += zeros.size() * 4;
+    }
+    return;
+  }
   std::vector<uint8_t> host;
   const uint8_t* src = p.data + static_cast<size_t>(p.row_begin) * p.full_row_bytes;
   if (skip != 0 || row_bytes != p.full_row_bytes) {
@@ -172,6 +198,49 @@ void DeviceLlamaModel::upload_matrix(DeviceMatrix& m, const MatrixPiece& p) {
     m.bias.bind(backend_, MemoryCategory::kWeights, p.bias->name);
     m.bias.assign(reinterpret_cast<const float*>(p.bias->data) + p.row_begin, static_cast<size_t>(rows));
     weight_bytes_ += static_cast<size_t>(rows) * 4;
+  }
+}
+
+void DeviceLlamaModel::fill_synthetic(void* dst, DType dtype, size_t bytes) {
+  DeviceArray<uint8_t>& pool = synthetic_pools_[dtype];
+  if (pool.size() == 0) {
+    // About 1 MiB of whole blocks (q8_0) or values, small and uniform in
+    // [-0.05, 0.05): activations stay finite through any depth.
+    const size_t block = dtype_block_bytes(dtype), per_block = static_cast<size_t>(dtype_block_elems(dtype));
+    const size_t n_blocks = (size_t{1} << 20) / block;
+    std::vector<uint8_t> host(n_blocks * block);
+    uint64_t state = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(dtype);
+    auto uniform = [&] {  // splitmix64 -> [-0.05, 0.05)
+      state += 0x9e3779b97f4a7c15ull;
+      uint64_t z = state;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      z ^= z >> 31;
+      return (static_cast<float>(z >> 40) / static_cast<float>(1 << 24) - 0.5f) * 0.1f;
+    };
+    for (size_t b = 0; b < n_blocks; ++b) {
+      uint8_t* out = host.data() + b * block;
+      if (dtype == DType::kQ8_0) {  // scale then 32 quants
+        const uint16_t d = fp32_to_fp16(0.05f / 127.0f);
+        std::memcpy(out, &d, 2);
+        for (size_t i = 0; i < per_block; ++i) out[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(uniform() * 2540));
+      } else if (dtype == DType::kF32) {
+        const float v = uniform();
+        std::memcpy(out, &v, 4);
+      } else {
+        const float v = uniform();
+        const uint16_t h = dtype == DType::kF16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+        std::memcpy(out, &h, 2);
+      }
+    }
+    pool = DeviceArray<uint8_t>(backend_, host.size(), MemoryCategory::kWeights, "synthetic weight pool");
+    pool.assign(host.data(), host.size());
+  }
+  // Every matrix starts at a block boundary and the pool is whole blocks,
+  // so tiling keeps each block intact.
+  auto* out = static_cast<uint8_t*>(dst);
+  for (size_t at = 0; at < bytes; at += pool.size()) {
+    backend_.copy(out + at, pool.data(), std::min(pool.size(), bytes - at));
   }
 }
 

@@ -22,10 +22,15 @@
 // group's all-reduce sums the parts (the CPU model exchanges tokens with
 // all_to_all instead; the sums are the same).
 //
+// A synthetic file (bench-model --synthetic) has no weights to read: each is
+// filled on the device with valid values of its dtype (norm weights 1,
+// biases 0), a benchmark's model, not a language model.
+//
 // Not on devices yet (check_device_support names them): DeepSeek's latent
 // attention, Gemma (GeGLU, post-norms, scaled embeddings), shared experts,
 // grouped expert routing, and --dtype conversion at load.
 #pragma once
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -96,6 +101,9 @@ class DeviceLlamaModel {
 
  private:
   void upload_matrix(DeviceMatrix& m, const MatrixPiece& p);
+  // Synthetic models (ModelFile::synthetic): `bytes` of valid `dtype` values
+  // at device pointer dst, tiled from a pool made once per dtype.
+  void fill_synthetic(void* dst, DType dtype, size_t bytes);
   void upload_vector(DeviceArray<float>& v, const VectorPiece& p, int64_t n, const std::string& what);
   void upload_batch(const ForwardBatch& batch);
   // out [n, m.n_out] = x [n, m.n_in] W^T (+ bias).
@@ -120,6 +128,8 @@ class DeviceLlamaModel {
   cuda::RopeStyle rope_style_ = cuda::RopeStyle::kInterleaved;
   DeviceKvCache kv_;
   MoeStats moe_stats_;
+  bool synthetic_ = false;
+  std::map<DType, DeviceArray<uint8_t>> synthetic_pools_;
 
   // Per-step inputs and activations, grown to the largest batch seen.
   struct Step {

@@ -29,6 +29,12 @@ std::vector<ModelPreset> build_presets() {
   v.push_back(base("llama-110m", "Llama 2 shape of stories110M, untied output (the benchmark model)", 32000, 768, 12,
                    12, 12, 2048, 1024));
   v.push_back(base("llama-gqa-250m", "Llama with grouped-query attention", 32000, 1024, 16, 16, 4, 2816, 2048));
+  // The 8B shape of the GPU benchmarks (bench-model --synthetic llama-8b):
+  // 16 GB in bf16, never written to disk by the tests.
+  ModelPreset l8 = base("llama-8b", "Llama 3 8B shape (bench-model --synthetic; 16 GB in bf16)", 128256, 4096, 32, 32,
+                        8, 14336, 8192);
+  l8.rope_theta = 500000.0f;
+  v.push_back(l8);
 
   ModelPreset moe = base("mixtral-tiny", "Mixtral-style MoE: 8 experts, top-2", 512, 64, 2, 4, 2, 128, 512);
   moe.n_expert = 8;

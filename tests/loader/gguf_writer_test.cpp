@@ -102,6 +102,22 @@ TEST(GgufWriter, RoundTripsTensorsWithAlignment) {
   }
 }
 
+// header_bytes(): the file's own first bytes, up to where its data starts,
+// without running a single fill.
+TEST(GgufWriter, HeaderBytesArePrefixOfTheFileWithoutFilling) {
+  GgufWriter w = all_types_writer(3, 64);
+  w.add_tensor("a", DType::kF32, {2, 3}, test::f32_bytes({1, 2, 3, 4, 5, 6}));
+  bool filled = false;
+  w.add_tensor_raw("lazy", 0, {40}, 160, [&](uint8_t*) { filled = true; });
+  const std::vector<uint8_t> head = w.header_bytes();
+  EXPECT_FALSE(filled);
+  const std::vector<uint8_t> all = w.to_bytes();
+  EXPECT_TRUE(filled);
+  ASSERT_EQ(head.size() + w.data_bytes(), all.size());
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), all.begin()));
+  EXPECT_EQ(head.size() % 64, 0u);
+}
+
 TEST(GgufWriter, WritesFilesAndCopiesKeys) {
   test::TempDir dir;
   GgufWriter w = all_types_writer();

@@ -327,6 +327,34 @@ TEST(DeviceModel, ProfiledStepAndResizedPoolOnTheDevice) {
   EXPECT_LE(relative_error(teacher_forced_logits(e), cpu), 1e-5);
 }
 
+// bench-model --synthetic: a preset's shape with its weights filled on the
+// device; the host never holds (nor touches) them, and CPU ranks refuse it.
+TEST(DeviceModel, SyntheticWeightsAreFilledOnTheDevice) {
+  for (const char* spec : {"tiny-256", "tiny-256:f32", "mixtral-tiny:q8_0", "tiny-qwen2:f16"}) {
+    SCOPED_TRACE(spec);
+    EngineOptions o;
+    o.synthetic = spec;
+    o.devices = device_list(1);
+    o.ctx_size = 256;
+    o.kv_blocks = 40;
+    Engine e(o);
+    EXPECT_TRUE(e.model_file().synthetic);
+    const std::vector<float> logits = teacher_forced_logits(e);
+    double sum = 0;
+    for (float v : logits) {
+      ASSERT_TRUE(std::isfinite(v));
+      sum += std::fabs(v);
+    }
+    EXPECT_GT(sum, 0.0);  // weights were filled: zeros would give all-zero logits
+  }
+  EngineOptions cpu;
+  cpu.synthetic = "tiny";
+  EXPECT_THROW(Engine e(cpu), InputError);
+  cpu.synthetic = "tiny:q4_k";
+  cpu.devices = device_list(1);
+  EXPECT_THROW(Engine e(cpu), InputError);
+}
+
 // The engine's answers to CUDA devices it cannot use, in the build at hand
 // (the suite name puts them in the CUDA build check's ctest run too).
 TEST(CudaErrors, EngineRefusesCudaDevicesItCannotUse) {
