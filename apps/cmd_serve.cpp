@@ -18,6 +18,7 @@
 
 #include "comm/comm_factory.h"
 #include "command_registry.h"
+#include "core/capacity.h"
 #include "core/device.h"
 #include "default_model.h"
 #include "engine/engine.h"
@@ -153,9 +154,11 @@ struct KvSizing {
 
   int64_t blocks(const ServeCli& s, double activations) const {
     if (s.kv_blocks > 0) return s.kv_blocks;
-    const double free_bytes = static_cast<double>(budget) * s.memory_utilization - weights - activations;
-    const int64_t n = free_bytes > 0 ? static_cast<int64_t>(free_bytes / block_bytes) : 0;
-    if (n < blocks_per_seq) {
+    // The planner's and the engine's rule (core/capacity.h), in blocks.
+    const DeviceFit fit = fit_device(static_cast<double>(budget), s.memory_utilization, weights, activations, 0,
+                                     block_bytes, blocks_per_seq);
+    const int64_t n = fit.kv_units;
+    if (!fit.fits) {
       throw InputError(
           strfmt("the KV cache fits %lld blocks per device but one sequence of --max-model-len %lld needs %lld "
                  "(%s budget × %.2f, weights %s, activations %s): lower --max-model-len or "

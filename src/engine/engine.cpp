@@ -13,7 +13,7 @@
 #include "comm/nccl_comm.h"
 #endif
 #include "core/device.h"
-#include "engine/capacity.h"
+#include "core/capacity.h"
 #include "engine/rank_devices.h"
 #include "engine/rank_model.h"
 #include "model/device_llama_model.h"

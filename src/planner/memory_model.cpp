@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/capacity.h"
+
 namespace parallm::planner {
 
 namespace {
@@ -69,13 +71,14 @@ DeviceMemory device_memory(const ModelSpec& m, const ParamCounts& p, const Weigh
     d.overhead_bytes = 1.0 * kGiB + (layout.gpus_per_replica() > 1 ? 0.5 * kGiB : 0.0);
   }
   d.capacity_bytes = gpu.memory_bytes;
-  d.usable_bytes = gpu.memory_bytes * opt.gpu_memory_utilization;
-  const double left = d.usable_bytes - d.weights_bytes - d.activation_bytes - d.overhead_bytes;
-  d.weights_fit = left > 0;
-  d.kv_bytes = std::max(0.0, left);
-  d.kv_capacity_tokens =
-      d.kv_bytes_per_token > 0 ? static_cast<int64_t>(std::floor(d.kv_bytes / d.kv_bytes_per_token)) : 0;
-  d.fits = d.weights_fit && d.kv_capacity_tokens >= std::max<int64_t>(1, max_model_len);
+  // The engine's and serve's rule (core/capacity.h), in tokens of KV.
+  const DeviceFit fit = fit_device(gpu.memory_bytes, opt.gpu_memory_utilization, d.weights_bytes, d.activation_bytes,
+                                   d.overhead_bytes, d.kv_bytes_per_token, max_model_len);
+  d.usable_bytes = fit.usable;
+  d.weights_fit = fit.weights_fit;
+  d.kv_bytes = fit.kv_bytes;
+  d.kv_capacity_tokens = fit.kv_units;
+  d.fits = fit.fits;
   d.total_bytes = d.weights_bytes + d.kv_bytes + d.activation_bytes + d.overhead_bytes;
   return d;
 }

@@ -1,9 +1,24 @@
-#include "engine/capacity.h"
+#include "core/capacity.h"
+
+#include <algorithm>
+#include <cmath>
 
 #include "util/check.h"
 #include "util/log.h"
 
 namespace parallm {
+
+DeviceFit fit_device(double budget, double utilization, double weights, double activations, double overhead,
+                     double kv_unit_bytes, int64_t needed_units) {
+  DeviceFit f;
+  f.usable = budget * utilization;
+  f.left = f.usable - weights - activations - overhead;
+  f.weights_fit = f.left > 0;
+  f.kv_bytes = std::max(0.0, f.left);
+  f.kv_units = kv_unit_bytes > 0 ? static_cast<int64_t>(std::floor(f.kv_bytes / kv_unit_bytes)) : 0;
+  f.fits = f.weights_fit && f.kv_units >= std::max<int64_t>(1, needed_units);
+  return f;
+}
 
 std::string capacity_advice(size_t need, uint64_t budget, const LayoutAdvice& layout) {
   std::string advice;
@@ -20,8 +35,11 @@ std::string capacity_advice(size_t need, uint64_t budget, const LayoutAdvice& la
 }
 
 void check_rank_fits(const std::string& device, const RankNeed& need, uint64_t budget, const LayoutAdvice& layout) {
+  // The pool asked for is one unit: it fits when budget - weights holds it.
+  const DeviceFit fit = fit_device(static_cast<double>(budget), 1.0, static_cast<double>(need.weights), 0, 0,
+                                   static_cast<double>(need.kv_cache), 1);
   const size_t total = need.weights + need.kv_cache;
-  if (total <= budget) return;
+  if (fit.fits || (need.kv_cache == 0 && fit.left >= 0)) return;
   throw CapacityError(
       strfmt("needs %s per device at tp=%d, pp=%d (weights %s + KV cache %s for %lld tokens), %s has %s: %s",
              format_bytes(static_cast<double>(total)).c_str(), layout.tp, layout.pp,
