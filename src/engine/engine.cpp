@@ -12,8 +12,8 @@
 #ifdef PARALLM_HAVE_NCCL
 #include "comm/nccl_comm.h"
 #endif
-#include "core/device.h"
 #include "core/capacity.h"
+#include "core/device.h"
 #include "engine/rank_devices.h"
 #include "engine/rank_model.h"
 #include "model/device_llama_model.h"
