@@ -34,7 +34,6 @@ struct Engine::Rank {
   std::unique_ptr<RankModel> model;          // and its KV cache, on the rank's device
   uint64_t budget = 0;                       // its device memory budget
   std::vector<float> hidden;                 // [n_tokens, n_embd]
-  std::vector<float> logits;                 // [n_logits, n_vocab] on the last stage
   ForwardBatch batch;                        // non-driver ranks: the driver's batch
   std::vector<std::vector<int32_t>> tables;  // storage behind batch.block_tables
   RankStats stats;
@@ -382,7 +381,7 @@ void Engine::run_step(Rank& r, const ForwardBatch& batch) {
   const bool last = r.stage == options_.pp - 1;
   const int64_t n_logits = static_cast<int64_t>(batch.logit_rows.size());
   const int64_t n_out = step_output_floats(batch);
-  if (last && static_cast<int64_t>(r.logits.size()) < n_out) r.logits.resize(static_cast<size_t>(n_out));
+  float* out = last ? r.model->output_buffer(static_cast<size_t>(n_out)) : nullptr;
   auto comm_seconds = [&] {
     return (r.world ? r.world->stats().seconds() : 0) + (r.group ? r.group->stats().seconds() : 0) +
            (r.nccl ? r.nccl->stats().seconds() : 0);
@@ -391,9 +390,9 @@ void Engine::run_step(Rank& r, const ForwardBatch& batch) {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t hidden_bytes = static_cast<size_t>(n * c.n_embd) * 4;
   if (r.stage > 0) r.world->recv(r.hidden.data(), hidden_bytes, parallel_.rank_at(r.stage - 1, r.group_rank));
-  float* pooled = last ? r.logits.data() + n_logits * c.n_vocab : nullptr;
-  r.model->forward(batch, r.hidden.data(), last ? r.logits.data() : nullptr, *r.pool, pooled);
-  if (last && r.group_rank == 0 && r.world_rank != 0) r.world->send(r.logits.data(), static_cast<size_t>(n_out) * 4, 0);
+  float* pooled = last ? out + n_logits * c.n_vocab : nullptr;
+  r.model->forward(batch, r.hidden.data(), out, *r.pool, pooled);
+  if (last && r.group_rank == 0 && r.world_rank != 0) r.world->send(out, static_cast<size_t>(n_out) * 4, 0);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double comm_after = comm_seconds();
   r.stats.comm_s += comm_after - comm_before;
@@ -464,7 +463,7 @@ const float* Engine::collect() {
   if (logits_.capacity() > 0) spare_logits_.push_back(std::move(logits_));
   logits_ = std::move(ready_.front());
   ready_.pop_front();
-  if (options_.pp == 1) return ranks_[0]->logits.data();
+  if (options_.pp == 1) return ranks_[0]->model->output_buffer(0);
   return logits_.data();
 }
 

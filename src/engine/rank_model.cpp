@@ -22,6 +22,10 @@ class CpuRankModel final : public RankModel {
     kv_ = std::make_unique<KvPool>(model_.n_local_layers(), n_blocks, block_size, model_.shape().n_kv_head_local,
                                    c.kv_row_dim(), dtype, c.kv_values_in_keys());
   }
+  float* output_buffer(size_t n) override {
+    if (output_.size() < n) output_.resize(n);
+    return output_.data();
+  }
   int64_t kv_blocks() const override { return kv_->n_blocks(); }
   size_t kv_bytes() const override { return kv_->bytes(); }
   void forward(const ForwardBatch& batch, float* hidden, float* logits, ThreadPool& pool, float* pooled) override {
@@ -32,6 +36,7 @@ class CpuRankModel final : public RankModel {
   LlamaModel model_;
   std::unique_ptr<KvPool> kv_;
   std::string device_;
+  std::vector<float> output_;
 };
 
 class DeviceRankModel final : public RankModel {
@@ -47,6 +52,19 @@ class DeviceRankModel final : public RankModel {
   }
   int64_t kv_blocks() const override { return model_.kv_blocks(); }
   size_t kv_bytes() const override { return model_.kv_bytes(); }
+  float* output_buffer(size_t n) override {
+    if (output_bytes_ < n * sizeof(float)) {
+      if (output_ != nullptr) backend_->release_host(output_, output_bytes_);
+      output_ = nullptr;
+      output_bytes_ = 0;
+      output_ = static_cast<float*>(backend_->allocate_host(n * sizeof(float), "logits"));
+      output_bytes_ = n * sizeof(float);
+    }
+    return output_;
+  }
+  ~DeviceRankModel() override {
+    if (output_ != nullptr) backend_->release_host(output_, output_bytes_);
+  }
   size_t device_activation_bytes() const override {
     return backend_->ledger().used_bytes(MemoryCategory::kActivations);
   }
@@ -57,6 +75,8 @@ class DeviceRankModel final : public RankModel {
  private:
   std::unique_ptr<DeviceBackend> backend_;  // outlives the model's buffers
   DeviceLlamaModel model_;
+  float* output_ = nullptr;  // pinned host memory of the backend
+  size_t output_bytes_ = 0;
 };
 
 size_t piece_bytes(const MatrixPiece& p) {

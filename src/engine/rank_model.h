@@ -36,6 +36,11 @@ class RankModel {
   // CPU rank, whose activations are measured as host memory).
   virtual size_t device_activation_bytes() const { return 0; }
 
+  // Host memory for a step's output (logits, then pooled rows) of at least
+  // n floats, kept until the next call: page-locked for a GPU rank, so the
+  // logits' copy back is a DMA the sampler can read as it lands.
+  virtual float* output_buffer(size_t n) = 0;
+
   // As LlamaModel::forward; every pointer is host memory.
   virtual void forward(const ForwardBatch& batch, float* hidden, float* logits, ThreadPool& pool, float* pooled) = 0;
 };

@@ -49,6 +49,23 @@ class CudaBackend final : public DeviceBackend {
     }
     PARALLM_CHECK_MSG(false, "CudaBackend::release: a pointer it did not allocate");
   }
+  void* allocate_host(size_t bytes, const std::string& what) override {
+    cuda::PinnedBuffer b(device(), MemoryCategory::kCommBuffers, bytes, what);
+    void* p = b.data();
+    pinned_.emplace_back(std::move(b));
+    return p;
+  }
+  void release_host(void* p, size_t /*bytes*/) override {
+    for (size_t i = 0; i < pinned_.size(); ++i) {
+      if (pinned_[i].data() == p) {
+        stream_obj_.synchronize();  // no copy may still target it
+        pinned_[i] = std::move(pinned_.back());
+        pinned_.pop_back();
+        return;
+      }
+    }
+    PARALLM_CHECK_MSG(false, "CudaBackend::release_host: a pointer it did not allocate");
+  }
   void upload(void* dst, const void* src, size_t bytes) override {
     cuda::copy_to_device(dst, src, bytes, stream_);
     // NOTE: from pageable memory; a copy returns once the source was staged,
@@ -70,6 +87,7 @@ class CudaBackend final : public DeviceBackend {
  private:
   cuda::Stream stream_obj_;
   std::vector<cuda::DeviceBuffer> buffers_;
+  std::vector<cuda::PinnedBuffer> pinned_;
 };
 
 }  // namespace

@@ -56,6 +56,10 @@ class EmulatedBackend final : public DeviceBackend {
     std::free(p);
     ledger().release(category, bytes);
   }
+  void* allocate_host(size_t bytes, const std::string& what) override {
+    return allocate(bytes, MemoryCategory::kCommBuffers, what);
+  }
+  void release_host(void* p, size_t bytes) override { release(p, bytes, MemoryCategory::kCommBuffers); }
   void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }

@@ -40,6 +40,11 @@ class DeviceBackend {
   // (CapacityError when over the budget); release() returns both.
   virtual void* allocate(size_t bytes, MemoryCategory category, const std::string& what) = 0;
   virtual void release(void* p, size_t bytes, MemoryCategory category) = 0;
+  // Host memory the device copies to and from directly (page-locked on a
+  // GPU, charged to the device's ledger as communication buffers: it is the
+  // device's staging, not model state).
+  virtual void* allocate_host(size_t bytes, const std::string& what) = 0;
+  virtual void release_host(void* p, size_t bytes) = 0;
   // Stream-ordered copies. upload() returns once `src` may be reused;
   // download() returns once `dst` holds the data.
   virtual void upload(void* dst, const void* src, size_t bytes) = 0;
