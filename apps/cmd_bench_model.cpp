@@ -287,8 +287,8 @@ int run_bench_model(const BenchModelCli& b) {
                 device_probes["device"].get<std::string>().c_str(), bandwidth, fma_peak,
                 device_probes["launch_us"].get<double>());
   }
-  std::printf("prefill %4lld tok  %8.1f tokens/s  %7.1f GFLOP/s  = %5.1f%% of FMA peak\n", (long long)b.prompt_len,
-              prompt_tps, prefill_gflops, 100 * prefill_gflops / fma_peak);
+  std::printf("prefill %4lld tok  %8.1f tokens/s  %7.1f GFLOP/s  = %5.1f%% of %s peak\n", (long long)b.prompt_len,
+              prompt_tps, prefill_gflops, 100 * prefill_gflops / fma_peak, device_probes.is_null() ? "FMA" : "GEMM");
   std::printf(
       "decode  %4lld tok  %8.1f tokens/s  %7.1f GB/s     = %5.1f%% of bandwidth roofline (%.1f tokens/s, %s/token)\n",
       (long long)b.gen_len, decode_tps, bytes_per_token * decode_tps / 1e9, 100 * decode_tps / roofline_tps,

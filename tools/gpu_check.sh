@@ -535,7 +535,14 @@ stage_bench_8b() {
   fi
   gpu "$PARALLM" bench-model --synthetic "$preset" --devices cuda:0 --json >"$j" 2>"$j.err" ||
     fail "${notes}bench-model failed: $(tail -n 2 "$j.err")"
-  if dry; then finish_pass "${notes}preset $preset"; fi
+  if dry; then
+    # The same flag on a small preset and the emulated device: the weights
+    # are filled on the device there too, and the JSON parses.
+    run "$PARALLM" bench-model --synthetic tiny-256 --devices emu:0 --prompt-len 8 --gen-len 4 --repetitions 1 \
+      --json >"$j" 2>"$j.err" || fail "bench-model --synthetic on emu:0 failed: $(tail -n 2 "$j.err")"
+    [[ -n $(json_number decode_tokens_per_s "$j") ]] || fail "no decode_tokens_per_s in bench-model's JSON"
+    finish_pass "${notes}preset $preset; emu:0 --synthetic tiny-256: $(bench_line "$j")"
+  fi
   cat "$j.err" "$j"
   [[ -n $(json_number decode_tokens_per_s "$j") ]] || fail "no decode_tokens_per_s in bench-model's JSON"
   finish_pass "$preset: $(bench_line "$j")"

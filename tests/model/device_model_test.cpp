@@ -16,6 +16,7 @@
 
 #include "common/generated_model.h"
 #include "engine/engine.h"
+#include "engine/rank_devices.h"
 #include "util/check.h"
 
 namespace parallm {
@@ -43,6 +44,20 @@ std::string device_list(int n) {
   }
   return out;
 }
+
+// With PARALLM_TEST_DEVICE=cuda and no usable GPU the device cases skip,
+// saying why, unless PARALLM_EXPECT_GPU=1 says there must be one.
+#define PARALLM_REQUIRE_TEST_DEVICE()                                                                         \
+  do {                                                                                                        \
+    if (device_kind() == "cuda") {                                                                            \
+      std::string why_;                                                                                       \
+      if (engine_gpus(&why_).empty()) {                                                                       \
+        const char* expect_ = std::getenv("PARALLM_EXPECT_GPU");                                              \
+        if (expect_ != nullptr && std::string(expect_) == "1") FAIL() << "PARALLM_EXPECT_GPU=1 but " << why_; \
+        GTEST_SKIP() << "skipped: no CUDA device (" << why_ << ")";                                           \
+      }                                                                                                       \
+    }                                                                                                         \
+  } while (0)
 
 struct Layout {
   int tp = 1, pp = 1, ep = 1;
@@ -149,6 +164,7 @@ void expect_device_matches_cpu(const Case& c) {
 
 // f32 weights and cache: the same arithmetic up to summation order.
 TEST(DeviceModel, F32PresetsEqualTheCpuModel) {
+  PARALLM_REQUIRE_TEST_DEVICE();
   for (const char* preset : {"tiny", "mixtral-tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "tiny-qwen3",
                              "tiny-qwen3moe", "tiny-phi3", "tiny-mha64"}) {
     expect_device_matches_cpu({preset, DType::kF32, DType::kF32, 1e-5});
@@ -161,6 +177,7 @@ TEST(DeviceModel, F32PresetsEqualTheCpuModel) {
 // then: one f16 step is 2^-11 of a value, a q8_0 step 1/127 of a block's
 // largest; the tolerances are a fraction of those.
 TEST(DeviceModel, KvCacheDtypes) {
+  PARALLM_REQUIRE_TEST_DEVICE();
   for (const char* preset : {"tiny", "mixtral-tiny", "tiny-qwen3"}) {
     expect_device_matches_cpu({preset, DType::kF32, DType::kF16, 1e-4});
   }
@@ -176,6 +193,7 @@ TEST(DeviceModel, KvCacheDtypes) {
 // q4_0 / q4_k / q6_k: the device multiplies f16 copies of the dequantized
 // weights. Tolerances are those roundings through a two-layer model.
 TEST(DeviceModel, QuantizedWeightsStayCloseToTheCpuModel) {
+  PARALLM_REQUIRE_TEST_DEVICE();
   expect_device_matches_cpu({"tiny-256", DType::kF16, DType::kF16, 5e-3});
   expect_device_matches_cpu({"tiny-256", DType::kBF16, DType::kF16, 3e-2});
   expect_device_matches_cpu({"tiny-256", DType::kQ8_0, DType::kF16, 3e-2});
@@ -190,6 +208,7 @@ TEST(DeviceModel, QuantizedWeightsStayCloseToTheCpuModel) {
 // Parallel layouts on the device against one device rank: tp and ep change
 // only the order of the group's sums, pp nothing.
 TEST(DeviceModel, TpPpEpEqualOneRank) {
+  PARALLM_REQUIRE_TEST_DEVICE();
   const std::string& dense = model_of("tiny", DType::kF32);
   const std::string& moe = model_of("mixtral-tiny", DType::kF32);
   const std::vector<float> one = teacher_forced_logits(*make_engine(dense, device_list(1), DType::kF16));
@@ -212,6 +231,7 @@ TEST(DeviceModel, TpPpEpEqualOneRank) {
 
 // llama2.c's greedy tokens, from the .bin and the .gguf of stories260K.
 TEST(DeviceModel, Stories260kGreedyTokensEqualTheReference) {
+  PARALLM_REQUIRE_TEST_DEVICE();
   std::ifstream in(shared_dir() + "/reference/stories260K_greedy.json");
   ASSERT_TRUE(in) << "no " << shared_dir() << "/reference/stories260K_greedy.json";
   const nlohmann::json ref = nlohmann::json::parse(in);
@@ -246,6 +266,7 @@ TEST(DeviceModel, Stories260kGreedyTokensEqualTheReference) {
 // Greedy decoding of generated presets (GQA dense, MoE) from the device
 // equals the CPU model's, token for token.
 TEST(DeviceModel, GreedyTokensOfGeneratedPresetsEqualTheCpuModel) {
+  PARALLM_REQUIRE_TEST_DEVICE();
   auto greedy = [](Engine& e) {
     std::vector<int32_t> table(16);
     for (int i = 0; i < 16; ++i) table[static_cast<size_t>(i)] = 2 * i + 1;
@@ -272,6 +293,7 @@ TEST(DeviceModel, GreedyTokensOfGeneratedPresetsEqualTheCpuModel) {
 
 // What the device model does not run says so before anything is uploaded.
 TEST(DeviceModel, RefusesWhatItDoesNotRunYet) {
+  PARALLM_REQUIRE_TEST_DEVICE();
   for (const char* preset : {"tiny-gemma2", "tiny-deepseek2", "tiny-qwen2moe"}) {
     SCOPED_TRACE(preset);
     try {
@@ -286,6 +308,7 @@ TEST(DeviceModel, RefusesWhatItDoesNotRunYet) {
 // A budget too small for the weights is a CapacityError with advice, before
 // any upload.
 TEST(DeviceModel, TooSmallADeviceSaysWhatWouldFit) {
+  PARALLM_REQUIRE_TEST_DEVICE();
   EngineOptions o;
   o.model_path = model_of("tiny-256", DType::kF32);
   o.devices = device_list(1);
@@ -305,6 +328,7 @@ TEST(DeviceModel, TooSmallADeviceSaysWhatWouldFit) {
 // activations hold, the budget is the device's, and a resized pool serves
 // the same logits.
 TEST(DeviceModel, ProfiledStepAndResizedPoolOnTheDevice) {
+  PARALLM_REQUIRE_TEST_DEVICE();
   const std::string& path = model_of("tiny", DType::kF32);
   EngineOptions o;
   o.model_path = path;
@@ -330,6 +354,7 @@ TEST(DeviceModel, ProfiledStepAndResizedPoolOnTheDevice) {
 // bench-model --synthetic: a preset's shape with its weights filled on the
 // device; the host never holds (nor touches) them, and CPU ranks refuse it.
 TEST(DeviceModel, SyntheticWeightsAreFilledOnTheDevice) {
+  PARALLM_REQUIRE_TEST_DEVICE();
   for (const char* spec : {"tiny-256", "tiny-256:f32", "mixtral-tiny:q8_0", "tiny-qwen2:f16"}) {
     SCOPED_TRACE(spec);
     EngineOptions o;
