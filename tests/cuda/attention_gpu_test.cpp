@@ -23,6 +23,7 @@
 #include "device/cuda_buffer.h"
 #include "device/cuda_stream.h"
 #include "gpu_env.h"
+#include "gpu_fixture.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/emulated/launchers.h"
 #include "kernels/cuda/kv_cache.h"
@@ -30,42 +31,7 @@
 namespace parallm::cuda {
 namespace {
 
-// cuda:0 with a ledger as large as the GPU, a stream, and device copies of
-// host vectors.
-class CudaGpuAttention : public ::testing::Test {
- protected:
-  void SetUp() override {
-    PARALLM_REQUIRE_GPU();
-    device_ = std::make_unique<Device>(DeviceId{DeviceId::Kind::kCuda, 0}, uint64_t{1} << 50, 1);
-    stream_ = std::make_unique<Stream>(0);
-  }
-
-  template <typename T>
-  DeviceBuffer upload(const std::vector<T>& host) {
-    DeviceBuffer b(*device_, MemoryCategory::kActivations, std::max<size_t>(1, host.size()) * sizeof(T), "test input");
-    copy_to_device(b.data(), host.data(), host.size() * sizeof(T), stream_->handle());
-    return b;
-  }
-
-  // A device buffer of n T's, filled with 0xff bytes (NaN as f32).
-  template <typename T>
-  DeviceBuffer poisoned(size_t n) {
-    DeviceBuffer b(*device_, MemoryCategory::kActivations, n * sizeof(T), "test output");
-    fill_bytes(b.data(), 0xff, b.bytes(), stream_->handle());
-    return b;
-  }
-
-  template <typename T>
-  std::vector<T> download(const DeviceBuffer& b) {
-    std::vector<T> host(b.bytes() / sizeof(T));
-    copy_to_host(host.data(), b.data(), b.bytes(), stream_->handle());
-    stream_->synchronize();
-    return host;
-  }
-
-  std::unique_ptr<Device> device_;
-  std::unique_ptr<Stream> stream_;
-};
+class CudaGpuAttention : public test::GpuFixture {};
 
 constexpr DType kCacheTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0};
 

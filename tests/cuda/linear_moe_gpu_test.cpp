@@ -24,6 +24,7 @@
 #include "device/cuda_buffer.h"
 #include "device/cuda_stream.h"
 #include "gpu_env.h"
+#include "gpu_fixture.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cuda/emulated/launchers.h"
 #include "kernels/cuda/linear.h"
@@ -32,41 +33,7 @@
 namespace parallm::cuda {
 namespace {
 
-// cuda:0 with a ledger as large as the GPU, a stream, and device copies of
-// host vectors.
-class LinearMoeGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    PARALLM_REQUIRE_GPU();
-    device_ = std::make_unique<Device>(DeviceId{DeviceId::Kind::kCuda, 0}, uint64_t{1} << 50, 1);
-    stream_ = std::make_unique<Stream>(0);
-  }
-
-  template <typename T>
-  DeviceBuffer upload(const std::vector<T>& host) {
-    DeviceBuffer b(*device_, MemoryCategory::kActivations, host.size() * sizeof(T), "test input");
-    copy_to_device(b.data(), host.data(), b.bytes(), stream_->handle());
-    return b;
-  }
-
-  template <typename T>
-  DeviceBuffer poisoned(size_t n) {
-    DeviceBuffer b(*device_, MemoryCategory::kActivations, n * sizeof(T), "test output");
-    fill_bytes(b.data(), 0xff, b.bytes(), stream_->handle());
-    return b;
-  }
-
-  template <typename T>
-  std::vector<T> download(const DeviceBuffer& b) {
-    std::vector<T> host(b.bytes() / sizeof(T));
-    copy_to_host(host.data(), b.data(), b.bytes(), stream_->handle());
-    stream_->synchronize();
-    return host;
-  }
-
-  std::unique_ptr<Device> device_;
-  std::unique_ptr<Stream> stream_;
-};
+class LinearMoeGpu : public test::GpuFixture {};
 
 class CudaGpuLinear : public LinearMoeGpu {};
 class CudaGpuMoe : public LinearMoeGpu {};

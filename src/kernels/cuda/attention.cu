@@ -79,8 +79,8 @@ __global__ void __launch_bounds__(kAttnThreads)
 
 #pragma unroll
     for (int k = 0; k < kAttnPairsPerLane; ++k) {
-      acc[k][0] = attn_mul_rn(acc[k][0], rescale);
-      acc[k][1] = attn_mul_rn(acc[k][1], rescale);
+      acc[k][0] = mul_rn(acc[k][0], rescale);
+      acc[k][1] = mul_rn(acc[k][1], rescale);
     }
     for (int j = 0; j < n; ++j) {
       const float wj = __shfl_sync(kFullWarp, w, j);

@@ -73,7 +73,7 @@ void attend_all(float* out, const float* q, const PagedKv& kv, const int32_t* po
         for (int j = 0; j < kAttnTile; ++j) tree[j] = w[j] = attn_weight(s[j], j < n, m_new);
         attn_running_update(&run, m_new, rescale, attn_lane_tree_sum(tree));
 
-        for (int64_t d = 0; d < 2 * n_pairs; ++d) acc[d] = attn_mul_rn(acc[d], rescale);
+        for (int64_t d = 0; d < 2 * n_pairs; ++d) acc[d] = mul_rn(acc[d], rescale);
         for (int j = 0; j < n; ++j) {
           const AttnRow r = attn_row(kv.v, table, p0 + j, h_kv, kv.n_kv_head, bs, row_bytes);
           for (int64_t i = 0; i < n_pairs; ++i) {

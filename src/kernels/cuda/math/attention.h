@@ -14,7 +14,7 @@
 //   order
 //   at the end the warps' states meet in warp order (attn_combined_*).
 // Every multiply-add is an explicit fmaf and every other product an
-// attn_mul_rn, so nvcc's contraction cannot make the device's arithmetic
+// mul_rn, so nvcc's contraction cannot make the device's arithmetic
 // differ from the host's; what still differs is expf / tanhf (CUDA's are
 // within 2 ulp), so the two agree to a few f32 ulps.
 #pragma once
@@ -58,17 +58,6 @@ PARALLM_HD inline void attn_load_f32_pair(const uint8_t* p, float* a, float* b) 
 #else
   std::memcpy(a, p, 4);
   std::memcpy(b, p + 4, 4);
-#endif
-}
-
-// a * b rounded on its own: nvcc would otherwise fuse a product with an add
-// that follows it in another inlined function (the score minus the running
-// max), which the host does not.
-PARALLM_HD inline float attn_mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
 #endif
 }
 
@@ -122,8 +111,8 @@ PARALLM_HD inline void kv_load_pair_q8_0(const uint8_t* chunk, int64_t row, int6
   const uint16_t q2 = attn_load_u16(chunk + row * head_dim + 2 * i);
   const float d =
       attn_f16_to_f32(attn_load_u16(chunk + block_size * head_dim + ((2 * i / kQK8_0) * block_size + row) * 2));
-  *a = attn_mul_rn(d, static_cast<float>(static_cast<int8_t>(q2 & 0xffu)));
-  *b = attn_mul_rn(d, static_cast<float>(static_cast<int8_t>(q2 >> 8)));
+  *a = mul_rn(d, static_cast<float>(static_cast<int8_t>(q2 & 0xffu)));
+  *b = mul_rn(d, static_cast<float>(static_cast<int8_t>(q2 >> 8)));
 }
 
 // A query row as the scores read it: q [head_dim] f32 for f32 / f16 / bf16
@@ -182,7 +171,7 @@ PARALLM_HD inline float attn_key_dot_q8_0(const int8_t* qq, const float* qd, con
       isum = attn_dot4_i8(attn_load_u32(qb + b * kQK8_0 + 4 * w), attn_load_u32(kq + b * kQK8_0 + 4 * w), isum);
     }
     const float kd = attn_f16_to_f32(attn_load_u16(ks + (b * block_size + row) * 2));
-    sum = fmaf(attn_mul_rn(qd[b], kd), static_cast<float>(isum), sum);
+    sum = fmaf(mul_rn(qd[b], kd), static_cast<float>(isum), sum);
   }
   return sum;
 }
@@ -190,8 +179,8 @@ PARALLM_HD inline float attn_key_dot_q8_0(const int8_t* qq, const float* qd, con
 // A raw dot product -> the score the softmax sees: times the scale, then
 // soft-capped (cpu::AttendLimits' rule) when softcap > 0.
 PARALLM_HD inline float attn_score(float dot, float scale, float softcap) {
-  const float s = attn_mul_rn(dot, scale);
-  return softcap > 0.0f ? attn_mul_rn(softcap, tanhf(s / softcap)) : s;
+  const float s = mul_rn(dot, scale);
+  return softcap > 0.0f ? mul_rn(softcap, tanhf(s / softcap)) : s;
 }
 
 // The first key a token sees among its len (positions 0..len - 1) under a

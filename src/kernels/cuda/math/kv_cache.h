@@ -18,48 +18,6 @@
 
 namespace parallm::cuda {
 
-PARALLM_HD inline uint32_t kv_float_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  return bits;
-#endif
-}
-
-// core/dtype.h's fp32_to_fp16 (round to nearest even; NaN -> quiet NaN,
-// overflow -> inf, half subnormals rounded from the full mantissa).
-PARALLM_HD inline uint16_t kv_f32_to_f16_bits(float f) {
-  const uint32_t x = kv_float_bits(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
-  if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504: inf
-  if (absx < 0x38800000u) {                                               // a half subnormal, or zero
-    if (absx < 0x33000000u) return static_cast<uint16_t>(sign);           // below half the smallest one
-    const uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
-    const int shift = 113 - static_cast<int>(absx >> 23) + 13;
-    uint32_t half = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    const uint32_t mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1u))) ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t half = (absx >> 13) - (112u << 10);
-  const uint32_t rem = absx & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;  // a carry into the exponent is right
-  return static_cast<uint16_t>(sign | half);
-}
-
-// core/dtype.h's fp32_to_bf16 (round to nearest even, NaN kept quiet).
-PARALLM_HD inline uint16_t kv_f32_to_bf16_bits(float f) {
-  uint32_t bits = kv_float_bits(f);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
 PARALLM_HD inline bool kv_dtype_ok(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0;
 }
@@ -112,7 +70,7 @@ PARALLM_HD inline uint16_t kv_q8_0_quantize_block(const float* x, int8_t* q) {
   const float d = amax / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   for (int j = 0; j < kQK8_0; ++j) q[j] = kv_q8_0_round(x[j] * id);
-  return kv_f32_to_f16_bits(d);
+  return f32_to_f16_bits(d);
 }
 
 // Value d of a head's row x, into row `row` of its f32 / f16 / bf16 chunk.
@@ -123,10 +81,10 @@ PARALLM_HD inline void kv_store_value(DType t, uint8_t* chunk, int64_t row, int6
       reinterpret_cast<float*>(chunk)[i] = x;
       return;
     case DType::kF16:
-      reinterpret_cast<uint16_t*>(chunk)[i] = kv_f32_to_f16_bits(x);
+      reinterpret_cast<uint16_t*>(chunk)[i] = f32_to_f16_bits(x);
       return;
     case DType::kBF16:
-      reinterpret_cast<uint16_t*>(chunk)[i] = kv_f32_to_bf16_bits(x);
+      reinterpret_cast<uint16_t*>(chunk)[i] = f32_to_bf16_bits(x);
       return;
     default:
       return;  // q8_0 goes by blocks (kv_store_q8_0_block); the launchers reject the rest

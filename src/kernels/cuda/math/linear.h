@@ -22,7 +22,7 @@
 // Dequantization: dequant_f16_element gives element i of a row of any of f32,
 // f16, bf16, q8_0, q4_0, q4_k, q6_k as the f16 bits of
 // fp32_to_fp16(cpu::dequantize_row(...)[i]): the same f32 operations in the
-// same order (dq_mul_rn / dq_sub_rn keep nvcc from fusing q4_k's d*sc*q - dmin*m),
+// same order (mul_rn / dq_sub_rn keep nvcc from fusing q4_k's d*sc*q - dmin*m),
 // then f32_to_f16_bits, core/dtype.cpp's round-to-nearest-even.
 #pragma once
 #include "core/dtype.h"
@@ -62,14 +62,6 @@ PARALLM_HD inline int linear_chunk_elems(DType t) {
     default:
       return kQK8_0;
   }
-}
-
-PARALLM_HD inline float dq_mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
 }
 
 PARALLM_HD inline float dq_sub_rn(float a, float b) {
@@ -156,7 +148,7 @@ PARALLM_HD inline void linear_lane_dots(float* acc, DType t, const void* w_row, 
         const float d = f16_to_f32(b.d);
         const int64_t i0 = c * kQK8_0;
         for (int j = 0; j < kQK8_0; ++j) {
-          linear_accumulate(acc, dq_mul_rn(d, static_cast<float>(b.qs[j])), x, n_in, i0 + j, n_tok);
+          linear_accumulate(acc, mul_rn(d, static_cast<float>(b.qs[j])), x, n_in, i0 + j, n_tok);
         }
       }
       return;
@@ -177,51 +169,6 @@ PARALLM_HD inline float linear_tree_sum(float* partial, int lanes) {
     for (int j = 0; j < s; ++j) partial[j] += partial[j + s];
   }
   return partial[0];
-}
-
-// ---------------------------------------------------------------- f16 rounding
-
-PARALLM_HD inline uint32_t linear_float_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-#endif
-}
-
-// f32 -> IEEE half bits, round to nearest even; NaN becomes the quiet NaN
-// sign | 0x7e00, overflow infinity: bit for bit core/dtype.cpp's fp32_to_fp16.
-PARALLM_HD inline uint16_t f32_to_f16_bits(float f) {
-  const uint32_t x = linear_float_bits(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
-  if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (absx < 0x38800000u) {  // a subnormal half or zero
-    if (absx < 0x33000000u) return static_cast<uint16_t>(sign);
-    const uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
-    const int shift = 113 - static_cast<int>(absx >> 23) + 13;
-    uint32_t half = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    const uint32_t mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1u))) ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t half = (absx >> 13) - (112u << 10);
-  const uint32_t rem = absx & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
-  return static_cast<uint16_t>(sign | half);
-}
-
-// f32 -> bfloat16 bits, round to nearest even, NaN kept quiet (core/dtype.h's
-// fp32_to_bf16): the GEMM path's conversion of x for bf16 weights.
-PARALLM_HD inline uint16_t f32_to_bf16_bits(float f) {
-  uint32_t bits = linear_float_bits(f);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
 }
 
 // ---------------------------------------------------------------- dequantization
@@ -253,13 +200,13 @@ PARALLM_HD inline float dequant_element(DType t, const void* row, int64_t i) {
       return row_element(t, row, i);
     case DType::kQ8_0: {
       const BlockQ8_0& b = static_cast<const BlockQ8_0*>(row)[i / kQK8_0];
-      return dq_mul_rn(f16_to_f32(b.d), static_cast<float>(b.qs[i % kQK8_0]));
+      return mul_rn(f16_to_f32(b.d), static_cast<float>(b.qs[i % kQK8_0]));
     }
     case DType::kQ4_0: {
       const BlockQ4_0& b = static_cast<const BlockQ4_0*>(row)[i / kQK4_0];
       const int j = static_cast<int>(i % kQK4_0);
       const int nibble = j < kQK4_0 / 2 ? (b.qs[j] & 0xf) : (b.qs[j - kQK4_0 / 2] >> 4);
-      return dq_mul_rn(f16_to_f32(b.d), static_cast<float>(nibble - 8));
+      return mul_rn(f16_to_f32(b.d), static_cast<float>(nibble - 8));
     }
     case DType::kQ4_K: {
       // 8 sub-blocks of 32: sub-block j in the low (j even) or high nibbles
@@ -268,10 +215,10 @@ PARALLM_HD inline float dequant_element(DType t, const void* row, int64_t i) {
       const int p = static_cast<int>(i % kQK_K), j = p / 32, l = p % 32;
       int sc, m;
       q4_k_scale_min_hd(b.scales, j, &sc, &m);
-      const float ds = dq_mul_rn(f16_to_f32(b.d), static_cast<float>(sc));
-      const float dm = dq_mul_rn(f16_to_f32(b.dmin), static_cast<float>(m));
+      const float ds = mul_rn(f16_to_f32(b.d), static_cast<float>(sc));
+      const float dm = mul_rn(f16_to_f32(b.dmin), static_cast<float>(m));
       const int q = (b.qs[(j / 2) * 32 + l] >> ((j % 2) * 4)) & 0xf;
-      return dq_sub_rn(dq_mul_rn(ds, static_cast<float>(q)), dm);
+      return dq_sub_rn(mul_rn(ds, static_cast<float>(q)), dm);
     }
     case DType::kQ6_K: {
       // Two halves of 128; in half h, element 32 * k + l (k 0..3, l < 32) has
@@ -284,7 +231,7 @@ PARALLM_HD inline float dequant_element(DType t, const void* row, int64_t i) {
       const int hi = (b.qh[h * 32 + l] >> (2 * k)) & 3;
       const int q = (lo | (hi << 4)) - 32;
       const int sc = b.scales[h * 8 + l / 16 + 2 * k];
-      return dq_mul_rn(dq_mul_rn(f16_to_f32(b.d), static_cast<float>(sc)), static_cast<float>(q));
+      return mul_rn(mul_rn(f16_to_f32(b.d), static_cast<float>(sc)), static_cast<float>(q));
     }
     default:
       return NAN;  // the launchers reject other types first
