@@ -27,6 +27,9 @@ void check_device_support(const ModelConfig& c, const ModelOptions& o, const std
   if (c.has_shared_expert()) refuse("a shared expert");
   if (c.n_expert_groups > 1) refuse("grouped expert routing");
   if (c.rope_dim() != c.head_dim) refuse("partial rotary embeddings");
+  if (c.head_dim > 256 || c.head_dim % 2 != 0)
+    refuse("a head size of " + std::to_string(c.head_dim) + " (even, up to 256)");
+  if (c.n_expert > 256) refuse(std::to_string(c.n_expert) + " experts (up to 256)");
   if (o.weight_dtype) refuse("--dtype conversion at load");
 }
 
@@ -406,8 +409,9 @@ void DeviceLlamaModel::moe_ffn(const DeviceLayer& w, int64_t n) {
     k.swiglu(s.gate.data(), s.gate.data(), s.up.data(), m * f, st);
     linear(s.expert_out.data(), w.expert_down[e], s.gate.data(), m);
     k.scatter_add_rows(s.proj.data(), s.expert_out.data(), s.expert_rows.data(), s.expert_weights.data(), m, d, st);
-    // The next expert's upload reuses the row list: it must not overtake this one's kernels.
-    backend_.synchronize();
+    // NOTE: the next expert's row list overwrites this one's on the same
+    // stream, after this expert's kernels (copies are stream-ordered), and a
+    // buffer that grows is released only once the stream is idle.
   }
   Communicator* group = options_.shard.ep_size > 1 ? options_.ep_comm : options_.tp_comm;
   all_reduce(group, s.proj.data(), static_cast<size_t>(n * d));
