@@ -190,6 +190,16 @@ void Engine::build_ranks() {
   if (world > 1 || host != CommBackend::kLocal) comms = make_communicators(host, world, copts);
   const int local_ranks = comms.empty() ? 1 : static_cast<int>(comms.size());
   on_devices_ = devices[0].kind != DeviceId::Kind::kCpu;
+  // This process's ranks' budgets before any of them allocates: a GPU's free
+  // memory is shared by the ranks on it, and a rank that queried after
+  // another's upload would see less.
+  std::vector<uint64_t> budgets(static_cast<size_t>(world), 0);
+  for (int i = 0; i < local_ranks; ++i) {
+    const int w = comms.empty() ? 0 : comms[static_cast<size_t>(i)]->rank();
+    const DeviceId& d = devices[static_cast<size_t>(w)];
+    const int sharing = static_cast<int>(std::count(devices.begin(), devices.end(), d));
+    budgets[static_cast<size_t>(w)] = rank_budget_bytes(d, options_.device_memory_bytes, world, sharing);
+  }
   if (model_file_->synthetic && !on_devices_) {
     throw InputError(
         "--synthetic weights are filled on the device: run it on GPU ranks (--devices cuda:0) or "
@@ -232,8 +242,7 @@ void Engine::build_ranks() {
     Communicator* collectives = r->nccl ? r->nccl.get() : r->group.get();
     mo.tp_comm = options_.tp > 1 ? collectives : nullptr;
     mo.ep_comm = options_.ep > 1 ? collectives : nullptr;
-    const int sharing = static_cast<int>(std::count(devices.begin(), devices.end(), device));
-    const uint64_t budget = rank_budget_bytes(device, options_.device_memory_bytes, world, sharing);
+    const uint64_t budget = budgets[static_cast<size_t>(r->world_rank)];
     const LocalShape ls = local_shape(c, mo.shard);
     const int64_t n_local_layers = ls.layer_end - ls.layer_begin;
     const size_t kv_bytes = KvPool::bytes_per_token(n_local_layers, ls.n_kv_head_local, c.kv_row_dim(),
