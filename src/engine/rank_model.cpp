@@ -54,6 +54,7 @@ class DeviceRankModel final : public RankModel {
   size_t kv_bytes() const override { return model_.kv_bytes(); }
   float* output_buffer(size_t n) override {
     if (output_bytes_ < n * sizeof(float)) {
+      backend_->make_current();
       if (output_ != nullptr) backend_->release_host(output_, output_bytes_);
       output_ = nullptr;
       output_bytes_ = 0;

@@ -30,6 +30,7 @@ class CudaBackend final : public DeviceBackend {
   }
 
   bool host_memory() const override { return false; }
+  void make_current() override { cuda::set_current_device(stream_obj_.device_index()); }
   void* allocate(size_t bytes, MemoryCategory category, const std::string& what) override {
     // DeviceBuffer charges the ledger and turns a GPU out of memory into a
     // CapacityError with advice; the backend keeps it by its pointer.

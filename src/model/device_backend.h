@@ -35,6 +35,9 @@ class DeviceBackend {
   MemoryLedger& ledger() { return device_->memory(); }
   Device& device() { return *device_; }
   virtual bool host_memory() const = 0;  // device pointers are host pointers (the emulated device)
+  // Makes this device the calling thread's current one: a rank is built on
+  // one thread and steps on another, and CUDA's current device is per thread.
+  virtual void make_current() {}
 
   // `bytes` of device memory, charged to the ledger under `category` first
   // (CapacityError when over the budget); release() returns both.

@@ -249,6 +249,7 @@ void DeviceLlamaModel::fill_synthetic(void* dst, DType dtype, size_t bytes) {
 
 void DeviceLlamaModel::make_kv_cache(int64_t n_blocks, int64_t block_size, DType dtype) {
   const ModelConfig& c = config_;
+  backend_.make_current();
   kv_.memory = DeviceArray<uint8_t>();  // the old cache goes first
   cpu::PagedKv probe{nullptr, nullptr, dtype, block_size, shape_.n_kv_head_local, c.head_dim};
   if (!cpu::kv_dtype_supported(dtype, c.head_dim)) {
@@ -425,6 +426,7 @@ void DeviceLlamaModel::forward(const ForwardBatch& batch, float* hidden, float* 
   const int64_t n = batch.n_tokens(), d = c.n_embd, hd = c.head_dim;
   PARALLM_CHECK(n > 0);
   PARALLM_CHECK_MSG(kv_.n_blocks > 0, "DeviceLlamaModel::forward before make_kv_cache");
+  backend_.make_current();
   auto fit = [](DeviceArray<float>& a, int64_t size) { a.grow(static_cast<size_t>(size)); };
   fit(s.x, n * d);
   fit(s.h, n * d);
