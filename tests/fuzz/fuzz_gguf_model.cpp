@@ -3,7 +3,7 @@
 // LongRoPE factor tensors, and every tensor's shape check. Any bytes must give
 // a validated ModelFile or an InputError. The bytes go to a memfd, since the
 // loader maps a path.
-// FUZZ_SOURCES: src/loader/gguf_model.cpp src/config/gguf_config.cpp src/loader/model_file.cpp src/loader/gguf_reader.cpp src/config/model_config.cpp src/core/dtype.cpp src/util/check.cpp src/util/log.cpp src/util/mapped_file.cpp
+// FUZZ_SOURCES: src/loader/gguf_model.cpp src/config/gguf_config.cpp src/loader/model_file.cpp src/loader/gguf_reader.cpp src/config/model_config.cpp src/core/dtype.cpp src/util/check.cpp src/util/log.cpp src/util/mapped_file.cpp src/util/zeroed_memory.cpp src/util/huge_pages.cpp
 // FUZZ_MAX_LEN: 65536
 #include <sys/mman.h>
 #include <unistd.h>

@@ -5,7 +5,7 @@
 // every tensor whose name is a layout suffix ("qweight", "scales", ...)
 // becomes that part. Anything must convert or throw InputError, reading
 // only inside the buffer.
-// FUZZ_SOURCES: src/loader/quantized_checkpoint.cpp src/loader/quant_scheme.cpp src/loader/safetensors_reader.cpp src/loader/model_file.cpp src/kernels/cpu/quant.cpp src/kernels/cpu/quant_k.cpp src/kernels/cpu/quant_legacy.cpp src/config/model_config.cpp src/core/dtype.cpp src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp src/util/mapped_file.cpp
+// FUZZ_SOURCES: src/loader/quantized_checkpoint.cpp src/loader/quant_scheme.cpp src/loader/safetensors_reader.cpp src/loader/model_file.cpp src/kernels/cpu/quant.cpp src/kernels/cpu/quant_k.cpp src/kernels/cpu/quant_legacy.cpp src/config/model_config.cpp src/core/dtype.cpp src/util/json_parse.cpp src/util/check.cpp src/util/log.cpp src/util/mapped_file.cpp src/util/zeroed_memory.cpp src/util/huge_pages.cpp
 #include <cstddef>
 #include <cstdint>
 #include <optional>
