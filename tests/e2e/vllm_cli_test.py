@@ -183,6 +183,24 @@ class VllmCommandLine(ServeTestCase):
                 self.expect_error([MODEL, *args], *fragments)
 
 
+class EmulatedDevice(ServeTestCase):
+    """`serve --devices emu:0`: the GPU rank model on the emulated device
+    (docs/cuda.md) sizes its pool after a profiled step and answers what the
+    CPU ranks answer, token for token (greedy)."""
+
+    def test_serve_equals_cpu(self):
+        cpu = self.serve([MODEL, "--max-model-len", "256", *SMALL])
+        emu = self.serve([MODEL, "--max-model-len", "256", "--devices", "emu:0", *SMALL])
+        self.assertIn("profiled a step", emu.log_text())
+        self.assertIn("on emu:0", emu.log_text())
+        for prompt in ("Once upon a time", "The little dog"):
+            a = cpu.complete(None, prompt, 32)
+            b = emu.complete(None, prompt, 32)
+            self.assertEqual(a[0], 200, a)
+            self.assertEqual(b[0], 200, b)
+            self.assertEqual(b[1]["choices"][0]["text"], a[1]["choices"][0]["text"])
+
+
 class LlamaServerCommandLine(ServeTestCase):
     def test_llama_server_line(self):
         s = self.serve(["-m", MODEL, "-c", "256", "-np", "4", "--alias", "m2", "-ngl", "99", *SMALL])
