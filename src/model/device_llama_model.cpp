@@ -5,16 +5,11 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/math/embedding.h"
 #include "model/kv_pool.h"
 #include "util/check.h"
 
 namespace parallm {
-
-namespace {
-bool embedding_readable(DType t) {
-  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0;
-}
-}  // namespace
 
 void check_device_support(const ModelConfig& c, const ModelOptions& o, const std::string& device) {
   auto refuse = [&](const std::string& what) {
@@ -60,7 +55,7 @@ DeviceLlamaModel::DeviceLlamaModel(const ModelFile& file, const ModelOptions& op
     w.moe_layer = lp.moe_layer;
     if (lp.moe_layer) {
       upload_matrix(w.router, lp.router);
-      upload_vector(w.router_bias, lp.router_bias, c.n_expert, name + ".exp_probs_b");
+      upload_vector(w.router_bias, lp.router_bias, c.n_expert, name + ".exp_probs_b", 0.0f);
       w.expert_begin = lp.expert_begin;
       w.expert_gate.resize(lp.expert_gate.size());
       w.expert_up.resize(lp.expert_up.size());
@@ -79,12 +74,12 @@ DeviceLlamaModel::DeviceLlamaModel(const ModelFile& file, const ModelOptions& op
   }
   if (plan.token_embd != nullptr) {
     const WeightTensor& e = *plan.token_embd;
-    embd_dtype_ = embedding_readable(e.dtype) ? e.dtype : DType::kF16;
-    if (synthetic_ && embedding_readable(e.dtype)) {
+    embd_dtype_ = cuda::embedding_dtype_supported(e.dtype) ? e.dtype : DType::kF16;
+    if (synthetic_ && cuda::embedding_dtype_supported(e.dtype)) {
       token_embd_ = DeviceArray<uint8_t>(backend_, e.nbytes, MemoryCategory::kWeights, e.name);
       fill_synthetic(token_embd_.data(), e.dtype, e.nbytes);
       weight_bytes_ += e.nbytes;
-    } else if (embedding_readable(e.dtype)) {
+    } else if (cuda::embedding_dtype_supported(e.dtype)) {
       token_embd_.bind(backend_, MemoryCategory::kWeights, e.name);
       token_embd_.assign(e.data, e.nbytes);
       weight_bytes_ += e.nbytes;
@@ -130,13 +125,13 @@ DeviceLlamaModel::DeviceLlamaModel(const ModelFile& file, const ModelOptions& op
   backend_.synchronize();
 }
 
-void DeviceLlamaModel::upload_vector(DeviceArray<float>& v, const VectorPiece& p, int64_t n, const std::string& what) {
+void DeviceLlamaModel::upload_vector(DeviceArray<float>& v, const VectorPiece& p, int64_t n, const std::string& what,
+                                     float synthetic_value) {
   if (!p.present()) return;
   PARALLM_CHECK(p.begin + n <= p.tensor->shape[0]);
   v.bind(backend_, MemoryCategory::kWeights, what);
-  if (synthetic_) {  // norm weights 1, biases 0
-    const bool bias = what.find("bias") != std::string::npos || what.find("exp_probs_b") != std::string::npos;
-    const std::vector<float> host(static_cast<size_t>(n), bias ? 0.0f : 1.0f);
+  if (synthetic_) {
+    const std::vector<float> host(static_cast<size_t>(n), synthetic_value);
     v.assign(host.data(), host.size());
   } else {
     v.assign(p.data(), static_cast<size_t>(n));
@@ -290,7 +285,8 @@ void DeviceLlamaModel::upload_batch(const ForwardBatch& batch) {
   if (!batch.logit_rows.empty()) s.logit_rows.assign(batch.logit_rows.data(), batch.logit_rows.size());
   // Block tables, flat: each sequence's blocks through its last position in the batch.
   const size_t n_seqs = batch.block_tables.size();
-  std::vector<int64_t> used(n_seqs, 0);
+  std::vector<int64_t>& used = s.host_used;
+  used.assign(n_seqs, 0);
   for (int64_t t = 0; t < n; ++t) {
     int64_t& u = used[static_cast<size_t>(batch.seq_of_token[t])];
     u = std::max<int64_t>(u, batch.positions[t] / bs + 1);
@@ -385,8 +381,8 @@ void DeviceLlamaModel::moe_ffn(const DeviceLayer& w, int64_t n) {
   const int64_t n_local = static_cast<int64_t>(w.expert_gate.size());
   // Under tp (ep == 1) every rank runs every expert's columns: only one counts.
   const bool count = options_.shard.ep_size > 1 || options_.shard.tp_rank == 0;
-  std::vector<int32_t> rows;
-  std::vector<float> weights;
+  std::vector<int32_t>& rows = s.host_rows;
+  std::vector<float>& weights = s.host_row_weights;
   for (int64_t e = 0; e < n_local; ++e) {
     const int32_t global = static_cast<int32_t>(w.expert_begin + e);
     rows.clear();

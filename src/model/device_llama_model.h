@@ -104,7 +104,9 @@ class DeviceLlamaModel {
   // Synthetic models (ModelFile::synthetic): `bytes` of valid `dtype` values
   // at device pointer dst, tiled from a pool made once per dtype.
   void fill_synthetic(void* dst, DType dtype, size_t bytes);
-  void upload_vector(DeviceArray<float>& v, const VectorPiece& p, int64_t n, const std::string& what);
+  // synthetic_value: what a synthetic model's vector holds (norm weights 1, biases 0).
+  void upload_vector(DeviceArray<float>& v, const VectorPiece& p, int64_t n, const std::string& what,
+                     float synthetic_value = 1.0f);
   void upload_batch(const ForwardBatch& batch);
   // out [n, m.n_out] = x [n, m.n_in] W^T (+ bias).
   void linear(float* out, const DeviceMatrix& m, const float* x, int64_t n);
@@ -141,8 +143,9 @@ class DeviceLlamaModel {
     DeviceArray<int32_t> topk_ids, expert_rows;
     int64_t max_blocks_per_seq = 0;
     std::vector<float> host_cs, host_cs_swa, host_h;
-    std::vector<int32_t> host_ids, host_tables;
-    std::vector<float> host_weights;
+    std::vector<int32_t> host_ids, host_tables, host_rows;  // host_rows: one expert's tokens
+    std::vector<float> host_weights, host_row_weights;
+    std::vector<int64_t> host_used;  // blocks each sequence uses this step
   } s_;
 };
 
