@@ -361,7 +361,8 @@ void register_all() {
   const Type types[] = {
       {"f32", DType::kF32, false},         {"f16", DType::kF16, false},         {"bf16", DType::kBF16, false},
       {"q8_0", DType::kQ8_0, false},       {"q8_0-packed", DType::kQ8_0, true}, {"q4_0", DType::kQ4_0, false},
-      {"q4_0-packed", DType::kQ4_0, true}, {"q4_k", DType::kQ4_K, false},       {"q6_k", DType::kQ6_K, false}};
+      {"q4_0-packed", DType::kQ4_0, true}, {"q4_k", DType::kQ4_K, false},       {"q4_k-packed", DType::kQ4_K, true},
+      {"q6_k", DType::kQ6_K, false},       {"q6_k-packed", DType::kQ6_K, true}};
   for (const Type& ty : types) {
     benchmark::RegisterBenchmark((std::string("decode/") + ty.name).c_str(),
                                  [ty](benchmark::State& s) { run_model(s, ty.t, ty.packed, 1, kLayers); })

@@ -6,6 +6,8 @@
 //  - q8_0 / q4_0 mat-vec with x quantized to 8 bits and VPMADDUBSW (no VNNI
 //    needed, so Zen 1-3 and Haswell run it), and the same for the other
 //    block types but q6_k (blocks_avx2.cpp);
+//  - the block types packed at load (block_pack.h: q4_1 .. iq4_xs, q2_k ..
+//    q6_k) at any batch size, with the same 8-bit x (block_pack_avx2.cpp);
 //  - KV-cache row conversions and the roofline probes.
 #include <immintrin.h>
 
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "kernels/cpu/avx2_blocks.h"
+#include "kernels/cpu/block_pack.h"
 #include "kernels/cpu/isa_table.h"
 #include "kernels/cpu/quant.h"
 
@@ -220,22 +223,29 @@ void block_rows(const RowsTask& a) {
   }
 }
 
-// Same activation layout as isa_avx512.cpp: per token int8 q[n_in] | float
-// d[nb] | int32 corr[nb*8] (corr = -8 * sum of each 4 consecutive q).
-size_t xq_token_bytes(int64_t n_in) {
-  const int64_t nb = n_in / 32;
-  return static_cast<size_t>(n_in + nb * 4 + nb * 32);
+// x quantized per 32-block like ggml's q8_0, per token (avx2_blocks.h's
+// XqLayout): int8 q[n_in] | float d[nb] | int32 corr[nb*8] (corr = -8 *
+// sum of each 4 consecutive q: q4_0's nibble offset) | int32 s16[nb*2] |
+// float xs16[nb*2] (the sums of each block's q 0-15 and 16-31, and those
+// times d: the block-packed kernels' offsets and mins).
+avx2::XqLayout xq_layout(int64_t n_in) {
+  const size_t nb = static_cast<size_t>(n_in / 32), d = static_cast<size_t>(n_in), corr = d + nb * 4;
+  const size_t s16 = corr + nb * 32, xs16 = s16 + nb * 8;
+  return {xs16 + nb * 8, d, s16, xs16};
 }
-size_t xq_bytes(int64_t n_tokens, int64_t n_in) { return xq_token_bytes(n_in) * n_tokens + 64; }
+size_t xq_bytes(int64_t n_tokens, int64_t n_in) { return xq_layout(n_in).token_bytes * n_tokens + 64; }
 
 void quantize_x(const float* x, void* xq, int64_t /*n_tokens*/, int64_t n_in, int64_t t_begin, int64_t t_end) {
   const int64_t nb = n_in / 32;
+  const avx2::XqLayout xl = xq_layout(n_in);
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t t = t_begin; t < t_end; ++t) {
-    char* base = static_cast<char*>(xq) + t * xq_token_bytes(n_in);
+    char* base = static_cast<char*>(xq) + t * xl.token_bytes;
     int8_t* q = reinterpret_cast<int8_t*>(base);
-    float* d = reinterpret_cast<float*>(base + n_in);
-    int32_t* corr = reinterpret_cast<int32_t*>(base + n_in + nb * 4);
+    float* d = reinterpret_cast<float*>(base + xl.d_offset);
+    int32_t* corr = reinterpret_cast<int32_t*>(base + xl.d_offset + nb * 4);
+    int32_t* s16 = reinterpret_cast<int32_t*>(base + xl.s16_offset);
+    float* xs16 = reinterpret_cast<float*>(base + xl.xs16_offset);
     const float* xt = x + t * n_in;
     for (int64_t b = 0; b < nb; ++b) {
       __m256 v[4];
@@ -250,19 +260,30 @@ void quantize_x(const float* x, void* xq, int64_t /*n_tokens*/, int64_t n_in, in
       const float db = _mm_cvtss_f32(m4) / 127.0f;
       const __m256 id = _mm256_set1_ps(db != 0.0f ? 1.0f / db : 0.0f);
       d[b] = db;
+      int32_t half[2] = {0, 0};
       for (int j = 0; j < 4; ++j) {
         alignas(32) int32_t qi[8];
         _mm256_store_si256(reinterpret_cast<__m256i*>(qi), _mm256_cvtps_epi32(_mm256_mul_ps(v[j], id)));
-        for (int l = 0; l < 8; ++l) q[b * 32 + 8 * j + l] = static_cast<int8_t>(std::clamp(qi[l], -127, 127));
+        int32_t sum = 0;
+        for (int l = 0; l < 8; ++l) {
+          qi[l] = std::clamp(qi[l], -127, 127);
+          q[b * 32 + 8 * j + l] = static_cast<int8_t>(qi[l]);
+          sum += qi[l];
+        }
+        half[j / 2] += sum;
         corr[b * 8 + 2 * j] = -8 * (qi[0] + qi[1] + qi[2] + qi[3]);
         corr[b * 8 + 2 * j + 1] = -8 * (qi[4] + qi[5] + qi[6] + qi[7]);
       }
+      s16[2 * b] = half[0], s16[2 * b + 1] = half[1];
+      xs16[2 * b] = db * static_cast<float>(half[0]), xs16[2 * b + 1] = db * static_cast<float>(half[1]);
     }
   }
 }
 
 bool wants_xq(DType t, int64_t n_tokens, bool packed) {
-  if (packed) return false;  // packed_rows_portable reads x in f32
+  // Packed block types run block_pack_avx2.cpp at any batch size; packed
+  // q8_0 / q4_0 (an AVX-512 layout) run packed_rows_portable on f32 x.
+  if (packed) return block_packable(t);
   return (t == DType::kQ8_0 || t == DType::kQ4_0 || avx2::has_block_dot(t)) && n_tokens < kQuantGemmMinTokens;
 }
 
@@ -313,7 +334,7 @@ float dot_q4_0(const BlockQ4_0* w, const int8_t* q, const float* d, const int32_
 
 void quant_rows(const RowsTask& a) {
   const int64_t nb = a.n_in / 32;
-  const size_t tb = xq_token_bytes(a.n_in);
+  const size_t tb = xq_layout(a.n_in).token_bytes;
   const size_t row_bytes = dtype_row_bytes(a.wtype, a.n_in);
   for (int64_t o = a.o_begin; o < a.o_end; ++o) {
     const char* row = a.w + o * a.w_stride;
@@ -341,7 +362,11 @@ void quant_rows(const RowsTask& a) {
 
 void rows(const RowsTask& a) {
   if (a.packed) {
-    packed_rows_portable(a);
+    if (block_packable(a.wtype)) {
+      avx2::block_packed_rows(a, xq_layout(a.n_in));
+    } else {
+      packed_rows_portable(a);
+    }
     return;
   }
   if (wants_xq(a.wtype, a.n_tokens, false)) {

@@ -35,7 +35,10 @@ bool packing_pays(DType t) {
     const char* env = std::getenv("PARALLM_PACK");
     return env == nullptr || std::string(env) != "0";
   }();
-  return enabled && packable(t) && active_isa() == Isa::kAvx512;
+  // AVX2 has packed kernels for the block_pack.h types only (its q8_0 / q4_0
+  // row dots read the GGUF layout).
+  const Isa isa = active_isa();
+  return enabled && packable(t) && (isa == Isa::kAvx512 || (isa == Isa::kAvx2 && block_packable(t)));
 }
 
 size_t packed_group_bytes(DType t, int64_t n_in) {

@@ -36,7 +36,8 @@ namespace parallm::cpu {
 constexpr int64_t kPackRows = 16;
 
 // Whether the active kernels run packed matrices of this dtype faster than
-// the file's layout (every block type on AVX-512 VNNI). PARALLM_PACK=0 in the
+// the file's layout (every block type on AVX-512 VNNI; on AVX2 those of
+// block_pack.h, not q8_0 / q4_0). PARALLM_PACK=0 in the
 // environment turns packing off (A/B measurements).
 bool packing_pays(DType t);
 // Whether pack_rows accepts this dtype.
