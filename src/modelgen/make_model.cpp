@@ -81,26 +81,32 @@ void add_random(GgufWriter* w, const std::string& name, DType dtype, std::vector
 
 // Llama 3.1's per-frequency divisors, as llama.cpp's converter stores them in
 // rope_freqs.weight: the effective inverse frequency is inv_freq[i] / factor[i].
-std::vector<float> llama3_rope_factors(const ModelPreset& p) {
-  const int64_t hd = p.head_dim();
+std::vector<float> llama3_rope_factors(const ModelConfig& c) {
+  const int64_t hd = c.head_dim;
   const double pi = 3.14159265358979323846;
-  const double low_wavelen = p.rope_original_ctx / p.rope_low_freq_factor;
-  const double high_wavelen = p.rope_original_ctx / p.rope_high_freq_factor;
+  const double low_wavelen = c.rope_original_ctx / c.rope_low_freq_factor;
+  const double high_wavelen = c.rope_original_ctx / c.rope_high_freq_factor;
   std::vector<float> f(static_cast<size_t>(hd / 2));
   for (int64_t i = 0; i < hd / 2; ++i) {
-    const double freq = std::pow(static_cast<double>(p.rope_theta), -2.0 * i / static_cast<double>(hd));
+    const double freq = std::pow(static_cast<double>(c.rope_theta), -2.0 * i / static_cast<double>(hd));
     const double wavelen = 2.0 * pi / freq;
     double divisor = 1.0;
     if (wavelen > low_wavelen) {
-      divisor = p.rope_factor;
+      divisor = c.rope_factor;
     } else if (wavelen >= high_wavelen) {
       const double smooth =
-          (p.rope_original_ctx / wavelen - p.rope_low_freq_factor) / (p.rope_high_freq_factor - p.rope_low_freq_factor);
-      divisor = 1.0 / ((1.0 - smooth) / p.rope_factor + smooth);
+          (c.rope_original_ctx / wavelen - c.rope_low_freq_factor) / (c.rope_high_freq_factor - c.rope_low_freq_factor);
+      divisor = 1.0 / ((1.0 - smooth) / c.rope_factor + smooth);
     }
     f[static_cast<size_t>(i)] = static_cast<float>(divisor);
   }
   return f;
+}
+
+void add_f32_vector(GgufWriter* w, const std::string& name, const std::vector<float>& v) {
+  std::vector<uint8_t> bytes(v.size() * sizeof(float));
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  w->add_tensor(name, DType::kF32, {static_cast<int64_t>(v.size())}, std::move(bytes));
 }
 
 void write_vocab(GgufWriter* w, const MakeModelOptions& opts, int64_t* n_vocab) {
@@ -128,45 +134,46 @@ void write_vocab(GgufWriter* w, const MakeModelOptions& opts, int64_t* n_vocab) 
 }
 
 // DeepSeek-V2/V3's keys as llama.cpp's converter writes them.
-void write_deepseek_keys(GgufWriter* w, const ModelPreset& p) {
-  const std::string a = p.arch + ".";
-  if (p.q_lora_rank > 0) w->set_u32(a + "attention.q_lora_rank", static_cast<uint32_t>(p.q_lora_rank));
-  w->set_u32(a + "attention.kv_lora_rank", static_cast<uint32_t>(p.kv_lora_rank));
-  w->set_u32(a + "attention.key_length", static_cast<uint32_t>(p.qk_nope_dim + p.qk_rope_dim));
-  w->set_u32(a + "attention.value_length", static_cast<uint32_t>(p.v_head_dim));
-  w->set_u32(a + "rope.dimension_count", static_cast<uint32_t>(p.qk_rope_dim));
-  w->set_u32(a + "feed_forward_length", static_cast<uint32_t>(p.n_ff_dense));
-  w->set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(p.n_dense_lead));
-  w->set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(p.n_ff));
-  w->set_u32(a + "expert_shared_count", static_cast<uint32_t>(p.n_shared_experts));
-  w->set_f32(a + "expert_weights_scale", p.routed_scale);
-  w->set_bool(a + "expert_weights_norm", p.norm_topk);
-  w->set_u32(a + "expert_gating_func", p.router_sigmoid ? 2 : 1);
-  if (p.n_expert_groups > 1) {
-    w->set_u32(a + "expert_group_count", static_cast<uint32_t>(p.n_expert_groups));
-    w->set_u32(a + "expert_group_used_count", static_cast<uint32_t>(p.n_expert_groups_used));
+void write_deepseek_keys(GgufWriter* w, const ModelConfig& c) {
+  const std::string a = c.arch_name + ".";
+  if (c.q_lora_rank > 0) w->set_u32(a + "attention.q_lora_rank", static_cast<uint32_t>(c.q_lora_rank));
+  w->set_u32(a + "attention.kv_lora_rank", static_cast<uint32_t>(c.kv_lora_rank));
+  w->set_u32(a + "attention.key_length", static_cast<uint32_t>(c.qk_nope_dim + c.qk_rope_dim));
+  w->set_u32(a + "attention.value_length", static_cast<uint32_t>(c.v_head_dim));
+  w->set_u32(a + "rope.dimension_count", static_cast<uint32_t>(c.qk_rope_dim));
+  w->set_u32(a + "feed_forward_length", static_cast<uint32_t>(c.n_ff_dense));
+  w->set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(c.n_dense_lead));
+  w->set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.n_ff));
+  w->set_u32(a + "expert_shared_count", static_cast<uint32_t>(c.n_expert_shared));
+  w->set_f32(a + "expert_weights_scale", c.routed_scale);
+  w->set_bool(a + "expert_weights_norm", c.norm_topk_prob);
+  w->set_u32(a + "expert_gating_func", c.router_scoring == RouterScoring::kSigmoid ? 2 : 1);
+  if (c.n_expert_groups > 1) {
+    w->set_u32(a + "expert_group_count", static_cast<uint32_t>(c.n_expert_groups));
+    w->set_u32(a + "expert_group_used_count", static_cast<uint32_t>(c.n_expert_groups_used));
   }
 }
 
 // One layer's latent attention (model/mla.h has the shapes).
 void add_mla_tensors(GgufWriter* w, const ModelPreset& p, const std::string& b, DType dt, uint64_t seed) {
-  const int64_t qh = p.qk_nope_dim + p.qk_rope_dim, lora = p.kv_lora_rank;
+  const ModelConfig& c = p.config;
+  const int64_t qh = c.qk_nope_dim + c.qk_rope_dim, lora = c.kv_lora_rank;
   auto std_of = [](int64_t n_in) { return 1.0f / std::sqrt(static_cast<float>(n_in)); };
   const TensorPlan norm{1.0f, 0.1f};
-  if (p.q_lora_rank > 0) {
-    add_random(w, b + "attn_q_a.weight", dt, {p.q_lora_rank, p.n_embd}, {0.0f, std_of(p.n_embd)}, seed);
-    add_random(w, b + "attn_q_a_norm.weight", DType::kF32, {p.q_lora_rank}, norm, seed);
-    add_random(w, b + "attn_q_b.weight", dt, {p.n_head * qh, p.q_lora_rank}, {0.0f, std_of(p.q_lora_rank)}, seed);
+  if (c.q_lora_rank > 0) {
+    add_random(w, b + "attn_q_a.weight", dt, {c.q_lora_rank, c.n_embd}, {0.0f, std_of(c.n_embd)}, seed);
+    add_random(w, b + "attn_q_a_norm.weight", DType::kF32, {c.q_lora_rank}, norm, seed);
+    add_random(w, b + "attn_q_b.weight", dt, {c.n_head * qh, c.q_lora_rank}, {0.0f, std_of(c.q_lora_rank)}, seed);
   } else {
-    add_random(w, b + "attn_q.weight", dt, {p.n_head * qh, p.n_embd}, {0.0f, std_of(p.n_embd)}, seed);
+    add_random(w, b + "attn_q.weight", dt, {c.n_head * qh, c.n_embd}, {0.0f, std_of(c.n_embd)}, seed);
   }
-  add_random(w, b + "attn_kv_a_mqa.weight", dt, {lora + p.qk_rope_dim, p.n_embd}, {0.0f, std_of(p.n_embd)}, seed);
+  add_random(w, b + "attn_kv_a_mqa.weight", dt, {lora + c.qk_rope_dim, c.n_embd}, {0.0f, std_of(c.n_embd)}, seed);
   add_random(w, b + "attn_kv_a_norm.weight", DType::kF32, {lora}, norm, seed);
   if (p.split_kv_b) {
-    add_random(w, b + "attn_k_b.weight", dt, {p.n_head, lora, p.qk_nope_dim}, {0.0f, std_of(lora)}, seed);
-    add_random(w, b + "attn_v_b.weight", dt, {p.n_head, p.v_head_dim, lora}, {0.0f, std_of(lora)}, seed);
+    add_random(w, b + "attn_k_b.weight", dt, {c.n_head, lora, c.qk_nope_dim}, {0.0f, std_of(lora)}, seed);
+    add_random(w, b + "attn_v_b.weight", dt, {c.n_head, c.v_head_dim, lora}, {0.0f, std_of(lora)}, seed);
   } else {
-    add_random(w, b + "attn_kv_b.weight", dt, {p.n_head * (p.qk_nope_dim + p.v_head_dim), lora}, {0.0f, std_of(lora)},
+    add_random(w, b + "attn_kv_b.weight", dt, {c.n_head * (c.qk_nope_dim + c.v_head_dim), lora}, {0.0f, std_of(lora)},
                seed);
   }
 }
@@ -211,8 +218,9 @@ uint32_t gguf_file_type(DType t) {
 
 GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summary) {
   ModelPreset p = opts.shape != nullptr ? *opts.shape : find_model_preset(opts.preset);
+  ModelConfig& c = p.config;
   const DType dt = opts.dtype;
-  const std::string a = p.arch;
+  const std::string a = c.arch_name;
   GgufWriter w;
 
   w.set_string("general.architecture", a);
@@ -222,61 +230,64 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
   // The vocabulary decides n_vocab when it is copied; write it first into a
   // scratch writer so the model keys keep llama.cpp's order.
   GgufWriter vocab;
-  write_vocab(&vocab, opts, &p.n_vocab);
+  write_vocab(&vocab, opts, &c.n_vocab);
 
-  const int64_t hd = p.head_dim();
-  w.set_u32(a + ".context_length", static_cast<uint32_t>(p.n_ctx));
-  w.set_u32(a + ".embedding_length", static_cast<uint32_t>(p.n_embd));
-  w.set_u32(a + ".block_count", static_cast<uint32_t>(p.n_layer));
-  const bool qwen_moe = a == "qwen2moe" || a == "qwen3moe";
-  const bool mla = p.kv_lora_rank > 0;
+  const int64_t hd = c.head_dim;
+  w.set_u32(a + ".context_length", static_cast<uint32_t>(c.n_ctx_train));
+  w.set_u32(a + ".embedding_length", static_cast<uint32_t>(c.n_embd));
+  w.set_u32(a + ".block_count", static_cast<uint32_t>(c.n_layer));
+  const bool qwen_moe = c.arch == Architecture::kQwen2Moe || c.arch == Architecture::kQwen3Moe;
+  const bool mla = c.mla();
   if (mla) {
-    write_deepseek_keys(&w, p);
+    write_deepseek_keys(&w, c);
   } else if (qwen_moe) {
-    // Qwen-MoE files carry a dense width that no layer uses (every layer is
-    // sparse) beside the experts': written unlike n_ff, so a reader taking
-    // the wrong key fails the shape checks.
-    w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(4 * p.n_ff));
-    w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(p.n_ff));
-    if (p.n_ff_shared > 0) w.set_u32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(p.n_ff_shared));
+    // Qwen-MoE files carry their (unused) dense width beside the experts'.
+    w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(c.n_ff_dense));
+    w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(c.n_ff));
+    if (c.has_shared_expert()) {
+      w.set_u32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(c.n_ff_shared));
+    }
   } else {
-    w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(p.n_ff));
+    w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(c.n_ff));
   }
-  w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(p.n_head));
-  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(p.n_kv_head));
-  w.set_f32(a + ".rope.freq_base", p.rope_theta);
-  w.set_f32(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
+  w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(c.n_head));
+  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(c.n_kv_head));
+  w.set_f32(a + ".rope.freq_base", c.rope_theta);
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
   if (!mla) w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
-  if (p.head_dim_override > 0 && !mla) {
+  // Heads stated only when they are not n_embd / n_head wide (a reader's default).
+  if (!mla && c.n_head * hd != c.n_embd) {
     w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
     w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
   }
-  w.set_u32(a + ".vocab_size", static_cast<uint32_t>(p.n_vocab));
-  if (p.sliding_window > 0) w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(p.sliding_window));
-  if (p.attn_softcap > 0) w.set_f32(a + ".attn_logit_softcapping", p.attn_softcap);
-  if (p.final_softcap > 0) w.set_f32(a + ".final_logit_softcapping", p.final_softcap);
-  if (p.n_expert > 0) {
-    w.set_u32(a + ".expert_count", static_cast<uint32_t>(p.n_expert));
-    w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(p.n_expert_used));
+  w.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.n_vocab));
+  // Gemma's keys; which layers slide is llama.cpp's per-generation rule.
+  if (c.sliding_window > 0) w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+  if (c.attn_softcap > 0) w.set_f32(a + ".attn_logit_softcapping", c.attn_softcap);
+  if (c.final_softcap > 0) w.set_f32(a + ".final_logit_softcapping", c.final_softcap);
+  if (c.is_moe()) {
+    w.set_u32(a + ".expert_count", static_cast<uint32_t>(c.n_expert));
+    w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(c.n_expert_used));
   }
-  if (p.rope_scaling == RopeScaling::kYarn) {
+  if (c.rope_scaling == RopeScaling::kYarn) {
     w.set_string(a + ".rope.scaling.type", "yarn");
-    w.set_f32(a + ".rope.scaling.factor", p.rope_factor);
-    w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(p.rope_original_ctx));
-    w.set_f32(a + ".rope.scaling.yarn_log_multiplier", p.yarn_log_multiplier);
-  } else if (p.rope_scaling == RopeScaling::kLongRope) {
+    w.set_f32(a + ".rope.scaling.factor", c.rope_factor);
+    w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(c.rope_original_ctx));
+    // llama.cpp's name for 0.1 mscale_all_dim.
+    w.set_f32(a + ".rope.scaling.yarn_log_multiplier", static_cast<float>(0.1 * c.yarn_mscale_all_dim));
+  } else if (c.rope_scaling == RopeScaling::kLongRope) {
     // As llama.cpp's converter writes Phi-3: the factors are tensors.
-    w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(p.rope_original_ctx));
-    w.set_f32(a + ".rope.scaling.attn_factor", longrope_attn_factor(p.n_ctx, p.rope_original_ctx));
-  } else if (p.rope_scaling == RopeScaling::kLinear) {
+    w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(c.rope_original_ctx));
+    w.set_f32(a + ".rope.scaling.attn_factor", c.rope_attn_factor);
+  } else if (c.rope_scaling == RopeScaling::kLinear) {
     w.set_string(a + ".rope.scaling.type", "linear");
-    w.set_f32(a + ".rope.scaling.factor", p.rope_factor);
-  } else if (p.rope_scaling == RopeScaling::kLlama3) {
+    w.set_f32(a + ".rope.scaling.factor", c.rope_factor);
+  } else if (c.rope_scaling == RopeScaling::kLlama3) {
     w.set_string("parallm.rope_scaling.type", "llama3");
-    w.set_f32("parallm.rope_scaling.factor", p.rope_factor);
-    w.set_f32("parallm.rope_scaling.low_freq_factor", p.rope_low_freq_factor);
-    w.set_f32("parallm.rope_scaling.high_freq_factor", p.rope_high_freq_factor);
-    w.set_u32("parallm.rope_scaling.original_context_length", static_cast<uint32_t>(p.rope_original_ctx));
+    w.set_f32("parallm.rope_scaling.factor", c.rope_factor);
+    w.set_f32("parallm.rope_scaling.low_freq_factor", c.rope_low_freq_factor);
+    w.set_f32("parallm.rope_scaling.high_freq_factor", c.rope_high_freq_factor);
+    w.set_u32("parallm.rope_scaling.original_context_length", static_cast<uint32_t>(c.rope_original_ctx));
   }
   // Copy the vocabulary keys over in their order.
   {
@@ -289,105 +300,83 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
   }
 
   const uint64_t seed = opts.seed;
-  const float in_embd = 1.0f / std::sqrt(static_cast<float>(p.n_embd));
-  const float in_ff = 1.0f / std::sqrt(static_cast<float>(p.n_ff));
+  const float in_embd = 1.0f / std::sqrt(static_cast<float>(c.n_embd));
+  const float in_ff = 1.0f / std::sqrt(static_cast<float>(c.n_ff));
   const TensorPlan norm{1.0f, 0.1f};
-  const int64_t q_dim = p.n_head * hd, kv_dim = p.n_kv_head * hd;
+  const int64_t q_dim = c.n_head * hd, kv_dim = c.n_kv_head * hd;
 
-  add_random(&w, "token_embd.weight", dt, {p.n_vocab, p.n_embd}, {0.0f, 2.0f * in_embd}, seed);
-  add_random(&w, "output_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
-  if (!p.tied_embeddings) add_random(&w, "output.weight", dt, {p.n_vocab, p.n_embd}, {0.0f, 2.0f * in_embd}, seed);
-  if (p.rope_scaling == RopeScaling::kLongRope) {
-    // Smooth ramps as real checkpoints have: long 1 -> 8, short 1 -> 1.5.
-    const int64_t half = hd / 2;
-    std::vector<float> lf(static_cast<size_t>(half)), sf(lf.size());
-    for (int64_t i = 0; i < half; ++i) {
-      const float x = half > 1 ? static_cast<float>(i) / static_cast<float>(half - 1) : 0.0f;
-      lf[static_cast<size_t>(i)] = 1.0f + 7.0f * x * x;
-      sf[static_cast<size_t>(i)] = 1.0f + 0.5f * x;
-    }
-    for (const auto& [name, f] :
-         {std::pair{"rope_factors_long.weight", lf}, std::pair{"rope_factors_short.weight", sf}}) {
-      std::vector<uint8_t> bytes(f.size() * sizeof(float));
-      std::memcpy(bytes.data(), f.data(), bytes.size());
-      w.add_tensor(name, DType::kF32, {half}, std::move(bytes));
-    }
+  add_random(&w, "token_embd.weight", dt, {c.n_vocab, c.n_embd}, {0.0f, 2.0f * in_embd}, seed);
+  add_random(&w, "output_norm.weight", DType::kF32, {c.n_embd}, norm, seed);
+  if (!c.tied_embeddings) add_random(&w, "output.weight", dt, {c.n_vocab, c.n_embd}, {0.0f, 2.0f * in_embd}, seed);
+  if (c.rope_scaling == RopeScaling::kLongRope) {
+    add_f32_vector(&w, "rope_factors_long.weight", c.rope_long_factors);
+    add_f32_vector(&w, "rope_factors_short.weight", c.rope_short_factors);
   }
-  if (p.rope_scaling == RopeScaling::kLlama3) {
-    std::vector<float> f = llama3_rope_factors(p);
-    std::vector<uint8_t> bytes(f.size() * sizeof(float));
-    std::memcpy(bytes.data(), f.data(), bytes.size());
-    w.add_tensor("rope_freqs.weight", DType::kF32, {static_cast<int64_t>(f.size())}, std::move(bytes));
-  }
-  for (int64_t l = 0; l < p.n_layer; ++l) {
+  if (c.rope_scaling == RopeScaling::kLlama3) add_f32_vector(&w, "rope_freqs.weight", llama3_rope_factors(c));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
-    add_random(&w, b + "attn_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
+    add_random(&w, b + "attn_norm.weight", DType::kF32, {c.n_embd}, norm, seed);
     if (mla) {
       add_mla_tensors(&w, p, b, dt, seed);
-    } else if (a == "phi3") {
-      add_random(&w, b + "attn_qkv.weight", dt, {q_dim + 2 * kv_dim, p.n_embd}, {0.0f, in_embd}, seed);
+    } else if (c.fused_qkv) {
+      add_random(&w, b + "attn_qkv.weight", dt, {q_dim + 2 * kv_dim, c.n_embd}, {0.0f, in_embd}, seed);
     } else {
-      add_random(&w, b + "attn_q.weight", dt, {q_dim, p.n_embd}, {0.0f, in_embd}, seed);
-      add_random(&w, b + "attn_k.weight", dt, {kv_dim, p.n_embd}, {0.0f, in_embd}, seed);
-      add_random(&w, b + "attn_v.weight", dt, {kv_dim, p.n_embd}, {0.0f, in_embd}, seed);
+      add_random(&w, b + "attn_q.weight", dt, {q_dim, c.n_embd}, {0.0f, in_embd}, seed);
+      add_random(&w, b + "attn_k.weight", dt, {kv_dim, c.n_embd}, {0.0f, in_embd}, seed);
+      add_random(&w, b + "attn_v.weight", dt, {kv_dim, c.n_embd}, {0.0f, in_embd}, seed);
     }
-    if (p.qkv_bias) {
+    if (c.qkv_bias) {
       add_random(&w, b + "attn_q.bias", DType::kF32, {q_dim}, {0.0f, 0.5f}, seed);
       add_random(&w, b + "attn_k.bias", DType::kF32, {kv_dim}, {0.0f, 0.5f}, seed);
       add_random(&w, b + "attn_v.bias", DType::kF32, {kv_dim}, {0.0f, 0.5f}, seed);
     }
-    const int64_t o_in = mla ? p.n_head * p.v_head_dim : q_dim;
-    add_random(&w, b + "attn_output.weight", dt, {p.n_embd, o_in}, {0.0f, 1.0f / std::sqrt(static_cast<float>(o_in))},
+    const int64_t o_in = mla ? c.n_head * c.v_head_dim : q_dim;
+    add_random(&w, b + "attn_output.weight", dt, {c.n_embd, o_in}, {0.0f, 1.0f / std::sqrt(static_cast<float>(o_in))},
                seed);
-    if (p.qk_norm) {
+    if (c.qk_norm) {
       add_random(&w, b + "attn_q_norm.weight", DType::kF32, {hd}, norm, seed);
       add_random(&w, b + "attn_k_norm.weight", DType::kF32, {hd}, norm, seed);
     }
-    add_random(&w, b + "ffn_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
-    if (a == "gemma2" || a == "gemma3") {
-      add_random(&w, b + "post_attention_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
-      add_random(&w, b + "post_ffw_norm.weight", DType::kF32, {p.n_embd}, norm, seed);
+    add_random(&w, b + "ffn_norm.weight", DType::kF32, {c.n_embd}, norm, seed);
+    if (c.post_norms) {
+      add_random(&w, b + "post_attention_norm.weight", DType::kF32, {c.n_embd}, norm, seed);
+      add_random(&w, b + "post_ffw_norm.weight", DType::kF32, {c.n_embd}, norm, seed);
     }
-    const bool moe_layer = p.n_expert > 0 && l >= p.n_dense_lead;
-    if (moe_layer && p.n_shared_experts > 0) {  // DeepSeek: ungated, n experts of n_ff as one FFN
-      const int64_t f = p.n_shared_experts * p.n_ff;
-      add_random(&w, b + "ffn_gate_shexp.weight", dt, {f, p.n_embd}, {0.0f, in_embd}, seed);
-      add_random(&w, b + "ffn_down_shexp.weight", dt, {p.n_embd, f}, {0.0f, 1.0f / std::sqrt(static_cast<float>(f))},
+    const bool moe_layer = c.is_moe_layer(l);
+    if (moe_layer && c.has_shared_expert()) {  // DeepSeek's n shared experts are one FFN
+      const int64_t f = c.n_ff_shared;
+      // Qwen2-MoE's gate logits of about unit spread, so the sigmoid is far from constant.
+      if (c.shared_expert_gated) {
+        add_random(&w, b + "ffn_gate_inp_shexp.weight", DType::kF32, {c.n_embd}, {0.0f, in_embd}, seed);
+      }
+      add_random(&w, b + "ffn_gate_shexp.weight", dt, {f, c.n_embd}, {0.0f, in_embd}, seed);
+      add_random(&w, b + "ffn_down_shexp.weight", dt, {c.n_embd, f}, {0.0f, 1.0f / std::sqrt(static_cast<float>(f))},
                  seed);
-      add_random(&w, b + "ffn_up_shexp.weight", dt, {f, p.n_embd}, {0.0f, in_embd}, seed);
-    }
-    if (p.n_ff_shared > 0) {
-      // Gate logits of about unit spread, so the sigmoid is far from constant.
-      const float in_shared = 1.0f / std::sqrt(static_cast<float>(p.n_ff_shared));
-      add_random(&w, b + "ffn_gate_inp_shexp.weight", DType::kF32, {p.n_embd}, {0.0f, in_embd}, seed);
-      add_random(&w, b + "ffn_gate_shexp.weight", dt, {p.n_ff_shared, p.n_embd}, {0.0f, in_embd}, seed);
-      add_random(&w, b + "ffn_down_shexp.weight", dt, {p.n_embd, p.n_ff_shared}, {0.0f, in_shared}, seed);
-      add_random(&w, b + "ffn_up_shexp.weight", dt, {p.n_ff_shared, p.n_embd}, {0.0f, in_embd}, seed);
+      add_random(&w, b + "ffn_up_shexp.weight", dt, {f, c.n_embd}, {0.0f, in_embd}, seed);
     }
     if (moe_layer) {
-      add_random(&w, b + "ffn_gate_inp.weight", DType::kF32, {p.n_expert, p.n_embd}, {0.0f, 2.0f * in_embd}, seed);
+      add_random(&w, b + "ffn_gate_inp.weight", DType::kF32, {c.n_expert, c.n_embd}, {0.0f, 2.0f * in_embd}, seed);
       // A choice bias the size of the sigmoid scores' differences, so it moves some choices.
-      if (p.router_bias) add_random(&w, b + "exp_probs_b.bias", DType::kF32, {p.n_expert}, {0.0f, 0.05f}, seed);
-      add_random(&w, b + "ffn_gate_exps.weight", dt, {p.n_expert, p.n_ff, p.n_embd}, {0.0f, in_embd}, seed);
-      add_random(&w, b + "ffn_down_exps.weight", dt, {p.n_expert, p.n_embd, p.n_ff}, {0.0f, in_ff}, seed);
-      add_random(&w, b + "ffn_up_exps.weight", dt, {p.n_expert, p.n_ff, p.n_embd}, {0.0f, in_embd}, seed);
-    } else if (p.n_dense_lead > 0) {  // DeepSeek's leading dense layers
-      const float in_dense = 1.0f / std::sqrt(static_cast<float>(p.n_ff_dense));
-      add_random(&w, b + "ffn_gate.weight", dt, {p.n_ff_dense, p.n_embd}, {0.0f, in_embd}, seed);
-      add_random(&w, b + "ffn_down.weight", dt, {p.n_embd, p.n_ff_dense}, {0.0f, in_dense}, seed);
-      add_random(&w, b + "ffn_up.weight", dt, {p.n_ff_dense, p.n_embd}, {0.0f, in_embd}, seed);
-    } else if (a == "phi3") {  // gate rows then up rows, one matrix
-      add_random(&w, b + "ffn_down.weight", dt, {p.n_embd, p.n_ff}, {0.0f, in_ff}, seed);
-      add_random(&w, b + "ffn_up.weight", dt, {2 * p.n_ff, p.n_embd}, {0.0f, in_embd}, seed);
-    } else {
-      add_random(&w, b + "ffn_gate.weight", dt, {p.n_ff, p.n_embd}, {0.0f, in_embd}, seed);
-      add_random(&w, b + "ffn_down.weight", dt, {p.n_embd, p.n_ff}, {0.0f, in_ff}, seed);
-      add_random(&w, b + "ffn_up.weight", dt, {p.n_ff, p.n_embd}, {0.0f, in_embd}, seed);
+      if (c.router_bias) add_random(&w, b + "exp_probs_b.bias", DType::kF32, {c.n_expert}, {0.0f, 0.05f}, seed);
+      add_random(&w, b + "ffn_gate_exps.weight", dt, {c.n_expert, c.n_ff, c.n_embd}, {0.0f, in_embd}, seed);
+      add_random(&w, b + "ffn_down_exps.weight", dt, {c.n_expert, c.n_embd, c.n_ff}, {0.0f, in_ff}, seed);
+      add_random(&w, b + "ffn_up_exps.weight", dt, {c.n_expert, c.n_ff, c.n_embd}, {0.0f, in_embd}, seed);
+    } else {  // a dense model's layers, or DeepSeek's leading dense ones
+      const int64_t f = c.dense_ff();
+      const float in_dense = 1.0f / std::sqrt(static_cast<float>(f));
+      if (c.fused_gate_up) {  // gate rows then up rows, one matrix
+        add_random(&w, b + "ffn_down.weight", dt, {c.n_embd, f}, {0.0f, in_dense}, seed);
+        add_random(&w, b + "ffn_up.weight", dt, {2 * f, c.n_embd}, {0.0f, in_embd}, seed);
+      } else {
+        add_random(&w, b + "ffn_gate.weight", dt, {f, c.n_embd}, {0.0f, in_embd}, seed);
+        add_random(&w, b + "ffn_down.weight", dt, {c.n_embd, f}, {0.0f, in_dense}, seed);
+        add_random(&w, b + "ffn_up.weight", dt, {f, c.n_embd}, {0.0f, in_embd}, seed);
+      }
     }
   }
   if (summary != nullptr) {
-    summary->n_vocab = p.n_vocab;
-    summary->n_params = p.parameter_count();
+    summary->n_vocab = c.n_vocab;
+    summary->n_params = parameter_count(c);
   }
   return w;
 }

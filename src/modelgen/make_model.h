@@ -1,4 +1,5 @@
-// Random-weight models in GGUF (`parallm make-model`): a preset's shapes,
+// Random-weight models in GGUF (`parallm make-model`): a preset's description
+// (its ModelConfig, which reading the file back gives again),
 // llama.cpp's tensor names and metadata keys (so llama.cpp can load the same
 // file), seeded weights, and a vocabulary copied from another GGUF file or
 // generated (modelgen/generated_vocab.h).

@@ -73,24 +73,29 @@ int main(int argc, char** argv) {
   for (const ModelPreset& preset : model_presets()) {
     if (preset.name.rfind("tiny-", 0) != 0 && preset.name != "mixtral-tiny") continue;
     ModelPreset micro = preset;
-    micro.n_vocab = 300;
-    micro.n_embd = 8;
-    micro.n_head = 2;
-    micro.n_kv_head = micro.arch == "gemma3" ? 1 : 2;
-    micro.head_dim_override = preset.head_dim_override > 0 ? 8 : 0;
-    micro.n_ff = 8;
-    micro.n_ff_shared = preset.n_ff_shared > 0 ? 16 : 0;
-    micro.n_expert = preset.n_expert > 0 ? 4 : 0;
-    micro.rope_original_ctx = preset.rope_scaling == RopeScaling::kLlama3 ? 64 : 16;
-    micro.n_ctx = 64;
-    if (preset.kv_lora_rank > 0) {  // MLA at micro size: latent 8, heads of 4 + 4, values 4
-      micro.kv_lora_rank = 8;
-      micro.qk_nope_dim = micro.qk_rope_dim = micro.v_head_dim = 4;
-      micro.q_lora_rank = preset.q_lora_rank > 0 ? 8 : 0;
-      micro.head_dim_override = 8;
-      micro.n_ff_dense = 8;
-      micro.n_layer = 2;
+    const ModelConfig& full = preset.config;
+    ModelConfig& c = micro.config;
+    c.n_vocab = 300;
+    c.n_embd = 8;
+    c.n_head = 2;
+    c.n_kv_head = c.arch == Architecture::kGemma3 ? 1 : 2;
+    c.head_dim = full.n_head * full.head_dim != full.n_embd ? 8 : 0;  // 0: finalize() derives it
+    c.n_ff = 8;
+    c.n_ff_dense = full.n_ff_dense > 0 ? 32 : 0;
+    c.n_ff_shared = full.shared_expert_gated ? 16 : 0;
+    c.n_expert = full.n_expert > 0 ? 4 : 0;
+    c.rope_original_ctx = full.rope_scaling == RopeScaling::kLlama3 ? 64 : 16;
+    c.n_ctx_train = 64;
+    if (full.mla()) {  // MLA at micro size: latent 8, heads of 4 + 4, values 4
+      c.kv_lora_rank = 8;
+      c.qk_nope_dim = c.qk_rope_dim = c.v_head_dim = 4;
+      c.q_lora_rank = full.q_lora_rank > 0 ? 8 : 0;
+      c.head_dim = 8;
+      c.n_ff_dense = 8;
+      c.n_ff_shared = c.n_expert_shared * c.n_ff;
+      c.n_layer = 2;
     }
+    complete_generated_config(&c);
     MakeModelOptions mo;
     mo.shape = &micro;
     write(out + "/fuzz_gguf_model", preset.name + ".gguf", build_model_gguf(mo).to_bytes());

@@ -128,75 +128,114 @@ TEST(MakeModel, EveryPresetFeatureLoadsWithTheRightShapes) {
       make_model(o);
       auto m = load_gguf_model(o.out_path);
       const ModelPreset& p = find_model_preset(preset);
+      const ModelConfig& want = p.config;  // the description the file must read back as
       const ModelConfig& c = m->config;
       SCOPED_TRACE(preset);
-      EXPECT_EQ(c.n_vocab, p.n_vocab);
-      EXPECT_EQ(c.n_embd, p.n_embd);
-      EXPECT_EQ(c.n_layer, p.n_layer);
-      EXPECT_EQ(c.n_kv_head, p.n_kv_head);
-      EXPECT_EQ(c.n_expert, p.n_expert);
-      EXPECT_EQ(c.n_expert_used, p.n_expert_used);
-      EXPECT_EQ(c.qkv_bias, p.qkv_bias);
-      EXPECT_EQ(c.tied_embeddings, p.tied_embeddings);
-      EXPECT_FLOAT_EQ(c.rope_theta, p.rope_theta);
-      const bool pairs = p.arch == "llama" || p.arch == "deepseek2";
+      EXPECT_EQ(c.summary(), want.summary());
+      EXPECT_EQ(c.arch, want.arch);
+      EXPECT_EQ(c.n_vocab, want.n_vocab);
+      EXPECT_EQ(c.n_embd, want.n_embd);
+      EXPECT_EQ(c.n_layer, want.n_layer);
+      EXPECT_EQ(c.n_head, want.n_head);
+      EXPECT_EQ(c.n_kv_head, want.n_kv_head);
+      EXPECT_EQ(c.head_dim, want.head_dim);
+      EXPECT_EQ(c.n_ctx_train, want.n_ctx_train);
+      EXPECT_EQ(c.n_expert, want.n_expert);
+      EXPECT_EQ(c.n_expert_used, want.n_expert_used);
+      EXPECT_EQ(c.qkv_bias, want.qkv_bias);
+      EXPECT_EQ(c.tied_embeddings, want.tied_embeddings);
+      EXPECT_FLOAT_EQ(c.rope_theta, want.rope_theta);
+      EXPECT_FLOAT_EQ(c.rms_eps, want.rms_eps);
+      const bool pairs = want.arch == Architecture::kLlama || want.arch == Architecture::kDeepseek2;
       EXPECT_EQ(c.rope_style, pairs ? RopeStyle::kInterleaved : RopeStyle::kHalf);
-      EXPECT_EQ(c.head_dim, p.head_dim());
-      EXPECT_EQ(c.qk_norm, p.qk_norm);
-      EXPECT_EQ(c.n_ff, p.n_ff);
-      EXPECT_EQ(c.n_ff_shared, p.n_ff_shared + p.n_shared_experts * p.n_ff);
+      EXPECT_EQ(c.rope_style, want.rope_style);
+      EXPECT_EQ(c.qk_norm, want.qk_norm);
+      EXPECT_EQ(c.n_ff, want.n_ff);
+      EXPECT_EQ(c.n_ff_dense, want.n_ff_dense);
+      EXPECT_EQ(c.n_ff_shared, want.n_ff_shared);
+      EXPECT_EQ(c.n_expert_shared, want.n_expert_shared);
+      EXPECT_EQ(c.shared_expert_gated, want.shared_expert_gated);
       // llama.cpp's choice per architecture, or the file's key (DeepSeek).
-      EXPECT_EQ(c.norm_topk_prob, p.arch == "deepseek2" ? p.norm_topk : p.arch != "qwen2moe");
-      EXPECT_EQ(c.sliding_window, p.sliding_window > 0 ? p.sliding_window : (p.arch == "gemma3" ? 512 : 0));
-      EXPECT_FLOAT_EQ(c.attn_softcap, p.attn_softcap);
-      EXPECT_FLOAT_EQ(c.final_softcap, p.final_softcap);
-      EXPECT_EQ(c.post_norms, p.arch.rfind("gemma", 0) == 0);
-      const int64_t q_dim = p.n_head * p.head_dim(), kv_dim = p.n_kv_head * p.head_dim();
-      if (p.arch == "deepseek2") {
+      EXPECT_EQ(c.norm_topk_prob, want.norm_topk_prob);
+      EXPECT_EQ(c.sliding_window, want.sliding_window);
+      EXPECT_EQ(c.sliding_layers, want.sliding_layers);
+      EXPECT_FLOAT_EQ(c.embd_scale, want.embd_scale);
+      EXPECT_FLOAT_EQ(c.rope_theta_swa, want.rope_theta_swa);
+      EXPECT_FLOAT_EQ(c.attn_softcap, want.attn_softcap);
+      EXPECT_FLOAT_EQ(c.final_softcap, want.final_softcap);
+      EXPECT_EQ(c.post_norms, want.post_norms);
+      if (want.rope_scaling == RopeScaling::kLlama3) {
+        // Kept as llama.cpp keeps it: divisors in rope_freqs.weight, which
+        // the loader applies (Llama3RopeFactorsMatchTheConfigFormula).
+        EXPECT_NE(m->find("rope_freqs.weight"), nullptr);
+      } else {
+        EXPECT_EQ(c.rope_scaling, want.rope_scaling);
+        EXPECT_FLOAT_EQ(c.rope_factor, want.rope_factor);
+        EXPECT_EQ(c.rope_inv_freq(), want.rope_inv_freq());
+      }
+      const int64_t q_dim = want.n_head * want.head_dim, kv_dim = want.n_kv_head * want.head_dim;
+      if (want.mla()) {
         EXPECT_TRUE(c.mla());
-        EXPECT_EQ(c.kv_lora_rank, p.kv_lora_rank);
-        EXPECT_EQ(c.q_lora_rank, p.q_lora_rank);
-        EXPECT_EQ(c.v_head_dim, p.v_head_dim);
-        EXPECT_EQ(c.n_dense_lead, p.n_dense_lead);
-        EXPECT_EQ(c.n_ff_dense, p.n_ff_dense);
-        EXPECT_EQ(c.n_ff_shared, p.n_shared_experts * p.n_ff);
-        EXPECT_EQ(c.router_scoring, p.router_sigmoid ? RouterScoring::kSigmoid : RouterScoring::kSoftmax);
-        EXPECT_EQ(c.n_expert_groups, p.n_expert_groups);
-        EXPECT_FLOAT_EQ(c.routed_scale, p.routed_scale);
+        EXPECT_EQ(c.kv_lora_rank, want.kv_lora_rank);
+        EXPECT_EQ(c.q_lora_rank, want.q_lora_rank);
+        EXPECT_EQ(c.qk_nope_dim, want.qk_nope_dim);
+        EXPECT_EQ(c.qk_rope_dim, want.qk_rope_dim);
+        EXPECT_EQ(c.v_head_dim, want.v_head_dim);
+        EXPECT_EQ(c.n_dense_lead, want.n_dense_lead);
+        EXPECT_EQ(c.router_scoring, want.router_scoring);
+        EXPECT_EQ(c.router_bias, want.router_bias);
+        EXPECT_EQ(c.n_expert_groups, want.n_expert_groups);
+        EXPECT_EQ(c.n_expert_groups_used, want.n_expert_groups_used);
+        EXPECT_FLOAT_EQ(c.routed_scale, want.routed_scale);
+        EXPECT_FLOAT_EQ(c.yarn_mscale_all_dim, want.yarn_mscale_all_dim);
+        EXPECT_FLOAT_EQ(c.query_scale(), want.query_scale());
         EXPECT_EQ(c.rope_scaling, RopeScaling::kYarn);
-        EXPECT_EQ(c.rope_style, RopeStyle::kInterleaved);
-        EXPECT_EQ(m->find("blk.1.exp_probs_b.bias") != nullptr, p.router_bias);
+        EXPECT_EQ(m->find("blk.1.exp_probs_b.bias") != nullptr, want.router_bias);
         EXPECT_EQ(m->find("blk.0.ffn_gate_inp.weight"), nullptr);  // the leading dense layer
-        EXPECT_EQ(m->get("blk.0.ffn_up.weight").shape, (std::vector<int64_t>{p.n_ff_dense, p.n_embd}));
+        EXPECT_EQ(m->get("blk.0.ffn_up.weight").shape, (std::vector<int64_t>{want.n_ff_dense, want.n_embd}));
         EXPECT_EQ(m->get("blk.1.attn_kv_a_mqa.weight").shape,
-                  (std::vector<int64_t>{p.kv_lora_rank + p.qk_rope_dim, p.n_embd}));
+                  (std::vector<int64_t>{want.kv_lora_rank + want.qk_rope_dim, want.n_embd}));
         EXPECT_EQ(m->find("blk.1.attn_k_b.weight") != nullptr, p.split_kv_b);
         EXPECT_EQ(m->get("blk.1.attn_kv_a_mqa.weight").dtype, dt);
-      } else if (p.arch == "phi3") {
+      } else if (want.arch == Architecture::kPhi3) {
         EXPECT_TRUE(c.fused_qkv && c.fused_gate_up);
         EXPECT_EQ(m->get("blk.1.attn_qkv.weight").dtype, dt);
-        EXPECT_EQ(m->get("blk.1.attn_qkv.weight").shape, (std::vector<int64_t>{q_dim + 2 * kv_dim, p.n_embd}));
-        EXPECT_EQ(m->get("blk.0.ffn_up.weight").shape, (std::vector<int64_t>{2 * p.n_ff, p.n_embd}));
+        EXPECT_EQ(m->get("blk.1.attn_qkv.weight").shape, (std::vector<int64_t>{q_dim + 2 * kv_dim, want.n_embd}));
+        EXPECT_EQ(m->get("blk.0.ffn_up.weight").shape, (std::vector<int64_t>{2 * want.n_ff, want.n_embd}));
         EXPECT_EQ(c.rope_scaling, RopeScaling::kLongRope);
-        EXPECT_EQ(c.rope_original_ctx, p.rope_original_ctx);
-        EXPECT_FLOAT_EQ(c.rope_attn_factor, longrope_attn_factor(p.n_ctx, p.rope_original_ctx));
+        EXPECT_EQ(c.rope_original_ctx, want.rope_original_ctx);
+        EXPECT_EQ(c.rope_long_factors, want.rope_long_factors);
+        EXPECT_EQ(c.rope_short_factors, want.rope_short_factors);
+        EXPECT_FLOAT_EQ(c.rope_attn_factor, longrope_attn_factor(want.n_ctx_train, want.rope_original_ctx));
         EXPECT_GT(c.rope_attn_factor, 1.0f);
+        EXPECT_EQ(c.rope_inv_freq(want.n_ctx_train), want.rope_inv_freq(want.n_ctx_train));
       } else {
         EXPECT_EQ(m->get("blk.1.attn_q.weight").dtype, dt);
-        EXPECT_EQ(m->get("blk.1.attn_q.weight").shape, (std::vector<int64_t>{q_dim, p.n_embd}));
+        EXPECT_EQ(m->get("blk.1.attn_q.weight").shape, (std::vector<int64_t>{q_dim, want.n_embd}));
       }
-      if (p.n_expert > 0) {
-        const std::string b = "blk." + std::to_string(p.n_dense_lead) + ".";
-        EXPECT_EQ(m->get(b + "ffn_up_exps.weight").shape, (std::vector<int64_t>{p.n_expert, p.n_ff, p.n_embd}));
+      if (want.is_moe()) {
+        const std::string b = "blk." + std::to_string(want.n_dense_lead) + ".";
+        EXPECT_EQ(m->get(b + "ffn_up_exps.weight").shape,
+                  (std::vector<int64_t>{want.n_expert, want.n_ff, want.n_embd}));
         EXPECT_EQ(m->get(b + "ffn_gate_inp.weight").dtype, DType::kF32);
       }
-      if (p.qk_norm) {
-        EXPECT_EQ(m->get("blk.0.attn_k_norm.weight").shape, std::vector<int64_t>{p.head_dim()});
+      if (want.qk_norm) {
+        EXPECT_EQ(m->get("blk.0.attn_k_norm.weight").shape, std::vector<int64_t>{want.head_dim});
       }
-      if (p.n_ff_shared > 0) {
-        EXPECT_EQ(m->get("blk.1.ffn_down_shexp.weight").shape, (std::vector<int64_t>{p.n_embd, p.n_ff_shared}));
-        EXPECT_EQ(m->get("blk.1.ffn_gate_inp_shexp.weight").shape, std::vector<int64_t>{p.n_embd});
+      if (want.shared_expert_gated) {
+        EXPECT_EQ(m->get("blk.1.ffn_down_shexp.weight").shape, (std::vector<int64_t>{want.n_embd, want.n_ff_shared}));
+        EXPECT_EQ(m->get("blk.1.ffn_gate_inp_shexp.weight").shape, std::vector<int64_t>{want.n_embd});
       }
+      // Every weight counted: the tensors' elements less the RoPE tables.
+      const GgufFile file(o.out_path);
+      int64_t elements = 0;
+      for (const auto& t : file.tensors()) {
+        if (t.name.rfind("rope_factors_", 0) == 0 || t.name == "rope_freqs.weight") continue;
+        int64_t n = 1;
+        for (int64_t d : t.ne) n *= d;
+        elements += n;
+      }
+      EXPECT_EQ(parameter_count(want), elements);
     }
   }
 }
