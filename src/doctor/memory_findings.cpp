@@ -9,7 +9,7 @@ namespace parallm::doctor {
 
 std::vector<Finding> memory_findings(const planner::ModelSpec& model, const planner::WeightFormat& weights,
                                      const planner::GpuSpec& gpu, int tp, int pp, int64_t max_model_len) {
-  if (max_model_len <= 0) max_model_len = model.max_position > 0 ? model.max_position : 4096;
+  if (max_model_len <= 0) max_model_len = model.config.n_ctx_train > 0 ? model.config.n_ctx_train : 4096;
   planner::Layout layout;
   layout.tp = std::max(tp, 1);
   layout.pp = std::max(pp, 1);

@@ -46,10 +46,10 @@ void validate(const PlanRequest& r) {
   if (pinned > total)
     throw InputError(
         strfmt("the pinned layout needs %d devices but only %d are given (--gpus x --nodes)", pinned, total));
-  if (p.tp > 0 && r.model.n_head % p.tp != 0)
-    throw InputError(
-        strfmt("--tp %d does not divide the %lld attention heads", p.tp, static_cast<long long>(r.model.n_head)));
-  if (p.ep > 1 && !r.model.is_moe()) throw InputError("--ep applies to mixture-of-experts models only");
+  if (p.tp > 0 && r.model.config.n_head % p.tp != 0)
+    throw InputError(strfmt("--tp %d does not divide the %lld attention heads", p.tp,
+                            static_cast<long long>(r.model.config.n_head)));
+  if (p.ep > 1 && !r.model.config.is_moe()) throw InputError("--ep applies to mixture-of-experts models only");
   if (r.expert_imbalance != 0 && !(r.expert_imbalance >= 1.0))
     throw InputError("--expert-imbalance must be at least 1 (the busiest expert-parallel rank over the mean)");
   if (r.memory.max_num_batched_tokens < 1) throw InputError("--max-num-batched-tokens must be at least 1");
@@ -61,7 +61,7 @@ Layout minimal_fitting_layout(const PlanRequest& r, const ParamCounts& p, int64_
   const int per_node = std::max(8, r.fabric.gpus_per_node);
   for (int pp = 1; pp <= 64; pp *= 2) {
     for (int tp = 1; tp <= per_node; tp *= 2) {
-      if (r.model.n_head % tp != 0) continue;
+      if (r.model.config.n_head % tp != 0) continue;
       Layout l{1, tp, pp, 1};
       DeviceMemory d = device_memory(r.model, p, r.weights, r.kv_elem_bytes, r.gpu, l, r.memory, max_model_len);
       if (d.fits) {
@@ -113,9 +113,9 @@ Plan make_plan(const PlanRequest& request) {
   plan.weight_bytes = model_weight_bytes(r.model, plan.params, r.weights);
   plan.kv_bytes_per_token = kv_bytes_per_token(r.model, r.kv_elem_bytes);
   plan.max_model_len = w.max_model_len > 0 ? w.max_model_len : w.input_len + w.output_len;
-  if (r.model.max_position > 0 && plan.max_model_len > r.model.max_position)
+  if (r.model.config.n_ctx_train > 0 && plan.max_model_len > r.model.config.n_ctx_train)
     log_warn(strfmt("max model length %lld exceeds the model's trained context %lld",
-                    static_cast<long long>(plan.max_model_len), static_cast<long long>(r.model.max_position)));
+                    static_cast<long long>(plan.max_model_len), static_cast<long long>(r.model.config.n_ctx_train)));
   evaluate_candidates(r, plan.params, plan.max_model_len, &plan.candidates);
   plan.ranking_basis = rank_candidates(r, &plan.candidates);
   plan.ranked_by = resolved_objective(w);

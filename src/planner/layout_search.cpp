@@ -40,20 +40,20 @@ std::vector<Layout> enumerate_layouts(const ModelSpec& m, int gpus_per_node, int
   const int total = gpus_per_node * nodes;
   for (int tp = 1; tp <= gpus_per_node; ++tp) {
     if (pin.tp > 0 && tp != pin.tp) continue;
-    if (m.n_head % tp != 0) continue;
-    if (!m.is_mla() && m.n_kv_head % tp != 0 && tp % m.n_kv_head != 0) continue;
+    if (m.config.n_head % tp != 0) continue;
+    if (!m.config.mla() && m.config.n_kv_head % tp != 0 && tp % m.config.n_kv_head != 0) continue;
     for (int pp = 1; tp * pp <= total; ++pp) {
       if (pin.pp > 0 && pp != pin.pp) continue;
-      if (pp > m.n_layer) break;
+      if (pp > m.config.n_layer) break;
       // Pipeline stages beyond a node only in whole nodes.
       if (tp * pp > gpus_per_node && (tp * pp) % gpus_per_node != 0) continue;
       const int max_dp = total / (tp * pp);
       int dp = pin.dp > 0 ? pin.dp : max_dp;
       if (dp < 1 || dp > max_dp) continue;
       std::vector<int> eps{1};
-      if (m.is_moe())
+      if (m.config.is_moe())
         for (int ep = 2; ep <= dp * tp; ++ep) {
-          if (m.n_expert % ep != 0) continue;
+          if (m.config.n_expert % ep != 0) continue;
           const bool inside_tp = ep <= tp && tp % ep == 0;
           const bool over_dp = ep > tp && pp == 1 && ep % tp == 0 && (dp * tp) % ep == 0;
           if (inside_tp || over_dp) eps.push_back(ep);

@@ -29,9 +29,10 @@ DeviceMemory device_memory(const ModelSpec& m, const ParamCounts& p, const Weigh
                            const GpuSpec& gpu, const Layout& layout, const MemoryOptions& opt, int64_t max_model_len) {
   DeviceMemory d;
   const double bpp = weight_bytes_per_param(m, p, w);
+  const ModelConfig& c = m.config;
   const int tp = layout.tp, pp = layout.pp;
-  d.layers_per_stage = (m.n_layer + pp - 1) / pp;
-  const double stage_frac = static_cast<double>(d.layers_per_stage) / static_cast<double>(m.n_layer);
+  d.layers_per_stage = (c.n_layer + pp - 1) / pp;
+  const double stage_frac = static_cast<double>(d.layers_per_stage) / static_cast<double>(c.n_layer);
   const double layer_params =
       static_cast<double>(p.total - p.embedding - p.lm_head - p.final_norm - p.routed_experts_total);
   const double ends = pp == 1 ? static_cast<double>(p.embedding + p.lm_head + p.final_norm)
@@ -42,28 +43,31 @@ DeviceMemory device_memory(const ModelSpec& m, const ParamCounts& p, const Weigh
 
   // KV share of one token on this device.
   double per_layer;
-  if (m.is_mla()) {
-    per_layer = static_cast<double>(m.kv_lora_rank + m.qk_rope_head_dim) * kv_elem_bytes;
+  if (c.mla()) {
+    per_layer = static_cast<double>(c.kv_lora_rank + c.qk_rope_dim) * kv_elem_bytes;
   } else {
-    const double kv_heads_local = std::max(1.0, static_cast<double>(m.n_kv_head) / tp);
-    per_layer = 2.0 * kv_heads_local * static_cast<double>(m.head_dim) * kv_elem_bytes;
+    const double kv_heads_local = std::max(1.0, static_cast<double>(c.n_kv_head) / tp);
+    per_layer = 2.0 * kv_heads_local * static_cast<double>(c.head_dim) * kv_elem_bytes;
   }
   d.kv_bytes_per_token = per_layer * static_cast<double>(d.layers_per_stage);
 
   // Activation peak over the token budget, and the sampler's fp32 logits.
+  // The FFN's width: the dense one the description states (a Qwen-MoE file
+  // states one no layer uses, counted all the same), or the routed experts
+  // used plus the shared ones when wider.
   const double tokens = static_cast<double>(std::max<int64_t>(1, opt.max_num_batched_tokens));
-  double ff_local = static_cast<double>(m.n_ff);
-  if (m.is_moe()) {
-    const double ff_shared = static_cast<double>(m.n_ff_shared > 0 ? m.n_ff_shared : m.n_ff_expert);
-    ff_local = std::max(ff_local, static_cast<double>(m.n_expert_used * m.n_ff_expert) +
-                                      static_cast<double>(m.n_shared_expert) * ff_shared);
+  double ff_local = static_cast<double>(c.n_ff_dense > 0 ? c.n_ff_dense : c.n_ff);
+  if (c.is_moe()) {
+    ff_local = std::max(ff_local, static_cast<double>(c.n_expert_used * c.n_ff + c.n_ff_shared));
   }
   ff_local /= tp;
-  const double qkv_local =
-      static_cast<double>(attn_qk_width(m) + 2 * m.n_kv_head * std::max<int64_t>(m.head_dim, 1)) / tp;
+  // q, and k and v of head_dim per KV head (MLA: one value per head, its k
+  // and v being expanded from the cached latent).
+  const int64_t kv_width = c.mla() ? 1 : c.head_dim;
+  const double qkv_local = static_cast<double>(attn_qk_width(m) + 2 * c.n_kv_head * kv_width) / tp;
   d.activation_bytes =
-      tokens * (4.0 * static_cast<double>(m.n_embd) + 2.0 * ff_local + qkv_local) * opt.activation_elem_bytes +
-      static_cast<double>(opt.max_num_seqs) * static_cast<double>(m.n_vocab) / tp * 4.0;
+      tokens * (4.0 * static_cast<double>(c.n_embd) + 2.0 * ff_local + qkv_local) * opt.activation_elem_bytes +
+      static_cast<double>(opt.max_num_seqs) * static_cast<double>(c.n_vocab) / tp * 4.0;
 
   if (gpu.is_cpu) {
     d.overhead_bytes = 0.25 * kGiB;

@@ -14,49 +14,58 @@ namespace parallm::planner {
 
 namespace {
 
-ModelSpec dense(const char* name, const char* repo, int64_t layers, int64_t embd, int64_t heads, int64_t kv, int64_t ff,
-                int64_t vocab, int64_t max_pos) {
+// A catalog entry: the architecture's implied features (biases, norms, tied
+// embeddings, ... as apply_architecture_defaults says) and the published
+// shapes; head_dim is hidden / heads unless an entry sets it.
+ModelSpec entry(const char* name, const char* repo, Architecture arch, int64_t layers, int64_t embd, int64_t heads,
+                int64_t kv, int64_t ff, int64_t vocab, int64_t max_pos) {
   ModelSpec m;
   m.name = name;
   m.hf_repo = repo;
-  m.n_layer = layers;
-  m.n_embd = embd;
-  m.n_head = heads;
-  m.n_kv_head = kv;
-  m.head_dim = embd / heads;
-  m.n_ff = ff;
-  m.n_vocab = vocab;
-  m.max_position = max_pos;
+  ModelConfig& c = m.config;
+  c.arch = arch;
+  apply_architecture_defaults(&c);
+  c.n_layer = layers;
+  c.n_embd = embd;
+  c.n_head = heads;
+  c.n_kv_head = kv;
+  c.n_ff = ff;
+  c.n_vocab = vocab;
+  c.n_ctx_train = max_pos;
   return m;
+}
+
+ModelSpec llama(const char* name, const char* repo, int64_t layers, int64_t embd, int64_t heads, int64_t kv, int64_t ff,
+                int64_t vocab, int64_t max_pos) {
+  return entry(name, repo, Architecture::kLlama, layers, embd, heads, kv, ff, vocab, max_pos);
 }
 
 std::vector<ModelSpec> build_catalog() {
   std::vector<ModelSpec> c;
-  c.push_back(dense("llama-2-7b", "meta-llama/Llama-2-7b-hf", 32, 4096, 32, 32, 11008, 32000, 4096));
-  c.push_back(dense("llama-2-13b", "meta-llama/Llama-2-13b-hf", 40, 5120, 40, 40, 13824, 32000, 4096));
-  c.push_back(dense("llama-2-70b", "meta-llama/Llama-2-70b-hf", 80, 8192, 64, 8, 28672, 32000, 4096));
-  c.push_back(dense("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", 32, 4096, 32, 8, 14336, 128256, 131072));
-  c.push_back(dense("llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct", 80, 8192, 64, 8, 28672, 128256, 131072));
-  c.push_back(dense("llama-3.1-405b", "meta-llama/Llama-3.1-405B-Instruct", 126, 16384, 128, 8, 53248, 128256, 131072));
+  c.push_back(llama("llama-2-7b", "meta-llama/Llama-2-7b-hf", 32, 4096, 32, 32, 11008, 32000, 4096));
+  c.push_back(llama("llama-2-13b", "meta-llama/Llama-2-13b-hf", 40, 5120, 40, 40, 13824, 32000, 4096));
+  c.push_back(llama("llama-2-70b", "meta-llama/Llama-2-70b-hf", 80, 8192, 64, 8, 28672, 32000, 4096));
+  c.push_back(llama("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", 32, 4096, 32, 8, 14336, 128256, 131072));
+  c.push_back(llama("llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct", 80, 8192, 64, 8, 28672, 128256, 131072));
+  c.push_back(llama("llama-3.1-405b", "meta-llama/Llama-3.1-405B-Instruct", 126, 16384, 128, 8, 53248, 128256, 131072));
+  // Qwen2.5: q/k/v biases (the architecture's).
   for (auto [name, repo, layers, embd, heads, kv, ff] :
        {std::tuple{"qwen2.5-7b", "Qwen/Qwen2.5-7B-Instruct", 28, 3584, 28, 4, 18944},
         std::tuple{"qwen2.5-14b", "Qwen/Qwen2.5-14B-Instruct", 48, 5120, 40, 8, 13824},
         std::tuple{"qwen2.5-32b", "Qwen/Qwen2.5-32B-Instruct", 64, 5120, 40, 8, 27648},
         std::tuple{"qwen2.5-72b", "Qwen/Qwen2.5-72B-Instruct", 80, 8192, 64, 8, 29568}}) {
-    ModelSpec m = dense(name, repo, layers, embd, heads, kv, ff, 152064, 32768);
-    m.attn_bias = true;
-    c.push_back(m);
+    c.push_back(entry(name, repo, Architecture::kQwen2, layers, embd, heads, kv, ff, 152064, 32768));
   }
   // Llama 3.2 small models (tied embeddings; head_dim = hidden / heads).
   for (auto [name, repo, layers, embd, heads] :
        {std::tuple{"llama-3.2-1b", "meta-llama/Llama-3.2-1B-Instruct", 16, 2048, 32},
         std::tuple{"llama-3.2-3b", "meta-llama/Llama-3.2-3B-Instruct", 28, 3072, 24}}) {
-    ModelSpec m = dense(name, repo, layers, embd, heads, 8, 8192, 128256, 131072);
-    m.tied_embeddings = true;
+    ModelSpec m = llama(name, repo, layers, embd, heads, 8, 8192, 128256, 131072);
+    m.config.tied_embeddings = true;
     c.push_back(m);
   }
-  // Qwen3 dense: explicit head_dim 128, q/k RMSNorm, no qkv bias; the three
-  // smallest tie their embeddings.
+  // Qwen3 dense: explicit head_dim 128, q/k RMSNorm (the architecture's), no
+  // qkv bias; the three smallest tie their embeddings.
   for (auto [name, repo, layers, embd, heads, ff, tied] :
        {std::tuple{"qwen3-0.6b", "Qwen/Qwen3-0.6B", 28, 1024, 16, 3072, true},
         std::tuple{"qwen3-1.7b", "Qwen/Qwen3-1.7B", 28, 2048, 16, 6144, true},
@@ -64,15 +73,16 @@ std::vector<ModelSpec> build_catalog() {
         std::tuple{"qwen3-8b", "Qwen/Qwen3-8B", 36, 4096, 32, 12288, false},
         std::tuple{"qwen3-14b", "Qwen/Qwen3-14B", 40, 5120, 40, 17408, false},
         std::tuple{"qwen3-32b", "Qwen/Qwen3-32B", 64, 5120, 64, 25600, false}}) {
-    ModelSpec m = dense(name, repo, layers, embd, heads, 8, ff, 151936, 40960);
-    m.head_dim = 128;
-    m.qk_norm = true;
-    m.tied_embeddings = tied;
+    ModelSpec m = entry(name, repo, Architecture::kQwen3, layers, embd, heads, 8, ff, 151936, 40960);
+    m.config.head_dim = 128;
+    m.config.tied_embeddings = tied;
     c.push_back(m);
   }
-  // Gemma 2 / 3 (text part): explicit head_dim, tied embeddings. NOTE: their
-  // sliding-window layers keep a shorter KV cache than the global ones; the
-  // memory model counts every layer as global (an upper bound).
+  // Gemma 2 / 3 (text part): explicit head_dim; tied embeddings and the
+  // RMSNorms after attention and after the FFN as well (both generations'),
+  // q/k norms (Gemma 3's). NOTE: their sliding-window layers keep a shorter
+  // KV cache than the global ones; the memory model counts every layer as
+  // global (an upper bound).
   for (auto [name, repo, layers, embd, heads, kv, hd, ff, vocab, max_pos] :
        {std::tuple{"gemma-2-2b", "google/gemma-2-2b-it", 26, 2304, 8, 4, 256, 9216, 256000, 8192},
         std::tuple{"gemma-2-9b", "google/gemma-2-9b-it", 42, 3584, 16, 8, 256, 14336, 256000, 8192},
@@ -81,64 +91,65 @@ std::vector<ModelSpec> build_catalog() {
         std::tuple{"gemma-3-4b", "google/gemma-3-4b-it", 34, 2560, 8, 4, 256, 10240, 262208, 131072},
         std::tuple{"gemma-3-12b", "google/gemma-3-12b-it", 48, 3840, 16, 8, 256, 15360, 262208, 131072},
         std::tuple{"gemma-3-27b", "google/gemma-3-27b-it", 62, 5376, 32, 16, 128, 21504, 262208, 131072}}) {
-    ModelSpec m = dense(name, repo, layers, embd, heads, kv, ff, vocab, max_pos);
-    m.head_dim = hd;
-    m.tied_embeddings = true;
-    m.post_norms = true;  // RMSNorms after attention and after the FFN as well
-    if (std::string(name).rfind("gemma-3", 0) == 0) m.qk_norm = true;
+    const Architecture arch =
+        std::string(name).rfind("gemma-3", 0) == 0 ? Architecture::kGemma3 : Architecture::kGemma2;
+    ModelSpec m = entry(name, repo, arch, layers, embd, heads, kv, ff, vocab, max_pos);
+    m.config.head_dim = hd;
     c.push_back(m);
   }
-  // Phi-3 / Phi-4.
-  c.push_back(dense("phi-3-mini", "microsoft/Phi-3-mini-4k-instruct", 32, 3072, 32, 32, 8192, 32064, 4096));
-  c.push_back(dense("phi-3-medium", "microsoft/Phi-3-medium-4k-instruct", 40, 5120, 40, 10, 17920, 32064, 4096));
-  c.push_back(dense("phi-4", "microsoft/phi-4", 40, 5120, 40, 10, 17920, 100352, 16384));
-  {
-    ModelSpec m = dense("phi-4-mini", "microsoft/Phi-4-mini-instruct", 32, 3072, 24, 8, 8192, 200064, 131072);
-    m.tied_embeddings = true;
-    c.push_back(m);
-  }
-  c.push_back(dense("mistral-7b", "mistralai/Mistral-7B-v0.1", 32, 4096, 32, 8, 14336, 32000, 32768));
-  {
-    ModelSpec m = dense("mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1", 32, 4096, 32, 8, 0, 32000, 32768);
-    m.n_expert = 8;
-    m.n_expert_used = 2;
-    m.n_ff_expert = 14336;
-    c.push_back(m);
+  // Phi-3 / Phi-4 (model_type phi3: fused q/k/v and gate/up, the same counts).
+  for (auto [name, repo, layers, embd, heads, kv, ff, vocab, max_pos] :
+       {std::tuple{"phi-3-mini", "microsoft/Phi-3-mini-4k-instruct", 32, 3072, 32, 32, 8192, 32064, 4096},
+        std::tuple{"phi-3-medium", "microsoft/Phi-3-medium-4k-instruct", 40, 5120, 40, 10, 17920, 32064, 4096},
+        std::tuple{"phi-4", "microsoft/phi-4", 40, 5120, 40, 10, 17920, 100352, 16384}}) {
+    c.push_back(entry(name, repo, Architecture::kPhi3, layers, embd, heads, kv, ff, vocab, max_pos));
   }
   {
-    ModelSpec m = dense("mixtral-8x22b", "mistralai/Mixtral-8x22B-v0.1", 56, 6144, 48, 8, 0, 32000, 65536);
-    m.n_expert = 8;
-    m.n_expert_used = 2;
-    m.n_ff_expert = 16384;
+    ModelSpec m = entry("phi-4-mini", "microsoft/Phi-4-mini-instruct", Architecture::kPhi3, 32, 3072, 24, 8, 8192,
+                        200064, 131072);
+    m.config.tied_embeddings = true;
+    c.push_back(m);
+  }
+  c.push_back(llama("mistral-7b", "mistralai/Mistral-7B-v0.1", 32, 4096, 32, 8, 14336, 32000, 32768));
+  // Mixtral: every layer sparse; n_ff is each expert's width.
+  for (auto [name, repo, layers, embd, heads, ff_expert, max_pos] :
+       {std::tuple{"mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1", 32, 4096, 32, 14336, 32768},
+        std::tuple{"mixtral-8x22b", "mistralai/Mixtral-8x22B-v0.1", 56, 6144, 48, 16384, 65536}}) {
+    ModelSpec m = llama(name, repo, layers, embd, heads, 8, ff_expert, 32000, max_pos);
+    m.config.n_expert = 8;
+    m.config.n_expert_used = 2;
     c.push_back(m);
   }
   for (auto [name, repo, layers, embd, heads, kv, ff_expert] :
        {std::tuple{"qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", 48, 2048, 32, 4, 768},
         std::tuple{"qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B", 94, 4096, 64, 4, 1536}}) {
-    ModelSpec m = dense(name, repo, layers, embd, heads, kv, 0, 151936, 40960);
-    m.head_dim = 128;  // explicit head_dim in the config, not hidden/heads
-    m.qk_norm = true;
-    m.n_expert = 128;
-    m.n_expert_used = 8;
-    m.n_ff_expert = ff_expert;
+    ModelSpec m = entry(name, repo, Architecture::kQwen3Moe, layers, embd, heads, kv, ff_expert, 151936, 40960);
+    m.config.head_dim = 128;  // explicit head_dim in the config, not hidden/heads
+    m.config.n_expert = 128;
+    m.config.n_expert_used = 8;
     c.push_back(m);
   }
   {
-    ModelSpec m = dense("deepseek-v3", "deepseek-ai/DeepSeek-V3", 61, 7168, 128, 128, 18432, 129280, 163840);
-    m.head_dim = 0;  // MLA: head dims below
-    m.q_lora_rank = 1536;
-    m.kv_lora_rank = 512;
-    m.qk_nope_head_dim = 128;
-    m.qk_rope_head_dim = 64;
-    m.v_head_dim = 128;
-    m.n_expert = 256;
-    m.n_expert_used = 8;
-    m.n_ff_expert = 2048;
-    m.n_shared_expert = 1;
-    m.n_dense_layers = 3;
-    m.moe_router_bias = true;  // e_score_correction_bias [256] in each of the 58 MoE layers
+    // The routed experts' width is n_ff; the three leading dense layers' n_ff_dense.
+    ModelSpec m = entry("deepseek-v3", "deepseek-ai/DeepSeek-V3", Architecture::kDeepseek2, 61, 7168, 128, 128, 2048,
+                        129280, 163840);
+    ModelConfig& d = m.config;
+    d.q_lora_rank = 1536;
+    d.kv_lora_rank = 512;
+    d.qk_nope_dim = 128;
+    d.qk_rope_dim = 64;
+    d.v_head_dim = 128;
+    d.head_dim = d.qk_nope_dim + d.qk_rope_dim;  // MLA's key head
+    d.n_expert = 256;
+    d.n_expert_used = 8;
+    d.n_expert_shared = 1;
+    d.n_ff_shared = d.n_expert_shared * d.n_ff;
+    d.n_dense_lead = 3;
+    d.n_ff_dense = 18432;
+    d.router_bias = true;  // e_score_correction_bias [256] in each of the 58 MoE layers
     c.push_back(m);
   }
+  for (ModelSpec& m : c) m.config.finalize();  // checked and derived (head_dim) as a file's description is
   return c;
 }
 

@@ -28,9 +28,9 @@ double ring_allreduce_s(const PerfInputs& in, double bytes, int n) {
 // `logit_tokens` of which need logits (decode: all; prefill: the last token of
 // each prompt, as every engine computes them).
 StageWork stage_work(const PerfInputs& in, double tokens, double logit_tokens) {
-  const ModelSpec& m = *in.model;
+  const ModelConfig& m = in.model->config;
   const ParamCounts& p = in.params;
-  const double bpp = weight_bytes_per_param(m, p, in.weights);
+  const double bpp = weight_bytes_per_param(*in.model, p, in.weights);
   const double frac = static_cast<double>(in.memory.layers_per_stage) / static_cast<double>(m.n_layer);
   const int tp = in.layout.tp;
   const double expert_split = std::max(tp, in.layout.ep);
@@ -48,7 +48,7 @@ StageWork stage_work(const PerfInputs& in, double tokens, double logit_tokens) {
     // attention replica of the EP group.
     const double group = in.layout.ep > tp ? static_cast<double>(in.layout.ep) / tp : 1.0;
     const double touched = e * (1.0 - std::pow(1.0 - k / e, std::max(1.0, tokens * group)));
-    const double moe_layers = static_cast<double>(m.n_moe_layers()) * frac;
+    const double moe_layers = static_cast<double>(n_moe_layers(m)) * frac;
     w.expert_bytes = bpp * moe_layers * touched * static_cast<double>(p.expert) / expert_split;
     const double imbalance = in.layout.ep > 1 ? std::max(1.0, in.expert_imbalance) : 1.0;
     w.expert_flops = 2.0 * tokens * moe_layers * k * static_cast<double>(p.expert) * imbalance / tp;
@@ -111,7 +111,7 @@ double attention_s(const PerfInputs& in, double bytes, double flops) {
 // Communication of one stage for `tokens` tokens: tp all-reduces (attention
 // output and MLP output of each layer) and expert all-to-alls.
 double stage_comm_s(const PerfInputs& in, double tokens) {
-  const ModelSpec& m = *in.model;
+  const ModelConfig& m = in.model->config;
   const double layers = static_cast<double>(in.memory.layers_per_stage);
   const double msg = tokens * static_cast<double>(m.n_embd) * in.act_elem_bytes;
   double t = 0;
@@ -119,7 +119,7 @@ double stage_comm_s(const PerfInputs& in, double tokens) {
   if (tp > 1) t += layers * 2.0 * ring_allreduce_s(in, msg, tp);
   if (m.is_moe() && ep > 1) {
     // Dispatch + combine: each token's k copies, (ep-1)/ep of them leave the device.
-    const double moe_layers = static_cast<double>(m.n_moe_layers()) * layers / static_cast<double>(m.n_layer);
+    const double moe_layers = static_cast<double>(n_moe_layers(m)) * layers / static_cast<double>(m.n_layer);
     const double bytes = msg * static_cast<double>(m.n_expert_used) * (ep - 1) / ep / tp;
     const GroupLink& link = in.ep_link.size > 1 ? in.ep_link : in.tp_link;
     const double f_net = in.ep_net_link.bw_gbps > 0 ? in.ep_net_fraction : 0.0;
@@ -134,7 +134,7 @@ double stage_comm_s(const PerfInputs& in, double tokens) {
 
 double handoff_s(const PerfInputs& in, double tokens) {
   if (in.layout.pp <= 1) return 0;
-  const double bytes = tokens * static_cast<double>(in.model->n_embd) * in.act_elem_bytes;
+  const double bytes = tokens * static_cast<double>(in.model->config.n_embd) * in.act_elem_bytes;
   return bytes / (in.pp_link.bw_gbps * 1e9 * in.k.link_eff) + in.pp_link.latency_us * 1e-6;
 }
 
@@ -159,7 +159,7 @@ double mixed_step_s(const PerfInputs& in, double prefill_tokens, double prefill_
   const double t_gemm = gemm_s(in, w);
   // Decode attention reads every sequence's KV once; QK^T and PV are 2 FLOPs
   // per element, for decode and prefill tokens alike.
-  const ModelSpec& m = *in.model;
+  const ModelConfig& m = in.model->config;
   const double kv_bytes = d * decode_ctx * in.memory.kv_bytes_per_token;
   const double attn_flops = 2.0 * (d * decode_ctx + pt * prefill_ctx) * layers * heads_local(in);
   double t_attn = attention_s(in, kv_bytes, attn_flops);

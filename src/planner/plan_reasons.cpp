@@ -156,11 +156,11 @@ void add_reasons(Plan* plan) {
                  static_cast<double>(plan->params.total) * nominal_bits / 8 / 1e9));
   }
   {
-    const ModelSpec& m = r.model;
+    const ModelConfig& m = r.model.config;
     const double textbook = 2.0 * static_cast<double>(m.n_layer) * static_cast<double>(m.n_embd) * r.kv_elem_bytes;
     if (textbook > 0 && std::fabs(plan->kv_bytes_per_token - textbook) > 0.01 * textbook) {
-      std::string why = m.is_mla() ? strfmt("MLA caches one %lld-wide latent per layer",
-                                            static_cast<long long>(m.kv_lora_rank + m.qk_rope_head_dim))
+      std::string why = m.mla() ? strfmt("MLA caches one %lld-wide latent per layer",
+                                         static_cast<long long>(m.kv_lora_rank + m.qk_rope_dim))
                         : m.n_kv_head < m.n_head
                             ? strfmt("grouped-query attention keeps %lld KV heads of %lld",
                                      static_cast<long long>(m.n_kv_head), static_cast<long long>(m.n_head))

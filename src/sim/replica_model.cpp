@@ -42,13 +42,13 @@ ReplicaModel replica_model(const planner::PlanRequest& r, const planner::Layout&
   using namespace planner;
   const ModelSpec& m = r.model;
   const std::string name = layout_text(layout);
-  if (m.n_head % layout.tp != 0)
+  if (m.config.n_head % layout.tp != 0)
     throw InputError(strfmt("--layout %s: tp %d does not divide the model's %lld attention heads", name.c_str(),
-                            layout.tp, static_cast<long long>(m.n_head)));
-  if (layout.pp > m.n_layer)
+                            layout.tp, static_cast<long long>(m.config.n_head)));
+  if (layout.pp > m.config.n_layer)
     throw InputError(strfmt("--layout %s: pp %d is more than the model's %lld layers", name.c_str(), layout.pp,
-                            static_cast<long long>(m.n_layer)));
-  if (layout.ep > 1 && (!m.is_moe() || m.n_expert % layout.ep != 0))
+                            static_cast<long long>(m.config.n_layer)));
+  if (layout.ep > 1 && (!m.config.is_moe() || m.config.n_expert % layout.ep != 0))
     throw InputError("--layout " + name + ": ep needs a mixture-of-experts model whose experts it divides");
   if (layout.tp > r.fabric.gpus_per_node)
     throw InputError(strfmt("--layout %s: tp %d is more than the %d devices of a node", name.c_str(), layout.tp,

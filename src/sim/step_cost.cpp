@@ -57,7 +57,7 @@ double StepCost::step_s(const StepShape& s) const {
 double cpu_sample_row_s(const planner::PerfInputs& in) {
   // NOTE: 4 passes over 4-byte logits (copy = read + write, max, exp-sum) at
   // the calibrated streaming bandwidth; the draw itself stops early on average.
-  const double bytes = 4.0 * 4.0 * static_cast<double>(in.model->n_vocab);
+  const double bytes = 4.0 * 4.0 * static_cast<double>(in.model->config.n_vocab);
   return bytes / (in.gpu.mem_bw_gbps * 1e9 * std::max(0.05, in.k.bw_eff));
 }
 

@@ -133,7 +133,7 @@ TEST(Calibration, DecodeUsesTheDtypesBandwidthFactor) {
   // Weights read per token: everything but the input embedding and the final
   // norm (perf_model.cpp stage_work); at batch 1 the bytes bound the step.
   const double read_params = static_cast<double>(p.total - p.embedding - p.final_norm);
-  const double overhead_s = static_cast<double>(m.n_layer) * 3e-6;
+  const double overhead_s = static_cast<double>(m.config.n_layer) * 3e-6;
   for (const auto& [name, bpw, eff] :
        {std::tuple{"fp16", 16.0, 0.9}, std::tuple{"q8_0", 8.5, 0.75}, std::tuple{"q4_0", 4.5, 0.5}}) {
     const PerfInputs in = cpu_inputs(m, c, name);

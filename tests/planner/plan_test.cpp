@@ -129,15 +129,15 @@ TEST(Plan, PinnedLayoutIsPredictedAsGiven) {
 TEST(Plan, LayoutRules) {
   ModelSpec m = catalog_model("qwen2.5-7b");  // 28 heads, 4 KV heads
   for (const Layout& l : enumerate_layouts(m, 8, 1, Layout{0, 0, 0, 0})) {
-    EXPECT_EQ(m.n_head % l.tp, 0);
-    EXPECT_TRUE(m.n_kv_head % l.tp == 0 || l.tp % m.n_kv_head == 0);
+    EXPECT_EQ(m.config.n_head % l.tp, 0);
+    EXPECT_TRUE(m.config.n_kv_head % l.tp == 0 || l.tp % m.config.n_kv_head == 0);
     EXPECT_LE(l.gpus(), 8);
   }
   ModelSpec mix = catalog_model("mixtral-8x7b");
   bool has_ep = false;
   bool has_dp_attention_ep = false;
   for (const Layout& l : enumerate_layouts(mix, 8, 1, Layout{0, 0, 0, 0})) {
-    EXPECT_EQ(mix.n_expert % l.ep, 0);
+    EXPECT_EQ(mix.config.n_expert % l.ep, 0);
     // ep splits the experts inside the tp group, or spans ep/tp attention
     // replicas (no longer only a divisor of tp: issue #27).
     const bool inside_tp = l.tp % l.ep == 0;

@@ -91,8 +91,8 @@ constexpr int kV061 = 61, kV090 = 90;
 // fall back to masked MHA). An inference from the docs and kernel names, not
 // a read of v0.9.0's dispatch code (docs/plan.md).
 bool engine_groups_kv(int engine, const ModelSpec& m) {
-  if (engine == kV061 || m.n_kv_head <= 0 || m.n_kv_head == m.n_head) return false;
-  const int64_t group = m.n_head / m.n_kv_head;
+  if (engine == kV061 || m.config.n_kv_head <= 0 || m.config.n_kv_head == m.config.n_head) return false;
+  const int64_t group = m.config.n_head / m.config.n_kv_head;
   return group == 8 || group == 16;
 }
 

@@ -231,7 +231,7 @@ TEST(TensorShapes, DeepSeekV3MatchesItsPublishedBreakdown) {
   // Without the router's score bias (256 experts x 58 MoE layers) the count
   // is short by exactly that: the 14,848 the planner used to miss.
   ModelSpec m = load_model_spec(kData + "deepseek-v3-config.json");
-  m.moe_router_bias = false;
+  m.config.router_bias = false;
   EXPECT_EQ(want.total - count_params(m).total, 256 * 58);
   EXPECT_EQ(want.active - count_params(m).active, 256 * 58);
 }
