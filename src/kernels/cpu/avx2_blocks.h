@@ -7,9 +7,8 @@
 // one scale (or two 16-weight sub-blocks), so the integer sums need one f32
 // multiply-add per x block (blocks_avx2.cpp).
 #pragma once
-#include <cstdint>
-
 #include <cstddef>
+#include <cstdint>
 
 #include "core/dtype.h"
 #include "kernels/cpu/isa_table.h"

@@ -172,7 +172,8 @@ void tile(const uint8_t* g, int64_t n_super, const TokenX* xs, float* out, int64
           D[s] = dv, M[s] = dm;
           if constexpr (L.int_scales) {
             const int sub = c * kSubs + s;
-            const __m128i raw = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + L.sc_offset() + 16 * sub + 8 * h));
+            const __m128i raw =
+                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + L.sc_offset() + 16 * sub + 8 * h));
             __m256i sc = L.combined ? _mm256_cvtepu8_epi32(raw) : _mm256_cvtepi8_epi32(raw);
             if constexpr (L.combined) {
               M[s] = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_srli_epi32(sc, 4)));
