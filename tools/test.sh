@@ -13,10 +13,11 @@ cmake --build build -j"$jobs"
 if [[ -x /usr/local/cuda/bin/nvcc && "${PARALLM_SKIP_CUDA_BUILD:-0}" != 1 ]]; then
   echo "== CUDA/NCCL build check (-DPARALLM_CUDA=ON)"
   # The binary, the CUDA kernels, their test binary and the device model's
-  # (docs/cuda.md): the other tests run in build/. NOTE: server and tokenizer tests are left
-  # out of this tree because configuring them runs npm install.
+  # (docs/cuda.md): the other tests run in build/. NOTE: server and tokenizer tests, and the
+  # llama.cpp comparison, are left out of this tree because configuring them runs npm install.
   cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DPARALLM_CUDA=ON -DPARALLM_BENCH=OFF \
-    -DPARALLM_SKIP_TESTS="server;tokenizer" -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc
+    -DPARALLM_SKIP_TESTS="server;tokenizer" -DPARALLM_LLAMA_CPP_REFERENCE=OFF \
+    -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc
   nice -n 19 cmake --build build-cuda -j"$jobs" --target parallm parallm_kernels_cuda cuda_gpu_test \
     device_model_test
   # Without a GPU these skip ("skipped: no CUDA device") but for the cases that

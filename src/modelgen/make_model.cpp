@@ -109,7 +109,7 @@ void add_f32_vector(GgufWriter* w, const std::string& name, const std::vector<fl
   w->add_tensor(name, DType::kF32, {static_cast<int64_t>(v.size())}, std::move(bytes));
 }
 
-void write_vocab(GgufWriter* w, const MakeModelOptions& opts, int64_t* n_vocab) {
+void write_vocab(GgufWriter* w, const MakeModelOptions& opts, Architecture arch, int64_t* n_vocab) {
   if (!opts.vocab_from.empty()) {
     GgufFile src(opts.vocab_from);
     if (!src.has("tokenizer.ggml.tokens")) {
@@ -122,6 +122,14 @@ void write_vocab(GgufWriter* w, const MakeModelOptions& opts, int64_t* n_vocab) 
     return;
   }
   SpmVocab v = generate_spm_vocab(*n_vocab);
+  if (arch == Architecture::kPhi3) {
+    // Phi-3's vocabulary has its added end-of-text token, and llama.cpp's
+    // loader looks it up by text for any model named phi3 (it throws when
+    // the token is missing). The last piece extends nothing, so it may go.
+    v.tokens.back() = "<|endoftext|>";
+    v.scores.back() = 0.0f;
+    v.types.back() = 3;  // control
+  }
   w->set_string("tokenizer.ggml.model", "llama");
   w->set_string_array("tokenizer.ggml.tokens", v.tokens);
   w->set_f32_array("tokenizer.ggml.scores", v.scores);
@@ -230,7 +238,7 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
   // The vocabulary decides n_vocab when it is copied; write it first into a
   // scratch writer so the model keys keep llama.cpp's order.
   GgufWriter vocab;
-  write_vocab(&vocab, opts, &c.n_vocab);
+  write_vocab(&vocab, opts, c.arch, &c.n_vocab);
 
   const int64_t hd = c.head_dim;
   w.set_u32(a + ".context_length", static_cast<uint32_t>(c.n_ctx_train));
