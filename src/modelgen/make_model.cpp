@@ -10,6 +10,7 @@
 #include "kernels/cpu/quant.h"
 #include "loader/gguf_reader.h"
 #include "modelgen/generated_vocab.h"
+#include "modelgen/quant_mix.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -77,6 +78,29 @@ void add_random(GgufWriter* w, const std::string& name, DType dtype, std::vector
       cpu::quantize_row(dtype, row.data(), dst + static_cast<size_t>(r) * row_bytes, cols);
     }
   });
+}
+
+// Which dtype each matrix gets: opts.dtype for every one, or a llama.cpp
+// mix's choice per tensor (modelgen/quant_mix.h).
+class MatrixTypes {
+ public:
+  MatrixTypes(const MakeModelOptions& opts, const ModelConfig& c) : dtype_(opts.dtype), mix_(opts.mix), c_(c) {}
+  DType of(const std::string& name, int64_t row_len) const {
+    return mix_ == QuantMix::kNone ? dtype_ : quant_mix_tensor_type(mix_, c_, name, row_len);
+  }
+
+ private:
+  DType dtype_;
+  QuantMix mix_;
+  const ModelConfig& c_;
+};
+
+// A matrix; `shape` outermost first, as add_random takes it, so its rows
+// hold shape.back() values (ggml's ne[0], what the block types divide).
+void add_matrix(GgufWriter* w, const std::string& name, const MatrixTypes& types, std::vector<int64_t> shape,
+                TensorPlan plan, uint64_t seed) {
+  const DType dtype = types.of(name, shape.back());
+  add_random(w, name, dtype, std::move(shape), plan, seed);
 }
 
 // Llama 3.1's per-frequency divisors, as llama.cpp's converter stores them in
@@ -163,26 +187,27 @@ void write_deepseek_keys(GgufWriter* w, const ModelConfig& c) {
 }
 
 // One layer's latent attention (model/mla.h has the shapes).
-void add_mla_tensors(GgufWriter* w, const ModelPreset& p, const std::string& b, DType dt, uint64_t seed) {
+void add_mla_tensors(GgufWriter* w, const ModelPreset& p, const std::string& b, const MatrixTypes& types,
+                     uint64_t seed) {
   const ModelConfig& c = p.config;
   const int64_t qh = c.qk_nope_dim + c.qk_rope_dim, lora = c.kv_lora_rank;
   auto std_of = [](int64_t n_in) { return 1.0f / std::sqrt(static_cast<float>(n_in)); };
   const TensorPlan norm{1.0f, 0.1f};
   if (c.q_lora_rank > 0) {
-    add_random(w, b + "attn_q_a.weight", dt, {c.q_lora_rank, c.n_embd}, {0.0f, std_of(c.n_embd)}, seed);
+    add_matrix(w, b + "attn_q_a.weight", types, {c.q_lora_rank, c.n_embd}, {0.0f, std_of(c.n_embd)}, seed);
     add_random(w, b + "attn_q_a_norm.weight", DType::kF32, {c.q_lora_rank}, norm, seed);
-    add_random(w, b + "attn_q_b.weight", dt, {c.n_head * qh, c.q_lora_rank}, {0.0f, std_of(c.q_lora_rank)}, seed);
+    add_matrix(w, b + "attn_q_b.weight", types, {c.n_head * qh, c.q_lora_rank}, {0.0f, std_of(c.q_lora_rank)}, seed);
   } else {
-    add_random(w, b + "attn_q.weight", dt, {c.n_head * qh, c.n_embd}, {0.0f, std_of(c.n_embd)}, seed);
+    add_matrix(w, b + "attn_q.weight", types, {c.n_head * qh, c.n_embd}, {0.0f, std_of(c.n_embd)}, seed);
   }
-  add_random(w, b + "attn_kv_a_mqa.weight", dt, {lora + c.qk_rope_dim, c.n_embd}, {0.0f, std_of(c.n_embd)}, seed);
+  add_matrix(w, b + "attn_kv_a_mqa.weight", types, {lora + c.qk_rope_dim, c.n_embd}, {0.0f, std_of(c.n_embd)}, seed);
   add_random(w, b + "attn_kv_a_norm.weight", DType::kF32, {lora}, norm, seed);
   if (p.split_kv_b) {
-    add_random(w, b + "attn_k_b.weight", dt, {c.n_head, lora, c.qk_nope_dim}, {0.0f, std_of(lora)}, seed);
-    add_random(w, b + "attn_v_b.weight", dt, {c.n_head, c.v_head_dim, lora}, {0.0f, std_of(lora)}, seed);
+    add_matrix(w, b + "attn_k_b.weight", types, {c.n_head, lora, c.qk_nope_dim}, {0.0f, std_of(lora)}, seed);
+    add_matrix(w, b + "attn_v_b.weight", types, {c.n_head, c.v_head_dim, lora}, {0.0f, std_of(lora)}, seed);
   } else {
-    add_random(w, b + "attn_kv_b.weight", dt, {c.n_head * (c.qk_nope_dim + c.v_head_dim), lora}, {0.0f, std_of(lora)},
-               seed);
+    add_matrix(w, b + "attn_kv_b.weight", types, {c.n_head * (c.qk_nope_dim + c.v_head_dim), lora},
+               {0.0f, std_of(lora)}, seed);
   }
 }
 
@@ -227,14 +252,15 @@ uint32_t gguf_file_type(DType t) {
 GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summary) {
   ModelPreset p = opts.shape != nullptr ? *opts.shape : find_model_preset(opts.preset);
   ModelConfig& c = p.config;
-  const DType dt = opts.dtype;
+  const MatrixTypes types(opts, c);
+  const bool mix = opts.mix != QuantMix::kNone;
   const std::string a = c.arch_name;
   GgufWriter w;
 
   w.set_string("general.architecture", a);
   w.set_string("general.name", "parallm-random-" + p.name);
-  w.set_u32("general.file_type", gguf_file_type(dt));
-  if (dtype_is_quantized(dt)) w.set_u32("general.quantization_version", 2);
+  w.set_u32("general.file_type", mix ? quant_mix_file_type(opts.mix) : gguf_file_type(opts.dtype));
+  if (mix || dtype_is_quantized(opts.dtype)) w.set_u32("general.quantization_version", 2);
   // The vocabulary decides n_vocab when it is copied; write it first into a
   // scratch writer so the model keys keep llama.cpp's order.
   GgufWriter vocab;
@@ -313,9 +339,9 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
   const TensorPlan norm{1.0f, 0.1f};
   const int64_t q_dim = c.n_head * hd, kv_dim = c.n_kv_head * hd;
 
-  add_random(&w, "token_embd.weight", dt, {c.n_vocab, c.n_embd}, {0.0f, 2.0f * in_embd}, seed);
+  add_matrix(&w, "token_embd.weight", types, {c.n_vocab, c.n_embd}, {0.0f, 2.0f * in_embd}, seed);
   add_random(&w, "output_norm.weight", DType::kF32, {c.n_embd}, norm, seed);
-  if (!c.tied_embeddings) add_random(&w, "output.weight", dt, {c.n_vocab, c.n_embd}, {0.0f, 2.0f * in_embd}, seed);
+  if (!c.tied_embeddings) add_matrix(&w, "output.weight", types, {c.n_vocab, c.n_embd}, {0.0f, 2.0f * in_embd}, seed);
   if (c.rope_scaling == RopeScaling::kLongRope) {
     add_f32_vector(&w, "rope_factors_long.weight", c.rope_long_factors);
     add_f32_vector(&w, "rope_factors_short.weight", c.rope_short_factors);
@@ -325,13 +351,13 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
     const std::string b = "blk." + std::to_string(l) + ".";
     add_random(&w, b + "attn_norm.weight", DType::kF32, {c.n_embd}, norm, seed);
     if (mla) {
-      add_mla_tensors(&w, p, b, dt, seed);
+      add_mla_tensors(&w, p, b, types, seed);
     } else if (c.fused_qkv) {
-      add_random(&w, b + "attn_qkv.weight", dt, {q_dim + 2 * kv_dim, c.n_embd}, {0.0f, in_embd}, seed);
+      add_matrix(&w, b + "attn_qkv.weight", types, {q_dim + 2 * kv_dim, c.n_embd}, {0.0f, in_embd}, seed);
     } else {
-      add_random(&w, b + "attn_q.weight", dt, {q_dim, c.n_embd}, {0.0f, in_embd}, seed);
-      add_random(&w, b + "attn_k.weight", dt, {kv_dim, c.n_embd}, {0.0f, in_embd}, seed);
-      add_random(&w, b + "attn_v.weight", dt, {kv_dim, c.n_embd}, {0.0f, in_embd}, seed);
+      add_matrix(&w, b + "attn_q.weight", types, {q_dim, c.n_embd}, {0.0f, in_embd}, seed);
+      add_matrix(&w, b + "attn_k.weight", types, {kv_dim, c.n_embd}, {0.0f, in_embd}, seed);
+      add_matrix(&w, b + "attn_v.weight", types, {kv_dim, c.n_embd}, {0.0f, in_embd}, seed);
     }
     if (c.qkv_bias) {
       add_random(&w, b + "attn_q.bias", DType::kF32, {q_dim}, {0.0f, 0.5f}, seed);
@@ -339,8 +365,8 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
       add_random(&w, b + "attn_v.bias", DType::kF32, {kv_dim}, {0.0f, 0.5f}, seed);
     }
     const int64_t o_in = mla ? c.n_head * c.v_head_dim : q_dim;
-    add_random(&w, b + "attn_output.weight", dt, {c.n_embd, o_in}, {0.0f, 1.0f / std::sqrt(static_cast<float>(o_in))},
-               seed);
+    add_matrix(&w, b + "attn_output.weight", types, {c.n_embd, o_in},
+               {0.0f, 1.0f / std::sqrt(static_cast<float>(o_in))}, seed);
     if (c.qk_norm) {
       add_random(&w, b + "attn_q_norm.weight", DType::kF32, {hd}, norm, seed);
       add_random(&w, b + "attn_k_norm.weight", DType::kF32, {hd}, norm, seed);
@@ -357,28 +383,28 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
       if (c.shared_expert_gated) {
         add_random(&w, b + "ffn_gate_inp_shexp.weight", DType::kF32, {c.n_embd}, {0.0f, in_embd}, seed);
       }
-      add_random(&w, b + "ffn_gate_shexp.weight", dt, {f, c.n_embd}, {0.0f, in_embd}, seed);
-      add_random(&w, b + "ffn_down_shexp.weight", dt, {c.n_embd, f}, {0.0f, 1.0f / std::sqrt(static_cast<float>(f))},
+      add_matrix(&w, b + "ffn_gate_shexp.weight", types, {f, c.n_embd}, {0.0f, in_embd}, seed);
+      add_matrix(&w, b + "ffn_down_shexp.weight", types, {c.n_embd, f}, {0.0f, 1.0f / std::sqrt(static_cast<float>(f))},
                  seed);
-      add_random(&w, b + "ffn_up_shexp.weight", dt, {f, c.n_embd}, {0.0f, in_embd}, seed);
+      add_matrix(&w, b + "ffn_up_shexp.weight", types, {f, c.n_embd}, {0.0f, in_embd}, seed);
     }
     if (moe_layer) {
       add_random(&w, b + "ffn_gate_inp.weight", DType::kF32, {c.n_expert, c.n_embd}, {0.0f, 2.0f * in_embd}, seed);
       // A choice bias the size of the sigmoid scores' differences, so it moves some choices.
       if (c.router_bias) add_random(&w, b + "exp_probs_b.bias", DType::kF32, {c.n_expert}, {0.0f, 0.05f}, seed);
-      add_random(&w, b + "ffn_gate_exps.weight", dt, {c.n_expert, c.n_ff, c.n_embd}, {0.0f, in_embd}, seed);
-      add_random(&w, b + "ffn_down_exps.weight", dt, {c.n_expert, c.n_embd, c.n_ff}, {0.0f, in_ff}, seed);
-      add_random(&w, b + "ffn_up_exps.weight", dt, {c.n_expert, c.n_ff, c.n_embd}, {0.0f, in_embd}, seed);
+      add_matrix(&w, b + "ffn_gate_exps.weight", types, {c.n_expert, c.n_ff, c.n_embd}, {0.0f, in_embd}, seed);
+      add_matrix(&w, b + "ffn_down_exps.weight", types, {c.n_expert, c.n_embd, c.n_ff}, {0.0f, in_ff}, seed);
+      add_matrix(&w, b + "ffn_up_exps.weight", types, {c.n_expert, c.n_ff, c.n_embd}, {0.0f, in_embd}, seed);
     } else {  // a dense model's layers, or DeepSeek's leading dense ones
       const int64_t f = c.dense_ff();
       const float in_dense = 1.0f / std::sqrt(static_cast<float>(f));
       if (c.fused_gate_up) {  // gate rows then up rows, one matrix
-        add_random(&w, b + "ffn_down.weight", dt, {c.n_embd, f}, {0.0f, in_dense}, seed);
-        add_random(&w, b + "ffn_up.weight", dt, {2 * f, c.n_embd}, {0.0f, in_embd}, seed);
+        add_matrix(&w, b + "ffn_down.weight", types, {c.n_embd, f}, {0.0f, in_dense}, seed);
+        add_matrix(&w, b + "ffn_up.weight", types, {2 * f, c.n_embd}, {0.0f, in_embd}, seed);
       } else {
-        add_random(&w, b + "ffn_gate.weight", dt, {f, c.n_embd}, {0.0f, in_embd}, seed);
-        add_random(&w, b + "ffn_down.weight", dt, {c.n_embd, f}, {0.0f, in_dense}, seed);
-        add_random(&w, b + "ffn_up.weight", dt, {f, c.n_embd}, {0.0f, in_embd}, seed);
+        add_matrix(&w, b + "ffn_gate.weight", types, {f, c.n_embd}, {0.0f, in_embd}, seed);
+        add_matrix(&w, b + "ffn_down.weight", types, {c.n_embd, f}, {0.0f, in_dense}, seed);
+        add_matrix(&w, b + "ffn_up.weight", types, {f, c.n_embd}, {0.0f, in_embd}, seed);
       }
     }
   }
@@ -387,6 +413,25 @@ GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summ
     summary->n_params = parameter_count(c);
   }
   return w;
+}
+
+void set_make_model_type(const std::string& name, MakeModelOptions* opts) {
+  QuantMix mix;
+  if (parse_quant_mix(name, &mix)) {
+    opts->mix = mix;
+    return;
+  }
+  try {
+    opts->dtype = parse_dtype(name);
+    opts->mix = QuantMix::kNone;
+  } catch (const InputError&) {
+    throw InputError("unknown dtype '" + name + "' (types: " + dtype_names_list() +
+                     "; llama.cpp mixes: " + quant_mix_names_list() + ")");
+  }
+}
+
+std::string make_model_type_name(const MakeModelOptions& opts) {
+  return opts.mix != QuantMix::kNone ? quant_mix_name(opts.mix) : dtype_name(opts.dtype);
 }
 
 MakeModelSummary make_model(const MakeModelOptions& opts) {

@@ -10,7 +10,9 @@
 // activations O(1) at any width: matrices std 1/sqrt(n_in), token_embd and
 // output std 2/sqrt(n_embd) (logits std ~2), norms 1 + 0.1 noise, biases std
 // 0.5, router std 2/sqrt(n_embd). Norms, biases, the router and rope_freqs
-// stay F32 as in llama.cpp's files; every other matrix takes --dtype.
+// stay F32 as in llama.cpp's files; every other matrix takes --dtype, or,
+// for a llama.cpp mix (--dtype q4_k_m, ...), the type llama.cpp's quantizer
+// would give it (modelgen/quant_mix.h), and general.file_type says the mix.
 //
 // GGUF keys written (ARCH = the preset's architecture): general.architecture, general.name,
 // general.file_type, general.quantization_version (quantized only),
@@ -39,12 +41,14 @@
 #include "core/dtype.h"
 #include "loader/gguf_writer.h"
 #include "modelgen/model_presets.h"
+#include "modelgen/quant_mix.h"
 
 namespace parallm {
 
 struct MakeModelOptions {
   std::string preset = "tiny";
   DType dtype = DType::kF32;
+  QuantMix mix = QuantMix::kNone;  // when set, the matrices' types are this mix's (dtype unused)
   uint64_t seed = 0;
   std::string vocab_from;  // GGUF file whose tokenizer.* keys are copied; "" = generate
   std::string out_path;
@@ -61,6 +65,12 @@ struct MakeModelSummary {
 GgufWriter build_model_gguf(const MakeModelOptions& opts, MakeModelSummary* summary = nullptr);
 // Builds and writes opts.out_path. Throws InputError.
 MakeModelSummary make_model(const MakeModelOptions& opts);
+
+// Sets opts->dtype (and no mix) for a dtype name, or opts->mix for a mix
+// name; throws InputError listing both otherwise.
+void set_make_model_type(const std::string& name, MakeModelOptions* opts);
+// opts' mix name, or its dtype's name.
+std::string make_model_type_name(const MakeModelOptions& opts);
 
 // llama.cpp's general.file_type (llama_ftype) for a file whose matrices are `t`.
 uint32_t gguf_file_type(DType t);
