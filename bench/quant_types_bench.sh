@@ -2,14 +2,18 @@
 # Prefill (128 tokens) and decode (64 tokens) of the llama-110m preset in each
 # GGUF type of issue 26, 2 threads, as fractions of the FMA peak and the
 # memory-bandwidth roofline that bench-model measures in the same run.
-# Prints one Markdown table row per type.
+# Prints one Markdown table row per type. The default list is the issue's:
+# the mixes shaped like downloaded files (q4_k_m, q5_k_m, q3_k_m: llama.cpp's
+# per-tensor choice, make-model --dtype), plain types (q6_k, q2_k, iq4_xs,
+# q4_1, q5_0: every matrix that type; llama.cpp's Q2_K file is q2_k_mix),
+# and q8_0 / q4_0 for reference.
 #
 # usage: bench/quant_types_bench.sh BUILD_DIR [TYPES...]
 set -euo pipefail
 build=${1:?usage: bench/quant_types_bench.sh BUILD_DIR [TYPES...]}
 shift
 types=("$@")
-[ ${#types[@]} -gt 0 ] || types=(q4_k q5_k q6_k q3_k q2_k iq4_xs q4_1 q5_0 q8_0 q4_0)
+[ ${#types[@]} -gt 0 ] || types=(q4_k_m q5_k_m q6_k q3_k_m q2_k iq4_xs q4_1 q5_0 q8_0 q4_0)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "| type | prefill tok/s | of FMA peak | decode tok/s | of roofline | probes: GB/s, GFLOP/s |"
