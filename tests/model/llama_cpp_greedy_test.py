@@ -41,7 +41,9 @@ QUANT_DELTA = 0.25
 ARCH_PRESETS = ["tiny", "tiny-qwen2", "tiny-tied", "tiny-llama3", "mixtral-tiny", "tiny-mha64", "tiny-qwen3",
                 "tiny-qwen3moe", "tiny-qwen2moe", "tiny-gemma2", "tiny-gemma3", "tiny-phi3", "tiny-deepseek2"]
 TYPES = ["f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
-         "iq4_xs"]
+         "iq4_xs",
+         # llama.cpp's mixed file types (modelgen/quant_mix.h): a type per tensor, as downloads have them.
+         "q4_k_m", "q5_k_m", "q3_k_m", "q2_k_mix"]
 
 
 def run(cmd, timeout):
