@@ -36,8 +36,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <type_traits>
 
 #include "core/dtype.h"
+#include "util/check.h"
 
 namespace parallm::cpu {
 
@@ -105,6 +108,39 @@ constexpr BlockLayout block_layout(DType t) {
 }
 
 inline bool block_packable(DType t) { return block_layout(t).super > 0; }
+
+// Calls f(std::integral_constant<DType, T>{}) for the block-packed type t, so
+// each ISA's kernel file instantiates its templates per type through this one
+// switch. CHECKs that t is block-packed.
+template <class F>
+decltype(auto) visit_block_type(DType t, F&& f) {
+  switch (t) {
+    case DType::kQ4_1:
+      return f(std::integral_constant<DType, DType::kQ4_1>{});
+    case DType::kQ5_0:
+      return f(std::integral_constant<DType, DType::kQ5_0>{});
+    case DType::kQ5_1:
+      return f(std::integral_constant<DType, DType::kQ5_1>{});
+    case DType::kIQ4_NL:
+      return f(std::integral_constant<DType, DType::kIQ4_NL>{});
+    case DType::kQ2_K:
+      return f(std::integral_constant<DType, DType::kQ2_K>{});
+    case DType::kQ3_K:
+      return f(std::integral_constant<DType, DType::kQ3_K>{});
+    case DType::kQ4_K:
+      return f(std::integral_constant<DType, DType::kQ4_K>{});
+    case DType::kQ5_K:
+      return f(std::integral_constant<DType, DType::kQ5_K>{});
+    case DType::kQ6_K:
+      return f(std::integral_constant<DType, DType::kQ6_K>{});
+    case DType::kIQ4_XS:
+      return f(std::integral_constant<DType, DType::kIQ4_XS>{});
+    default:
+      break;
+  }
+  PARALLM_CHECK_MSG(false, std::string("not a block-packed type: ") + dtype_name(t));
+  return f(std::integral_constant<DType, DType::kQ4_K>{});  // not reached
+}
 
 // Bytes of one 16-row group of n_in columns (n_in a multiple of the super-block).
 size_t block_packed_group_bytes(DType t, int64_t n_in);

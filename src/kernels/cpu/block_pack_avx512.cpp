@@ -187,31 +187,8 @@ template <DType T>
 constexpr auto kTiles = tiles<T>(std::make_integer_sequence<int, kMaxTokens>());
 
 const std::array<TileFn, kMaxTokens>& tiles_of(DType t) {
-  switch (t) {
-    case DType::kQ4_1:
-      return kTiles<DType::kQ4_1>;
-    case DType::kQ5_0:
-      return kTiles<DType::kQ5_0>;
-    case DType::kQ5_1:
-      return kTiles<DType::kQ5_1>;
-    case DType::kIQ4_NL:
-      return kTiles<DType::kIQ4_NL>;
-    case DType::kQ2_K:
-      return kTiles<DType::kQ2_K>;
-    case DType::kQ3_K:
-      return kTiles<DType::kQ3_K>;
-    case DType::kQ4_K:
-      return kTiles<DType::kQ4_K>;
-    case DType::kQ5_K:
-      return kTiles<DType::kQ5_K>;
-    case DType::kQ6_K:
-      return kTiles<DType::kQ6_K>;
-    case DType::kIQ4_XS:
-      return kTiles<DType::kIQ4_XS>;
-    default:
-      PARALLM_CHECK_MSG(false, std::string("block_packed_rows: not a block-packed type: ") + dtype_name(t));
-  }
-  return kTiles<DType::kQ4_K>;
+  return visit_block_type(
+      t, [](auto type) -> const std::array<TileFn, kMaxTokens>& { return kTiles<decltype(type)::value>; });
 }
 
 }  // namespace
