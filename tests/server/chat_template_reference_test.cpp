@@ -8,6 +8,7 @@
 // character). The output must be identical, or both must fail. Skips when
 // python3's jinja2 is missing.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -78,7 +79,8 @@ bool have_jinja2() {
 // Python's renderings of `cases` ({"template", "context"} each); "" when the
 // script failed.
 std::string python_reference(const json& cases) {
-  const std::string cases_path = testing::TempDir() + "chat_template_cases.json";
+  // One file per process: ctest runs this binary's tests side by side.
+  const std::string cases_path = testing::TempDir() + "chat_template_cases_" + std::to_string(getpid()) + ".json";
   std::ofstream(cases_path) << cases.dump();
   const std::string out =
       command_output(std::string(PARALLM_PYTHON) + " " + PARALLM_SERVER_TEST_DIR + "/jinja_reference.py " + cases_path);

@@ -15,6 +15,7 @@
 // (prepend_scheme, split) are compared the same way on ids.
 // Skips when node or the npm package is missing.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -267,7 +268,8 @@ std::string reference_dir() {
 
 // Runs hf_pretokenize.mjs on {tokenizer, texts} entries; one result list per entry.
 json run_reference(const json& request) {
-  const std::string path = testing::TempDir() + "hf_pretokenize_request.json";
+  // One file per process: ctest runs this binary's tests side by side.
+  const std::string path = testing::TempDir() + "hf_pretokenize_request_" + std::to_string(getpid()) + ".json";
   std::ofstream(path) << request.dump();
   const std::string here = PARALLM_TOKENIZER_TEST_DIR;
   const std::string out =
