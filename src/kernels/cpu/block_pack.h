@@ -36,6 +36,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -108,6 +109,15 @@ constexpr BlockLayout block_layout(DType t) {
 }
 
 inline bool block_packable(DType t) { return block_layout(t).super > 0; }
+
+// A V from unaligned bytes (a token's 4 x bytes, a scale): the kernels'
+// reads of x, which no SIMD load serves.
+template <class V>
+inline V load_as(const void* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
 
 // Calls f(std::integral_constant<DType, T>{}) for the block-packed type t, so
 // each ISA's kernel file instantiates its templates per type through this one

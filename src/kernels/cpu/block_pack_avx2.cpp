@@ -25,8 +25,6 @@
 #include "kernels/cpu/avx2_blocks.h"
 #include "kernels/cpu/block_pack.h"
 #include "kernels/cpu/packed.h"
-#include "kernels/cpu/quant_blocks.h"
-#include "util/check.h"
 
 namespace parallm::cpu::avx2 {
 
@@ -35,13 +33,6 @@ namespace {
 // Tokens a tile: x values and 2 halves' accumulators per token stay in the
 // 16 registers with the 8 parts' weights up to about here.
 constexpr int kMaxTokens = 4;
-
-template <class V>
-inline V load_as(const void* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(V));
-  return v;
-}
 
 // v >> r in each 16-bit lane (v << -r for negative r).
 template <int R>

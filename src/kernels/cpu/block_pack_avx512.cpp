@@ -40,13 +40,6 @@ struct ChunkX {
   size_t q_step, d_step, s_step;
 };
 
-template <class V>
-inline V load_as(const char* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(V));
-  return v;
-}
-
 // v >> r in each 16-bit lane (v << -r for negative r).
 template <int R>
 inline __m512i shift_right(__m512i v) {
