@@ -1,6 +1,12 @@
-// Measurements behind profile_model (plan_profile.h). Every shape runs kReps
-// times after a warm-up; a shape's time is the median (the simulator prices
-// typical steps), and the spread of its log times is the host's jitter.
+// Measurements behind profile_model (plan_profile.h). The shapes are measured
+// in rounds, each round one forward of every shape, after a warm-up round: a
+// shared host's speed wanders over seconds (this 2-core VM: 1-token decode
+// steps of 2.1 to 3.0 ms from one second to the next), and measured shape by
+// shape a slow second would bend the table at one point. In rounds every shape
+// sees the same stretch of time, its median is its typical time, and the
+// rounds' common factor is the host's slow drift (drift_sigma over
+// drift_period_s, one round), apart from the step-to-step jitter within a
+// round (noise_sigma).
 #include "plan_profile.h"
 
 #include <algorithm>
@@ -15,7 +21,7 @@
 namespace parallm {
 namespace {
 
-constexpr int kReps = 9;
+constexpr int kRounds = 21;          // odd: a median is one round's time
 constexpr int64_t kChunk = 16;       // tokens per sequence of the larger forward shapes
 constexpr int64_t kFar = 512;        // the far position of the attention probes
 constexpr int64_t kPairChunk = 128;  // the prompt chunk of the prefill-attention probe
@@ -28,6 +34,18 @@ struct SeqShape {
   bool logits = false;
 };
 
+double median_of(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+double stdev_of(const std::vector<double>& v) {
+  double mean = 0, var = 0;
+  for (double x : v) mean += x / static_cast<double>(v.size());
+  for (double x : v) var += (x - mean) * (x - mean) / static_cast<double>(v.size() - 1);
+  return std::sqrt(var);
+}
+
 class Profiler {
  public:
   Profiler(const std::string& path, int threads) : engine_(options(path, threads)) {
@@ -36,75 +54,62 @@ class Profiler {
     tokens_.assign(static_cast<size_t>(kFar), 3);
   }
 
-  // Median seconds of one forward of `seqs`; its log spread goes to sigmas_.
-  double time(const std::vector<SeqShape>& seqs) {
-    const int64_t bs = engine_.block_size();
-    const int64_t seq_blocks = engine_.n_kv_blocks() / static_cast<int64_t>(seqs.size());
-    tables_.resize(seqs.size());
-    batch_.clear();
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      const SeqShape& s = seqs[i];
-      const int64_t need = (s.pos0 + s.n + bs - 1) / bs;
-      PARALLM_CHECK(need <= seq_blocks);
-      tables_[i].resize(static_cast<size_t>(need));
-      for (int64_t b = 0; b < need; ++b) tables_[i][static_cast<size_t>(b)] = static_cast<int32_t>(i * seq_blocks + b);
-      batch_.add_sequence_tokens(tokens_.data(), s.n, static_cast<int32_t>(s.pos0), static_cast<int32_t>(i),
-                                 tables_[i].data(), bs, s.logits);
-    }
-    engine_.forward(batch_);  // warm-up
-    std::vector<double> t(kReps);
-    for (double& x : t) {
-      const auto t0 = std::chrono::steady_clock::now();
-      engine_.forward(batch_);
-      x = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    std::sort(t.begin(), t.end());
-    double mean = 0, var = 0;
-    for (double x : t) mean += std::log(x) / kReps;
-    for (double x : t) var += (std::log(x) - mean) * (std::log(x) - mean) / (kReps - 1);
-    sigmas_.push_back(std::sqrt(var));
-    return t[kReps / 2];
-  }
-
-  // `n` tokens at position 0: 1-token sequences up to kChunk, kChunk-token
-  // chunks beyond; logits on the first sequence only (or on all: all_logits).
-  double forward_at_zero(int64_t n, bool all_logits, double* pairs) {
-    std::vector<SeqShape> seqs;
-    const int64_t per = n <= kChunk ? 1 : kChunk;
-    for (int64_t left = n; left > 0; left -= per) seqs.push_back({std::min(per, left), 0, all_logits || seqs.empty()});
-    *pairs = 0;
-    for (const SeqShape& s : seqs) *pairs += static_cast<double>(s.n) * static_cast<double>(s.n) / 2;
-    return time(seqs);
-  }
-
   planner::ModelProfile run(const std::string& path, int threads) {
+    // The shapes (their indexes, for reading the medians back below).
+    const size_t near = add({{kPairChunk, 0, true}}), far = add({{kPairChunk, kFar, true}});
+    const size_t dnear = add(std::vector<SeqShape>(kDecodeSeqs, SeqShape{1, 1, true}));
+    const size_t dfar = add(std::vector<SeqShape>(kDecodeSeqs, SeqShape{1, kFar + 1, true}));
+    const size_t one_logit = add(at_zero(kChunk, false)), all_logits = add(at_zero(kChunk, true));
+    std::vector<size_t> forward;
+    for (double n : kForwardTokens) forward.push_back(add(at_zero(static_cast<int64_t>(n), false)));
+
+    // times[shape][round], the warm-up round dropped.
+    std::vector<std::vector<double>> times(shapes_.size());
+    for (int round = -1; round < kRounds; ++round) {
+      for (size_t k = 0; k < shapes_.size(); ++k) {
+        const double t = time_once(k);
+        if (round >= 0) times[k].push_back(t);
+      }
+    }
+    std::vector<double> med(shapes_.size());
+    for (size_t k = 0; k < shapes_.size(); ++k) med[k] = median_of(times[k]);
+
     planner::ModelProfile p;
     p.model_path = std::filesystem::absolute(path).lexically_normal().string();
     p.file_bytes = static_cast<int64_t>(std::filesystem::file_size(path));
     p.threads = threads;
     // Prefill attention: one chunk far into its sequence against the same at 0.
-    const double near = time({{kPairChunk, 0, true}}), far = time({{kPairChunk, kFar, true}});
-    const double pair_s = std::max(0.0, far - near) / static_cast<double>(kPairChunk * kFar);
+    const double pair_s = std::max(0.0, med[far] - med[near]) / static_cast<double>(kPairChunk * kFar);
     p.prefill_pair_ns = pair_s * 1e9;
     // Decode attention: kDecodeSeqs sequences decoding at kFar against at 1.
-    std::vector<SeqShape> dnear(kDecodeSeqs, SeqShape{1, 1, true}), dfar(kDecodeSeqs, SeqShape{1, kFar + 1, true});
-    const double t_dnear = time(dnear), t_dfar = time(dfar);
-    p.decode_kv_token_ns = std::max(0.0, t_dfar - t_dnear) / static_cast<double>(kDecodeSeqs * kFar) * 1e9;
+    p.decode_kv_token_ns = std::max(0.0, med[dfar] - med[dnear]) / static_cast<double>(kDecodeSeqs * kFar) * 1e9;
     // The output head per logits row: kChunk 1-token sequences, logits on all or one.
-    double pairs = 0;
-    const double one = forward_at_zero(kChunk, false, &pairs), all = forward_at_zero(kChunk, true, &pairs);
-    p.logit_row_ms = std::max(0.0, all - one) / static_cast<double>(kChunk - 1) * 1e3;
-    for (double n : kForwardTokens) {
-      const double t = forward_at_zero(static_cast<int64_t>(n), false, &pairs);
-      p.forward_ms_by_tokens.push_back({n, std::max(1e-6, (t - pairs * pair_s) * 1e3)});
+    p.logit_row_ms = std::max(0.0, med[all_logits] - med[one_logit]) / static_cast<double>(kChunk - 1) * 1e3;
+    for (size_t i = 0; i < forward.size(); ++i) {
+      const size_t k = forward[i];
+      p.forward_ms_by_tokens.push_back({kForwardTokens[i], std::max(1e-6, (med[k] - pairs_[k] * pair_s) * 1e3)});
     }
     // Forward time never falls with more tokens: a noisy point takes its neighbour's.
     for (size_t i = 1; i < p.forward_ms_by_tokens.size(); ++i)
       p.forward_ms_by_tokens[i].second =
           std::max(p.forward_ms_by_tokens[i].second, p.forward_ms_by_tokens[i - 1].second);
-    std::vector<double> s = sigmas_;
-    std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(s.size() / 2), s.end());
-    p.noise_sigma = s[s.size() / 2];
+
+    // A round's drift: the median over shapes of log(time / the shape's
+    // median). What is left of a time after its round's drift is jitter.
+    std::vector<double> drift(kRounds), jitter;
+    for (int r = 0; r < kRounds; ++r) {
+      std::vector<double> logs;
+      for (size_t k = 0; k < shapes_.size(); ++k) logs.push_back(std::log(times[k][r] / med[k]));
+      drift[static_cast<size_t>(r)] = median_of(logs);
+    }
+    for (size_t k = 0; k < shapes_.size(); ++k) {
+      std::vector<double> rest;
+      for (int r = 0; r < kRounds; ++r) rest.push_back(std::log(times[k][r] / med[k]) - drift[static_cast<size_t>(r)]);
+      jitter.push_back(stdev_of(rest));
+    }
+    p.noise_sigma = median_of(jitter);
+    p.drift_sigma = stdev_of(drift);
+    for (double m : med) p.drift_period_s += m;
     return p;
   }
 
@@ -118,11 +123,50 @@ class Profiler {
     return eo;
   }
 
+  // `n` tokens at position 0: 1-token sequences up to kChunk, kChunk-token
+  // chunks beyond; logits on the first sequence only (or on all: all_logits).
+  static std::vector<SeqShape> at_zero(int64_t n, bool all_logits) {
+    std::vector<SeqShape> seqs;
+    const int64_t per = n <= kChunk ? 1 : kChunk;
+    for (int64_t left = n; left > 0; left -= per) seqs.push_back({std::min(per, left), 0, all_logits || seqs.empty()});
+    return seqs;
+  }
+
+  size_t add(std::vector<SeqShape> seqs) {
+    double pairs = 0;
+    for (const SeqShape& s : seqs) pairs += static_cast<double>(s.n) * static_cast<double>(s.n) / 2;
+    shapes_.push_back(std::move(seqs));
+    pairs_.push_back(pairs);
+    return shapes_.size() - 1;
+  }
+
+  // Seconds of one forward of shape k.
+  double time_once(size_t k) {
+    const std::vector<SeqShape>& seqs = shapes_[k];
+    const int64_t bs = engine_.block_size();
+    const int64_t seq_blocks = engine_.n_kv_blocks() / static_cast<int64_t>(seqs.size());
+    tables_.resize(seqs.size());
+    batch_.clear();
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const SeqShape& s = seqs[i];
+      const int64_t need = (s.pos0 + s.n + bs - 1) / bs;
+      PARALLM_CHECK(need <= seq_blocks);
+      tables_[i].resize(static_cast<size_t>(need));
+      for (int64_t b = 0; b < need; ++b) tables_[i][static_cast<size_t>(b)] = static_cast<int32_t>(i * seq_blocks + b);
+      batch_.add_sequence_tokens(tokens_.data(), s.n, static_cast<int32_t>(s.pos0), static_cast<int32_t>(i),
+                                 tables_[i].data(), bs, s.logits);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    engine_.forward(batch_);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
   Engine engine_;
   std::vector<int32_t> tokens_;
+  std::vector<std::vector<SeqShape>> shapes_;
+  std::vector<double> pairs_;  // each shape's causal pairs at position 0 (n^2 / 2 a sequence)
   std::vector<std::vector<int32_t>> tables_;
   ForwardBatch batch_;
-  std::vector<double> sigmas_;
 };
 
 }  // namespace

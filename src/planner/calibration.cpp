@@ -46,6 +46,8 @@ std::string calibration_to_json(const Calibration& c) {
                           {"prefill_pair_ns", p.prefill_pair_ns},
                           {"decode_kv_token_ns", p.decode_kv_token_ns},
                           {"noise_sigma", p.noise_sigma},
+                          {"drift_sigma", p.drift_sigma},
+                          {"drift_period_s", p.drift_period_s},
                           {"measured_at", p.measured_at}};
   }
   return j.dump(2) + "\n";
@@ -111,9 +113,13 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
       p.prefill_pair_ns = e.at("prefill_pair_ns").get<double>();
       p.decode_kv_token_ns = e.at("decode_kv_token_ns").get<double>();
       p.noise_sigma = e.value("noise_sigma", 0.0);
+      p.drift_sigma = e.value("drift_sigma", 0.0);
+      p.drift_period_s = e.value("drift_period_s", 0.0);
       p.measured_at = e.value("measured_at", std::string());
       bool ok = !p.model_path.empty() && p.file_bytes > 0 && !p.forward_ms_by_tokens.empty() && p.logit_row_ms >= 0 &&
-                p.prefill_pair_ns >= 0 && p.decode_kv_token_ns >= 0 && p.noise_sigma >= 0 && p.noise_sigma < 2;
+                p.prefill_pair_ns >= 0 && p.decode_kv_token_ns >= 0 && p.noise_sigma >= 0 && p.noise_sigma < 2 &&
+                p.drift_sigma >= 0 && p.drift_sigma < 2 && p.drift_period_s >= 0 &&
+                (p.drift_sigma == 0 || p.drift_period_s > 0);
       for (size_t i = 0; ok && i < p.forward_ms_by_tokens.size(); ++i) {
         const auto [n, ms] = p.forward_ms_by_tokens[i];
         ok = n >= 1 && ms > 0 && (i == 0 || n > p.forward_ms_by_tokens[i - 1].first);
@@ -121,7 +127,8 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
       if (!ok)
         throw InputError(origin +
                          ": model_profile needs a model_path, file_bytes > 0, [tokens, ms] pairs with tokens >= 1 "
-                         "ascending and ms > 0, and non-negative costs (noise_sigma under 2)");
+                         "ascending and ms > 0, and non-negative costs (noise_sigma and drift_sigma under 2, "
+                         "drift_period_s > 0 with a drift)");
     }
   } catch (const nlohmann::json::exception& e) {
     throw InputError(origin + ": not a parallm calibration file (" + std::string(e.what()) + ")");

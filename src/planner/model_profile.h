@@ -12,7 +12,9 @@
 //   + (sampled rows - 1) x logit_row    the output head for each other row
 //   + prefill pairs x pair              causal attention of prompt chunks
 //   + decode context x kv_token         KV reads of each decoding sequence
-// and its repetitions' spread is the machine's jitter (noise_sigma).
+// and its repetitions' spread is the machine's jitter: step to step
+// (noise_sigma), and the slow drift of a shared host's speed over seconds
+// (drift_sigma per drift_period_s), which moves whole requests' TPOT.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,9 +34,13 @@ struct ModelProfile {
   double logit_row_ms = 0;        // each logits row after the first
   double prefill_pair_ns = 0;     // per query-key pair of a prompt chunk (n_new x pos0 + n_new^2 / 2)
   double decode_kv_token_ns = 0;  // per context token of each decoding sequence
-  // Standard deviation of log(step time) over repetitions of one shape
-  // (median over shapes): the host's step-to-step jitter.
+  // Standard deviation of log(step time) over repetitions of one shape, less
+  // their round's drift (median over shapes): the step-to-step jitter.
   double noise_sigma = 0;
+  // Standard deviation of a measuring round's log speed factor (every shape
+  // once, drift_period_s long): the host's slow drift. 0 in older files.
+  double drift_sigma = 0;
+  double drift_period_s = 0;
   std::string measured_at;  // ISO time
 };
 

@@ -140,7 +140,7 @@ class FleetLoop {
 
   void start_step(int k, double now) {
     Replica& r = *replicas_[static_cast<size_t>(k)];
-    const double d = r.begin_step();
+    const double d = r.begin_step(now);
     PARALLM_CHECK_MSG(d > 0, "a replica with work scheduled nothing");
     busy_s_ += d;
     steps_.push({now + d, k});

@@ -17,7 +17,12 @@ Replica::Replica(const ReplicaOptions& options, const StepCost& cost, uint64_t n
       scheduler_(options.scheduler, kv_, [](int32_t) { return false; }),
       cost_(cost),
       noise_sigma_(options.noise_sigma),
-      rng_(noise_seed) {}
+      drift_sigma_(options.drift_sigma),
+      drift_period_s_(options.drift_period_s),
+      noise_seed_(noise_seed),
+      rng_(noise_seed) {
+  PARALLM_CHECK(drift_sigma_ == 0 || drift_period_s_ > 0);
+}
 
 AdmissionResult Replica::add(uint64_t id, int64_t input_tokens, int64_t output_tokens) {
   SeqRequest r;
@@ -33,7 +38,20 @@ AdmissionResult Replica::add(uint64_t id, int64_t input_tokens, int64_t output_t
   return a;
 }
 
-double Replica::begin_step() {
+// A window's draw depends only on (seed, window), not on how many steps came
+// before, so two simulations of one load drift alike whatever they schedule.
+double Replica::drift_at(double now_s) {
+  if (drift_sigma_ <= 0) return 1;
+  const auto window = static_cast<int64_t>(std::floor(now_s / drift_period_s_));
+  if (window != drift_window_) {
+    std::mt19937_64 g(noise_seed_ ^ (0xD1B54A32D192ED03ull * static_cast<uint64_t>(window + 1)));
+    drift_window_ = window;
+    drift_factor_ = std::exp(drift_sigma_ * std::normal_distribution<double>()(g));
+  }
+  return drift_factor_;
+}
+
+double Replica::begin_step(double now_s) {
   PARALLM_CHECK(!in_step_);
   const StepPlan& plan = scheduler_.schedule();
   shape_ = StepShape{};
@@ -57,7 +75,7 @@ double Replica::begin_step() {
   plan_ = &plan;
   in_step_ = true;
   ++n_steps_;
-  const double d = cost_.step_s(shape_);
+  const double d = cost_.step_s(shape_) * drift_at(now_s);
   return noise_sigma_ > 0 ? d * std::exp(noise_sigma_ * normal_(rng_)) : d;
 }
 

@@ -3,6 +3,7 @@
 // "simulated pool" of block_manager.h), unchanged, and prices each step's
 // plan with StepCost instead of running a forward:
 //   begin_step(): plan = scheduler.schedule(); duration = cost(plan's shape)
+//                 x the host's drift and jitter (a measured profile's)
 //   end_step():   scheduler.update(plan, sampled) -> one event per new token
 // Sampled tokens are a constant non-stop id, so every request generates its
 // output_tokens exactly (bench's --ignore-eos). Prompts are constant ids and
@@ -27,6 +28,12 @@ struct ReplicaOptions {
   // The host's step-to-step jitter (ModelProfile::noise_sigma): each step's
   // time is multiplied by exp(sigma x N(0, 1)), median 1; 0 = exact times.
   double noise_sigma = 0;
+  // The host's slow drift (ModelProfile::drift_sigma, drift_period_s): every
+  // step beginning in simulated window [k, k + 1) x period is also multiplied
+  // by exp(drift_sigma x z_k), one N(0, 1) draw z_k per window, so the steps of
+  // one request share the host's mood as the real ones do; 0 = none.
+  double drift_sigma = 0;
+  double drift_period_s = 0;
 };
 
 class Replica {
@@ -38,8 +45,9 @@ class Replica {
   AdmissionResult add(uint64_t id, int64_t input_tokens, int64_t output_tokens);
   bool has_work() const { return scheduler_.has_work(); }
   bool in_step() const { return in_step_; }
-  // Plans a step and returns its duration in seconds (0: nothing scheduled).
-  double begin_step();
+  // Plans a step beginning at `now_s` and returns its duration in seconds (0:
+  // nothing scheduled).
+  double begin_step(double now_s);
   // Applies the step begun last: events for each sequence that sampled a token.
   const std::vector<SeqEvent>& end_step();
 
@@ -60,8 +68,13 @@ class Replica {
   std::vector<SeqEvent> events_;
   StepShape shape_;
   double noise_sigma_ = 0;
+  double drift_sigma_ = 0, drift_period_s_ = 0;
+  uint64_t noise_seed_ = 0;
+  int64_t drift_window_ = -1;  // the window drift_factor_ belongs to
+  double drift_factor_ = 1;
   std::mt19937_64 rng_;
   std::normal_distribution<double> normal_;
+  double drift_at(double now_s);
   bool in_step_ = false;
   int64_t outstanding_tokens_ = 0, in_flight_ = 0, prefill_tokens_in_step_ = 0;
   uint64_t n_steps_ = 0;

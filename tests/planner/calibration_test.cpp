@@ -216,6 +216,8 @@ ModelProfile sample_profile(const std::string& path) {
   p.prefill_pair_ns = 400;
   p.decode_kv_token_ns = 1500;
   p.noise_sigma = 0.05;
+  p.drift_sigma = 0.08;
+  p.drift_period_s = 0.35;
   p.measured_at = "2026-12-03T00:00:00Z";
   return p;
 }
@@ -239,6 +241,8 @@ TEST(Calibration, ModelProfileRoundTripAndFileMatch) {
   EXPECT_DOUBLE_EQ(p->prefill_pair_ns, 400);
   EXPECT_DOUBLE_EQ(p->decode_kv_token_ns, 1500);
   EXPECT_DOUBLE_EQ(p->noise_sigma, 0.05);
+  EXPECT_DOUBLE_EQ(p->drift_sigma, 0.08);
+  EXPECT_DOUBLE_EQ(p->drift_period_s, 0.35);
   EXPECT_EQ(p->measured_at, "2026-12-03T00:00:00Z");
   // Another file, or the same file changed, is not this profile.
   EXPECT_EQ(profile_for(back, (dir / "other.gguf").string()), nullptr);
@@ -261,6 +265,13 @@ TEST(Calibration, MalformedModelProfileIsInputError) {
   EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 0]]}})", "x"), InputError);
   EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "noise_sigma": -1}})", "x"),
                InputError);
+  EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "drift_sigma": -0.1}})", "x"),
+               InputError);
+  // A drift needs the period it is measured over.
+  EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "drift_sigma": 0.1}})", "x"),
+               InputError);
+  EXPECT_NO_THROW(calibration_from_json(
+      head + R"("forward_ms_by_tokens": [[1, 2]], "drift_sigma": 0.1, "drift_period_s": 0.3}})", "x"));
   EXPECT_THROW(calibration_from_json(R"({"mem_bw_gbps": 10, "fma_gflops": 50, "model_profile": {}})", "x"), InputError);
 }
 

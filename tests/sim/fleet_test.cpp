@@ -150,6 +150,45 @@ TEST(Fleet, ProfileJitterHasItsMedianAndSpreadAndFollowsTheSeed) {
   for (double g : exact) ASSERT_NEAR(g, 5.0, 1e-4);
 }
 
+// A profile's drift: steps beginning in one drift period share one factor
+// exp(drift_sigma z). One request at a constant 5 ms step: its gaps come in
+// runs, one a period (20 steps of 0.1 s), whose values have median 5 ms and
+// log spread drift_sigma (about 200 windows: standard error ~0.01).
+TEST(Fleet, ProfileDriftIsOneFactorAPeriodWithItsSpread) {
+  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
+  planner::ModelProfile p;
+  p.forward_ms_by_tokens = {{1, 5}};
+  p.drift_sigma = 0.2;
+  p.drift_period_s = 0.1;
+  s.profile = p;
+  s.load.kind = LoadKind::kPoisson;
+  s.load.rate = 1e-6;
+  s.load.num_requests = 1;
+  s.load.input_len = {1, 1};
+  s.load.output_len = {4001, 4001};
+  s.load.seed = 3;
+  const SimulationResult a = run_simulation(s);
+  const std::vector<double>& gaps = a.report.results.at(0).itl_samples;
+  ASSERT_EQ(gaps.size(), 4000u);
+  std::vector<double> runs = {gaps[0]};
+  double total_ms = 0;
+  for (size_t i = 0; i < gaps.size(); ++i) {
+    total_ms += gaps[i];
+    if (i > 0 && gaps[i] != gaps[i - 1]) runs.push_back(gaps[i]);
+  }
+  EXPECT_NEAR(static_cast<double>(runs.size()), total_ms / 100, 3);
+  std::vector<double> sorted = runs;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_NEAR(std::log(sorted[sorted.size() / 2] / 5.0), 0, 0.06);
+  double mean = 0, var = 0;
+  for (double g : runs) mean += std::log(g) / static_cast<double>(runs.size());
+  for (double g : runs) var += (std::log(g) - mean) * (std::log(g) - mean) / static_cast<double>(runs.size() - 1);
+  EXPECT_NEAR(std::sqrt(var), 0.2, 0.04);
+  EXPECT_EQ(run_simulation(s).report.results.at(0).itl_samples, gaps);
+  s.load.seed = 4;
+  EXPECT_NE(run_simulation(s).report.results.at(0).itl_samples, gaps);
+}
+
 TEST(Fleet, SameSeedSameRunOtherSeedOtherRun) {
   SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
   s.layout.dp = 3;
