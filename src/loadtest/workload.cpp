@@ -138,10 +138,22 @@ Workload::Workload(const BenchOptions& options, std::string model)
   }
 }
 
+RequestLengths request_lengths(uint64_t seed, int level, int64_t index, const IntRange& input_len,
+                               const IntRange& output_len) {
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(level) * 0xBF58476D1CE4E5B9ull ^
+                   (static_cast<uint64_t>(index) + 1) * 0xD1B54A32D192ED03ull;
+  splitmix64(state);
+  RequestLengths r;
+  r.input = draw(input_len, state);
+  r.output = draw(output_len, state);
+  return r;
+}
+
 nlohmann::json Workload::body(int level, int64_t index, int64_t* prompt_tokens_est, int64_t* max_tokens) const {
   uint64_t state = options_.seed * 0x100000001B3ull + static_cast<uint64_t>(level) * 0x9E37ull +
                    static_cast<uint64_t>(index) * 0x2545F4914F6CDD1Dull;
   splitmix64(state);
+  const RequestLengths lengths = request_lengths(options_.seed, level, index, options_.input_len, options_.output_len);
   nlohmann::json body = nlohmann::json::object();
   if (!model_.empty()) body["model"] = model_;
   std::string prompt;
@@ -154,11 +166,10 @@ nlohmann::json Workload::body(int level, int64_t index, int64_t* prompt_tokens_e
     *prompt_tokens_est = e.prompt_words;
     out_len = e.output_len;
   } else {
-    const int64_t n = draw(options_.input_len, state);
-    prompt = word_prompt(n, state);
-    *prompt_tokens_est = n;
+    prompt = word_prompt(lengths.input, state);
+    *prompt_tokens_est = lengths.input;
   }
-  if (out_len == 0) out_len = draw(options_.output_len, state);
+  if (out_len == 0) out_len = lengths.output;
   *max_tokens = out_len;
   if (options_.endpoint == Endpoint::kChat) {
     if (messages.is_null()) messages = nlohmann::json::array({{{"role", "user"}, {"content", prompt}}});

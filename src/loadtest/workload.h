@@ -35,6 +35,16 @@ std::vector<DatasetEntry> load_dataset(const std::string& path);
 // `n_words` words drawn from the built-in list with `rng_state` (splitmix64).
 std::string word_prompt(int64_t n_words, uint64_t& rng_state);
 
+// Request `index` of bench level `level` with `seed`: its prompt words (or
+// tokens, to `simulate`) and its max_tokens. A stream of its own, apart from
+// the prompt's words, so `parallm simulate --seed S` gives its requests the
+// lengths bench's run with --seed S sent.
+struct RequestLengths {
+  int64_t input = 0, output = 0;
+};
+RequestLengths request_lengths(uint64_t seed, int level, int64_t index, const IntRange& input_len,
+                               const IntRange& output_len);
+
 class Workload {
  public:
   Workload(const BenchOptions& options, std::string model);

@@ -11,12 +11,6 @@ namespace parallm::sim {
 
 namespace {
 
-int64_t draw(const loadtest::IntRange& r, uint64_t& state) {
-  if (r.min == r.max) return r.min;
-  const uint64_t span = static_cast<uint64_t>(r.max - r.min + 1);
-  return r.min + static_cast<int64_t>(loadtest::splitmix64(state) % span);
-}
-
 double unit_open(uint64_t& state) {  // uniform in (0, 1)
   return (static_cast<double>(loadtest::splitmix64(state) >> 11) + 0.5) * 0x1.0p-53;
 }
@@ -36,10 +30,10 @@ void validate_load(SimLoad& load) {
 }
 
 SimRequest draw_lengths(const SimLoad& load, int64_t index) {
-  uint64_t state = load.seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(index) + 1) * 0xD1B54A32D192ED03ull;
+  const loadtest::RequestLengths l = loadtest::request_lengths(load.seed, 0, index, load.input_len, load.output_len);
   SimRequest r;
-  r.input_tokens = draw(load.input_len, state);
-  r.output_tokens = draw(load.output_len, state);
+  r.input_tokens = l.input;
+  r.output_tokens = l.output;
   return r;
 }
 

@@ -31,7 +31,8 @@ struct SimLoad {
 // Fills the default bound and throws InputError naming the flag on a bad value.
 void validate_load(SimLoad& load);
 
-// Request `index`'s lengths (arrival_s left 0).
+// Request `index`'s lengths (arrival_s left 0): those bench's first level
+// sends for the same --seed (loadtest::request_lengths), in tokens.
 SimRequest draw_lengths(const SimLoad& load, int64_t index);
 // Open-loop arrivals: the Poisson process (bench's own arrival times for the
 // same --seed) or the trace, cut at the bounds.

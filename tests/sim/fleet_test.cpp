@@ -8,8 +8,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
+#include "loadtest/http_url.h"
+#include "loadtest/workload.h"
 #include "sim/replica_model.h"
+#include "sim/sim_load.h"
 #include "sim_fixture.h"
 #include "util/check.h"
 
@@ -187,6 +191,30 @@ TEST(Fleet, ProfileDriftIsOneFactorAPeriodWithItsSpread) {
   EXPECT_EQ(run_simulation(s).report.results.at(0).itl_samples, gaps);
   s.load.seed = 4;
   EXPECT_NE(run_simulation(s).report.results.at(0).itl_samples, gaps);
+}
+
+// simulate --seed S sends bench --seed S's lengths, request by request.
+TEST(Fleet, RequestLengthsAreBenchsForTheSameSeed) {
+  loadtest::BenchOptions o;
+  o.url = loadtest::parse_http_url("http://127.0.0.1:1");
+  o.input_len = {20, 400};
+  o.output_len = {5, 90};
+  o.seed = 11;
+  const loadtest::Workload w(o, "m");
+  SimLoad l;
+  l.input_len = o.input_len;
+  l.output_len = o.output_len;
+  l.seed = o.seed;
+  std::set<int64_t> seen;
+  for (int64_t i = 0; i < 100; ++i) {
+    int64_t words = 0, max_tokens = 0;
+    w.body(0, i, &words, &max_tokens);
+    const SimRequest r = draw_lengths(l, i);
+    EXPECT_EQ(r.input_tokens, words);
+    EXPECT_EQ(r.output_tokens, max_tokens);
+    seen.insert(max_tokens);
+  }
+  EXPECT_GT(seen.size(), 40u);  // the ranges are drawn from, not one value
 }
 
 TEST(Fleet, SameSeedSameRunOtherSeedOtherRun) {
