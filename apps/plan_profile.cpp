@@ -6,7 +6,9 @@
 // sees the same stretch of time, its median is its typical time, and the
 // rounds' common factor is the host's slow drift (drift_sigma over
 // drift_period_s, one round), apart from the step-to-step jitter within a
-// round (noise_sigma).
+// round (noise_sigma). One more shape is the 1-token decode while a
+// StreamProbe streams kStreamTokens tokens: the host's cost of streaming a
+// token, as the forward sees it (stream_token_us).
 #include "plan_profile.h"
 
 #include <algorithm>
@@ -16,16 +18,18 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "stream_probe.h"
 #include "util/check.h"
 
 namespace parallm {
 namespace {
 
-constexpr int kRounds = 21;          // odd: a median is one round's time
-constexpr int64_t kChunk = 16;       // tokens per sequence of the larger forward shapes
-constexpr int64_t kFar = 512;        // the far position of the attention probes
-constexpr int64_t kPairChunk = 128;  // the prompt chunk of the prefill-attention probe
-constexpr int64_t kDecodeSeqs = 4;   // sequences of the decode-attention probe
+constexpr int kRounds = 21;           // odd: a median is one round's time
+constexpr int64_t kChunk = 16;        // tokens per sequence of the larger forward shapes
+constexpr int64_t kFar = 512;         // the far position of the attention probes
+constexpr int64_t kPairChunk = 128;   // the prompt chunk of the prefill-attention probe
+constexpr int64_t kDecodeSeqs = 4;    // sequences of the decode-attention probe
+constexpr int64_t kStreamTokens = 4;  // tokens streamed during the streaming probe's decode
 constexpr double kForwardTokens[] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256, 512};
 
 // A sequence's tokens at `pos0` (`logits`: its last row wants logits).
@@ -62,6 +66,7 @@ class Profiler {
     const size_t one_logit = add(at_zero(kChunk, false)), all_logits = add(at_zero(kChunk, true));
     std::vector<size_t> forward;
     for (double n : kForwardTokens) forward.push_back(add(at_zero(static_cast<int64_t>(n), false)));
+    const size_t streaming = add(at_zero(1, false), kStreamTokens);
 
     // times[shape][round], the warm-up round dropped.
     std::vector<std::vector<double>> times(shapes_.size());
@@ -93,6 +98,7 @@ class Profiler {
     for (size_t i = 1; i < p.forward_ms_by_tokens.size(); ++i)
       p.forward_ms_by_tokens[i].second =
           std::max(p.forward_ms_by_tokens[i].second, p.forward_ms_by_tokens[i - 1].second);
+    p.stream_token_us = std::max(0.0, med[streaming] - med[forward[0]]) / static_cast<double>(kStreamTokens) * 1e6;
 
     // A round's drift: the median over shapes of log(time / the shape's
     // median). What is left of a time after its round's drift is jitter.
@@ -132,11 +138,13 @@ class Profiler {
     return seqs;
   }
 
-  size_t add(std::vector<SeqShape> seqs) {
+  // A shape to time; `streamed` tokens go through the StreamProbe during it.
+  size_t add(std::vector<SeqShape> seqs, int64_t streamed = 0) {
     double pairs = 0;
     for (const SeqShape& s : seqs) pairs += static_cast<double>(s.n) * static_cast<double>(s.n) / 2;
     shapes_.push_back(std::move(seqs));
     pairs_.push_back(pairs);
+    streamed_.push_back(streamed);
     return shapes_.size() - 1;
   }
 
@@ -157,14 +165,19 @@ class Profiler {
                                  tables_[i].data(), bs, s.logits);
     }
     const auto t0 = std::chrono::steady_clock::now();
+    if (streamed_[k] > 0) stream_.post(streamed_[k]);  // serve hands a step's tokens over as the next one starts
     engine_.forward(batch_);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    stream_.drain();
+    return t;
   }
 
   Engine engine_;
   std::vector<int32_t> tokens_;
   std::vector<std::vector<SeqShape>> shapes_;
-  std::vector<double> pairs_;  // each shape's causal pairs at position 0 (n^2 / 2 a sequence)
+  std::vector<double> pairs_;      // each shape's causal pairs at position 0 (n^2 / 2 a sequence)
+  std::vector<int64_t> streamed_;  // each shape's tokens streamed meanwhile
+  StreamProbe stream_;
   std::vector<std::vector<int32_t>> tables_;
   ForwardBatch batch_;
 };

@@ -9,7 +9,7 @@
 namespace parallm {
 
 // Loads `model_path` with `threads` engine threads and measures its profile
-// (a few seconds for a 100M-parameter model). Throws InputError when the file
+// (about 8 s for a 100M-parameter model). Throws InputError when the file
 // cannot be served.
 planner::ModelProfile profile_model(const std::string& model_path, int threads);
 

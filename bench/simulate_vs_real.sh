@@ -7,9 +7,12 @@
 # output length (--ignore-eos), and the prompt length the server reported
 # (bench sends words; the chat template adds tokens). Prints measured vs
 # simulated P50/P95 TTFT and TPOT (limit 20%) and output tokens/s (limit 10%).
-# The machine is calibrated right before each level (serve idle meanwhile) and
-# that level is simulated with it: on shared cores the limits drift between
-# minutes, and a level must be compared with the machine it ran on.
+# The machine is calibrated right before and right after each level (serve
+# idle meanwhile; one level's "after" is the next one's "before"), and the
+# level is simulated with each: the simulated figure is the mean of the two.
+# On shared cores the host's speed drifts by 20-50% between minutes (1-token
+# forwards of 1.7 to 2.6 ms in calibrations 30 s apart), so a level must be
+# compared with the machine it ran on, which the two calibrations bracket.
 # Usage: bench/simulate_vs_real.sh BUILD_DIR [THREADS] [RATE]
 # Files go to ${PARALLM_SIMCHECK_DIR:-/tmp/parallm-simulate-check}. Exit 1 when
 # an error is over its limit, 2 on a usage or tool error. Needs python3 (stdlib).
@@ -27,12 +30,16 @@ mkdir -p "$dir"
 model="$dir/llama-110m-q8_0.gguf"
 port=$((20000 + RANDOM % 20000))
 in_words=128
-out_len=64
-# name:mode:load:requests:seed. NOTE: one seed per level: bench's prompts
-# depend on (seed, level index, request index), and each level is its own
-# bench run (level index 0), so one seed for all would send every level the
-# same prompts and the server's prefix cache would answer them.
-levels=("c1:concurrency:1:30:11" "c4:concurrency:4:60:12" "q${rate}:rate:${rate}:60:13")
+# name/mode/load/requests/seed/output-len. NOTE: one seed per level: bench's
+# prompts depend on (seed, level index, request index), and each level is its
+# own bench run (level index 0), so one seed for all would send every level
+# the same prompts and the server's prefix cache would answer them. simulate
+# draws the same output lengths as bench for a seed. The closed loop at 4
+# varies its output lengths (32 to 96, mean 64), as chat traffic does: at one
+# fixed length the 4 streams end in the same steps and renew in groups, and
+# how those groups split ({1,3}, {4}, {2,2}: sub-millisecond races between
+# the client, the HTTP threads and the step loop) decides the TTFT median.
+levels=("c1/concurrency/1/30/11/64" "c4/concurrency/4/60/12/32:96" "q${rate}/rate/${rate}/60/13/64")
 
 if [[ ! -s "$model" ]]; then
   "$bin" make-model --preset llama-110m --dtype q8_0 --out "$model.tmp" >/dev/null
@@ -55,32 +62,45 @@ url="http://127.0.0.1:$port"
 # Warm-up: the first requests page the model in (a seed no level uses).
 "$bin" bench --url "$url" --concurrency 2 --num-requests 4 --input-len $in_words --output-len 8 --ignore-eos \
   --seed 99 >/dev/null 2>&1
+calibrate() {  # calibrate NAME
+  echo "== plan --calibrate --threads $threads ($1; load average $(cut -d' ' -f1 /proc/loadavg))"
+  "$bin" plan --calibrate --threads "$threads" --model "$model" --calibration "$dir/cal-$1.json" >"$dir/cal-$1.txt"
+  grep -A1 '^Model profile' "$dir/cal-$1.txt" | sed -n 2p
+}
+calibrate 0
+i=0
 for lv in "${levels[@]}"; do
-  IFS=: read -r name mode load n seed <<<"$lv"
+  IFS=/ read -r name mode load n seed out_len <<<"$lv"
   if [[ $mode == rate ]]; then flag="--rate $load"; else flag="--concurrency $load"; fi
-  echo "== plan --calibrate --threads $threads (for $name; load average $(cut -d' ' -f1 /proc/loadavg))"
-  "$bin" plan --calibrate --threads "$threads" --model "$model" --calibration "$dir/cal-$name.json" >"$dir/cal-$name.txt"
-  head -1 "$dir/cal-$name.txt"
-  echo "== bench $name: $flag --num-requests $n"
+  echo "== bench $name: $flag --num-requests $n --output-len $out_len"
   "$bin" bench --url "$url" $flag --num-requests "$n" --input-len $in_words --output-len $out_len --ignore-eos \
     --seed $seed --json "$dir/bench-$name.json" >/dev/null
+  i=$((i + 1))
+  calibrate $i
 done
 kill $serve_pid; wait $serve_pid 2>/dev/null || true
 trap - EXIT
 
+i=0
 for lv in "${levels[@]}"; do
-  IFS=: read -r name mode load n seed <<<"$lv"
+  IFS=/ read -r name mode load n seed out_len <<<"$lv"
   in_tokens=$(python3 -c "import json; r=json.load(open('$dir/bench-$name.json'))['results'][0]; \
 print(round(r['input_tokens'] / max(1, r['completed'])))")
   if [[ $mode == rate ]]; then flag="--qps $load"; else flag="--concurrency $load"; fi
-  "$bin" simulate --model "$model" --local --calibration "$dir/cal-$name.json" --layout tp=1,pp=1,dp=1 $flag --num-requests "$n" \
-    --input-len "$in_tokens" --output-len $out_len --seed $seed --json "$dir/sim-$name.json" >/dev/null
+  for side in before after; do
+    cal=$i
+    if [[ $side == after ]]; then cal=$((i + 1)); fi
+    "$bin" simulate --model "$model" --local --calibration "$dir/cal-$cal.json" --layout tp=1,pp=1,dp=1 $flag \
+      --num-requests "$n" --input-len "$in_tokens" --output-len $out_len --seed $seed \
+      --json "$dir/sim-$name-$side.json" >/dev/null
+  done
+  i=$((i + 1))
 done
 
 python3 - "$dir" "${levels[@]}" <<'PY'
 import json, sys
 
-d, levels = sys.argv[1], [l.split(":")[0] for l in sys.argv[2:]]
+d, levels = sys.argv[1], [l.split("/")[0] for l in sys.argv[2:]]
 rows = [("TTFT p50", "ttft_ms", "p50", 20), ("TTFT p95", "ttft_ms", "p95", 20),
         ("TPOT p50", "tpot_ms", "p50", 20), ("TPOT p95", "tpot_ms", "p95", 20),
         ("tokens/s", "output_tokens_per_s", None, 10)]
@@ -88,17 +108,18 @@ print(f"\n{'level':6} {'metric':9} {'measured':>10} {'simulated':>10} {'error':>
 worst_fail = []
 for name in levels:
     b = json.load(open(f"{d}/bench-{name}.json"))["results"][0]
-    s = json.load(open(f"{d}/sim-{name}.json"))["results"][0]
+    sims = [json.load(open(f"{d}/sim-{name}-{side}.json"))["results"][0] for side in ("before", "after")]
     for label, key, q, limit in rows:
         mv = b[key][q] if q else b[key]
-        sv = s[key][q] if q else s[key]
+        sv = sum(s[key][q] if q else s[key] for s in sims) / 2
         err = 100.0 * (sv - mv) / mv if mv else float("inf")
         flag = "" if abs(err) <= limit else "  OVER"
         if flag:
             worst_fail.append(f"{name} {label} {err:+.1f}%")
         print(f"{name:6} {label:9} {mv:10.2f} {sv:10.2f} {err:+7.1f}% {limit:5d}%{flag}")
-    cal = json.load(open(f"{d}/cal-{name}.json"))
-    print(f"{'':6} (calibrated {cal['mem_bw_gbps']:.1f} GB/s, {cal['fma_gflops']:.0f} GFLOP/s; "
+    cal = [json.load(open(f"{d}/cal-{levels.index(name) + k}.json"))["model_profile"] for k in (0, 1)]
+    print(f"{'':6} (1-token forward {cal[0]['forward_ms_by_tokens'][0][1]:.2f} ms before, "
+          f"{cal[1]['forward_ms_by_tokens'][0][1]:.2f} after; "
           f"prompt tokens {b['input_tokens'] / max(1, b['completed']):.0f}, "
           f"requests {b['completed']}/{b['requests']}, client CPU share {b['client']['cpu_share']:.2f})")
 print("\nall within limits" if not worst_fail else "\nover the limits: " + ", ".join(worst_fail))

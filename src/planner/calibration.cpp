@@ -45,6 +45,7 @@ std::string calibration_to_json(const Calibration& c) {
                           {"logit_row_ms", p.logit_row_ms},
                           {"prefill_pair_ns", p.prefill_pair_ns},
                           {"decode_kv_token_ns", p.decode_kv_token_ns},
+                          {"stream_token_us", p.stream_token_us},
                           {"noise_sigma", p.noise_sigma},
                           {"drift_sigma", p.drift_sigma},
                           {"drift_period_s", p.drift_period_s},
@@ -112,13 +113,14 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
       p.logit_row_ms = e.at("logit_row_ms").get<double>();
       p.prefill_pair_ns = e.at("prefill_pair_ns").get<double>();
       p.decode_kv_token_ns = e.at("decode_kv_token_ns").get<double>();
+      p.stream_token_us = e.value("stream_token_us", 0.0);
       p.noise_sigma = e.value("noise_sigma", 0.0);
       p.drift_sigma = e.value("drift_sigma", 0.0);
       p.drift_period_s = e.value("drift_period_s", 0.0);
       p.measured_at = e.value("measured_at", std::string());
       bool ok = !p.model_path.empty() && p.file_bytes > 0 && !p.forward_ms_by_tokens.empty() && p.logit_row_ms >= 0 &&
-                p.prefill_pair_ns >= 0 && p.decode_kv_token_ns >= 0 && p.noise_sigma >= 0 && p.noise_sigma < 2 &&
-                p.drift_sigma >= 0 && p.drift_sigma < 2 && p.drift_period_s >= 0 &&
+                p.prefill_pair_ns >= 0 && p.decode_kv_token_ns >= 0 && p.stream_token_us >= 0 && p.noise_sigma >= 0 &&
+                p.noise_sigma < 2 && p.drift_sigma >= 0 && p.drift_sigma < 2 && p.drift_period_s >= 0 &&
                 (p.drift_sigma == 0 || p.drift_period_s > 0);
       for (size_t i = 0; ok && i < p.forward_ms_by_tokens.size(); ++i) {
         const auto [n, ms] = p.forward_ms_by_tokens[i];

@@ -12,6 +12,9 @@
 //   + (sampled rows - 1) x logit_row    the output head for each other row
 //   + prefill pairs x pair              causal attention of prompt chunks
 //   + decode context x kv_token         KV reads of each decoding sequence
+//   + sampled rows x stream_token       the host's streaming of each token
+//                                       (server and client threads on the
+//                                       engine's cores), as the forward sees it
 // and its repetitions' spread is the machine's jitter: step to step
 // (noise_sigma), and the slow drift of a shared host's speed over seconds
 // (drift_sigma per drift_period_s), which moves whole requests' TPOT.
@@ -34,6 +37,7 @@ struct ModelProfile {
   double logit_row_ms = 0;        // each logits row after the first
   double prefill_pair_ns = 0;     // per query-key pair of a prompt chunk (n_new x pos0 + n_new^2 / 2)
   double decode_kv_token_ns = 0;  // per context token of each decoding sequence
+  double stream_token_us = 0;     // per token streamed to a client meanwhile (0 in older files)
   // Standard deviation of log(step time) over repetitions of one shape, less
   // their round's drift (median over shapes): the step-to-step jitter.
   double noise_sigma = 0;

@@ -11,7 +11,8 @@
 // once by differencing perf_model with and without attention. A pure decode
 // step is decode_step_s() itself, a lone prompt prefill_s() itself.
 // With a ModelProfile (simulate --local on the profiled file) the forward is
-// the profile's table and coefficients instead, the same decomposition.
+// the profile's table and coefficients instead, the same decomposition, plus
+// the host's streaming of each sampled token (ModelProfile::stream_token_us).
 // NOTE: when perf_model.h gains its own mixed-step function, step_s() becomes
 // a call to it; nothing else in src/sim/ depends on how the time is found.
 #pragma once

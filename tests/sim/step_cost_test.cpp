@@ -64,11 +64,12 @@ TEST(StepCost, ProfileIsTheMeasuredDecomposition) {
   p.logit_row_ms = 0.05;
   p.prefill_pair_ns = 400;
   p.decode_kv_token_ns = 1500;
+  p.stream_token_us = 70;
   const StepCost cost(m.perf, ServeOverheads{0.001, 0.0001, 0}, &p);
   StepShape d;  // 4 sequences decoding at context 200
   d.n_tokens = d.n_sampled = d.n_decode = 4;
   d.decode_ctx_tokens = 800;
-  EXPECT_NEAR(cost.step_s(d), 3e-3 + 3 * 0.05e-3 + 800 * 1500e-9 + 0.001 + 4 * 0.0001, 1e-15);
+  EXPECT_NEAR(cost.step_s(d), 3e-3 + 3 * 0.05e-3 + 800 * 1500e-9 + 4 * 70e-6 + 0.001 + 4 * 0.0001, 1e-15);
   StepShape mixed;  // a 10-token chunk at position 100 beside 2 decodes at context 50
   mixed.n_tokens = 12;
   mixed.n_sampled = 3;
@@ -76,7 +77,8 @@ TEST(StepCost, ProfileIsTheMeasuredDecomposition) {
   mixed.decode_ctx_tokens = 100;
   mixed.prefill_pairs = 10.0 * 100 + 50;
   const double forward = (3 + (12 - 4) * 3.0 / 12) * 1e-3;
-  EXPECT_NEAR(cost.step_s(mixed), forward + 2 * 0.05e-3 + 1050 * 400e-9 + 100 * 1500e-9 + 0.001 + 3 * 0.0001, 1e-15);
+  EXPECT_NEAR(cost.step_s(mixed),
+              forward + 2 * 0.05e-3 + 1050 * 400e-9 + 100 * 1500e-9 + 3 * 70e-6 + 0.001 + 3 * 0.0001, 1e-15);
   EXPECT_DOUBLE_EQ(cost.prefill_pair_s(), 400e-9);
   EXPECT_DOUBLE_EQ(cost.decode_ctx_token_s(), 1500e-9);
 }
