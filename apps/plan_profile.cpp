@@ -29,7 +29,8 @@ constexpr int64_t kChunk = 16;        // tokens per sequence of the larger forwa
 constexpr int64_t kFar = 512;         // the far position of the attention probes
 constexpr int64_t kPairChunk = 128;   // the prompt chunk of the prefill-attention probe
 constexpr int64_t kDecodeSeqs = 4;    // sequences of the decode-attention probe
-constexpr int64_t kStreamTokens = 4;  // tokens streamed during the streaming probe's decode
+constexpr int64_t kStreamTokens = 4;  // tokens streamed during the streaming probe's decode, one a stream
+constexpr int kHttpThreads = 4;       // the probe's writer threads: serve's --http-threads default
 constexpr double kForwardTokens[] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256, 512};
 
 // A sequence's tokens at `pos0` (`logits`: its last row wants logits).
@@ -41,6 +42,14 @@ struct SeqShape {
 double median_of(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
   return v[v.size() / 2];
+}
+
+// The mean without the smallest and the largest value.
+double inner_mean(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (size_t i = 1; i + 1 < v.size(); ++i) sum += v[i];
+  return sum / static_cast<double>(v.size() - 2);
 }
 
 double stdev_of(const std::vector<double>& v) {
@@ -98,7 +107,11 @@ class Profiler {
     for (size_t i = 1; i < p.forward_ms_by_tokens.size(); ++i)
       p.forward_ms_by_tokens[i].second =
           std::max(p.forward_ms_by_tokens[i].second, p.forward_ms_by_tokens[i - 1].second);
-    p.stream_token_us = std::max(0.0, med[streaming] - med[forward[0]]) / static_cast<double>(kStreamTokens) * 1e6;
+    // Means, not medians: the streaming's cost falls on some forwards more
+    // than others, and a request's TPOT is the mean of its steps. Less the
+    // slowest and fastest round of each, which have causes of their own.
+    p.stream_token_us = std::max(0.0, inner_mean(times[streaming]) - inner_mean(times[forward[0]])) /
+                        static_cast<double>(kStreamTokens) * 1e6;
 
     // A round's drift: the median over shapes of log(time / the shape's
     // median). What is left of a time after its round's drift is jitter.
@@ -177,7 +190,7 @@ class Profiler {
   std::vector<std::vector<SeqShape>> shapes_;
   std::vector<double> pairs_;      // each shape's causal pairs at position 0 (n^2 / 2 a sequence)
   std::vector<int64_t> streamed_;  // each shape's tokens streamed meanwhile
-  StreamProbe stream_;
+  StreamProbe stream_{static_cast<int>(kStreamTokens), kHttpThreads};
   std::vector<std::vector<int32_t>> tables_;
   ForwardBatch batch_;
 };

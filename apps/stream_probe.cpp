@@ -1,6 +1,7 @@
 // StreamProbe: see stream_probe.h.
 #include "stream_probe.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,9 +14,20 @@
 
 namespace parallm {
 
-StreamProbe::StreamProbe() {
-  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds_) != 0) throw std::runtime_error("stream probe: no socket pair");
-  writer_ = std::thread([this] { write_loop(); });
+StreamProbe::StreamProbe(int streams, int writers) {
+  for (int i = 0; i < streams; ++i) {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
+      for (size_t k = 0; k < write_fds_.size(); ++k) {
+        ::close(write_fds_[k]);
+        ::close(read_fds_[k]);
+      }
+      throw std::runtime_error("stream probe: no socket pair");
+    }
+    write_fds_.push_back(fds[0]);
+    read_fds_.push_back(fds[1]);
+  }
+  for (int i = 0; i < writers; ++i) writers_.emplace_back([this] { write_loop(); });
   reader_ = std::thread([this] { read_loop(); });
 }
 
@@ -25,19 +37,22 @@ StreamProbe::~StreamProbe() {
     stop_ = true;
   }
   wake_.notify_all();
-  writer_.join();
-  ::shutdown(fds_[0], SHUT_WR);  // the reader sees end of stream
+  for (std::thread& t : writers_) t.join();
+  for (int fd : write_fds_) ::shutdown(fd, SHUT_WR);  // the reader sees every stream end
   reader_.join();
-  ::close(fds_[0]);
-  ::close(fds_[1]);
+  for (int fd : write_fds_) ::close(fd);
+  for (int fd : read_fds_) ::close(fd);
 }
 
 void StreamProbe::post(int64_t tokens) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    posted_ += tokens;
+  for (int64_t i = 0; i < tokens; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(static_cast<int>(i % static_cast<int64_t>(write_fds_.size())));
+      ++posted_;
+    }
+    wake_.notify_one();  // one wake a stream, as each stream's events schedule its own pump
   }
-  wake_.notify_one();
 }
 
 void StreamProbe::drain() {
@@ -46,49 +61,62 @@ void StreamProbe::drain() {
 }
 
 void StreamProbe::write_loop() {
-  for (int64_t n = 0;;) {
+  for (;;) {
+    int stream = 0;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [this] { return stop_ || posted_ > written_; });
+      wake_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
       if (stop_) return;
-      n = posted_ - written_;
-      written_ = posted_;
+      stream = tasks_.front();
+      tasks_.pop_front();
     }
-    for (int64_t i = 0; i < n; ++i) {
-      // The shape of serve's streamed chat chunk with one short token.
-      const nlohmann::json chunk = {
-          {"id", "chatcmpl-probe"},
-          {"object", "chat.completion.chunk"},
-          {"created", 1764892800},
-          {"model", "probe"},
-          {"choices", {{{"index", 0}, {"delta", {{"content", " token"}}}, {"finish_reason", nullptr}}}}};
-      const std::string event = sse_event(chunk.dump());
-      for (size_t off = 0; off < event.size();) {
-        const ssize_t w = ::write(fds_[0], event.data() + off, event.size() - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return;
-        off += static_cast<size_t>(w);
-      }
+    // The shape of serve's streamed chat chunk with one short token.
+    const nlohmann::json chunk = {
+        {"id", "chatcmpl-probe"},
+        {"object", "chat.completion.chunk"},
+        {"created", 1764892800},
+        {"model", "probe"},
+        {"choices", {{{"index", 0}, {"delta", {{"content", " token"}}}, {"finish_reason", nullptr}}}}};
+    const std::string event = sse_event(chunk.dump());
+    for (size_t off = 0; off < event.size();) {
+      const ssize_t w = ::write(write_fds_[static_cast<size_t>(stream)], event.data() + off, event.size() - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return;
+      off += static_cast<size_t>(w);
     }
   }
 }
 
 void StreamProbe::read_loop() {
-  std::string buf;
+  std::vector<pollfd> fds;
+  for (int fd : read_fds_) fds.push_back({fd, POLLIN, 0});
+  std::vector<std::string> bufs(read_fds_.size());
   char block[4096];
-  for (;;) {
-    const ssize_t r = ::read(fds_[1], block, sizeof(block));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return;
-    buf.append(block, static_cast<size_t>(r));
+  for (size_t open = fds.size(); open > 0;) {
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
     int64_t n = 0;
-    for (size_t end; (end = buf.find("\n\n")) != std::string::npos; buf.erase(0, end + 2)) {
-      const size_t data = buf.find("data: ");
-      if (data < end) {  // the client's work: parse the chunk (the writer's own, so it parses)
-        const nlohmann::json chunk = nlohmann::json::parse(buf.substr(data + 6, end - data - 6), nullptr, false);
-        (void)chunk;
+    for (size_t s = 0; s < fds.size(); ++s) {
+      if (fds[s].fd < 0 || fds[s].revents == 0) continue;
+      const ssize_t r = ::read(fds[s].fd, block, sizeof(block));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {  // end of stream (the destructor) or an error
+        fds[s].fd = -1;
+        --open;
+        continue;
       }
-      ++n;
+      std::string& buf = bufs[s];
+      buf.append(block, static_cast<size_t>(r));
+      for (size_t end; (end = buf.find("\n\n")) != std::string::npos; buf.erase(0, end + 2)) {
+        const size_t data = buf.find("data: ");
+        if (data < end) {  // the client's work: parse the chunk (the writer's own, so it parses)
+          const nlohmann::json chunk = nlohmann::json::parse(buf.substr(data + 6, end - data - 6), nullptr, false);
+          (void)chunk;
+        }
+        ++n;
+      }
     }
     if (n > 0) {
       {

@@ -100,8 +100,8 @@ done
 
 # A diagnostic beside the acceptance: the same simulation with the profile
 # scaled to the host's speed during the level, read off serve's own step
-# trace (its pure-decode steps against what the "before" profile predicts
-# for them). It separates the simulator's error from the host's drift
+# trace (its pure-decode steps' mean against what the "before" profile
+# predicts for them). It separates the simulator's error from the host's drift
 # between the calibrations and the level; the limits apply to the first table.
 python3 - "$dir" "${levels[@]}" <<'PY'
 import csv, json, sys
@@ -131,18 +131,19 @@ for k, lv in enumerate(levels):
                 return t0 + (t1 - t0) * (n - n0) / (n1 - n0)
         return table[-1][1]
 
-    ratios = sorted(float(r["forward_s"]) * 1e3 /
-                    (forward_ms(int(r["tokens"])) + int(r["tokens"]) * (ctx * p["decode_kv_token_ns"] * 1e-6 +
-                                                                       p.get("stream_token_us", 0) * 1e-3))
-                    for r in (segments[k] if k < len(segments) else [])
-                    if r["decodes"] == r["tokens"] == r["sampled"])
-    f = ratios[len(ratios) // 2] if ratios else 1.0
+    real = pred = 0.0  # the ratio of means: a request's TPOT is the mean of its steps
+    steps = [r for r in (segments[k] if k < len(segments) else []) if r["decodes"] == r["tokens"] == r["sampled"]]
+    for r in steps:
+        n = int(r["tokens"])
+        real += float(r["forward_s"]) * 1e3
+        pred += forward_ms(n) + n * (ctx * p["decode_kv_token_ns"] * 1e-6 + p.get("stream_token_us", 0) * 1e-3)
+    f = real / pred if pred > 0 else 1.0
     p["forward_ms_by_tokens"] = [[n, t * f] for n, t in table]
     for key in ("logit_row_ms", "prefill_pair_ns", "decode_kv_token_ns", "stream_token_us"):
         p[key] = p.get(key, 0) * f
     json.dump(cal, open(f"{d}/cal-{name}-host.json", "w"), indent=2)
-    print(f"{name}: serve's decode steps ran at {f:.2f}x the profile measured before the level "
-          f"({len(ratios)} steps)")
+    print(f"{name}: serve's decode steps took {f:.2f}x the time the profile before the level predicts "
+          f"({len(steps)} steps)")
 PY
 for lv in "${levels[@]}"; do
   IFS=/ read -r name mode load n seed out_len <<<"$lv"
