@@ -1,14 +1,15 @@
 // Measurements behind profile_model (plan_profile.h). The shapes are measured
-// in rounds, each round one forward of every shape, after a warm-up round: a
-// shared host's speed wanders over seconds (this 2-core VM: 1-token decode
-// steps of 2.1 to 3.0 ms from one second to the next), and measured shape by
-// shape a slow second would bend the table at one point. In rounds every shape
-// sees the same stretch of time, its median is its typical time, and the
-// rounds' common factor is the host's slow drift (drift_sigma over
-// drift_period_s, one round), apart from the step-to-step jitter within a
-// round (noise_sigma). One more shape is the 1-token decode while a
-// StreamProbe streams kStreamTokens tokens: the host's cost of streaming a
-// token, as the forward sees it (stream_token_us).
+// in rounds, each round one forward of every shape, after a warm-up round; 20
+// s of rounds (9 to 101). A shared host's speed wanders over seconds (this
+// 2-core VM: 1-token decode steps of 2.1 to 3.0 ms from one second to the
+// next, slow episodes of tens of seconds): measured shape by shape, a slow
+// second would bend the table at one point, and a short profile sees one
+// episode. In rounds every shape sees the same stretch of time, its median is
+// its typical time, and the rounds' common factor is the host's slow drift
+// (drift_sigma over drift_period_s, one round), apart from the step-to-step
+// jitter within a round (noise_sigma). One more shape is the 1-token decode
+// while a StreamProbe streams kStreamTokens tokens: the host's cost of
+// streaming a token, as the forward sees it (stream_token_us).
 #include "plan_profile.h"
 
 #include <algorithm>
@@ -24,7 +25,12 @@
 namespace parallm {
 namespace {
 
-constexpr int kRounds = 21;           // odd: a median is one round's time
+// Rounds: at least kMinRounds, and more until kMinSeconds have passed (the
+// host's slow episodes last seconds: a longer profile averages over more of
+// them), at most kMaxRounds.
+constexpr int kMinRounds = 9;
+constexpr int kMaxRounds = 101;
+constexpr double kMinSeconds = 20;
 constexpr int64_t kChunk = 16;        // tokens per sequence of the larger forward shapes
 constexpr int64_t kFar = 512;         // the far position of the attention probes
 constexpr int64_t kPairChunk = 128;   // the prompt chunk of the prefill-attention probe
@@ -79,11 +85,16 @@ class Profiler {
 
     // times[shape][round], the warm-up round dropped.
     std::vector<std::vector<double>> times(shapes_.size());
-    for (int round = -1; round < kRounds; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    int rounds = 0;
+    for (int round = -1; round < kMaxRounds; ++round) {
       for (size_t k = 0; k < shapes_.size(); ++k) {
         const double t = time_once(k);
         if (round >= 0) times[k].push_back(t);
       }
+      rounds = round + 1;
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (rounds >= kMinRounds && elapsed >= kMinSeconds) break;
     }
     std::vector<double> med(shapes_.size());
     for (size_t k = 0; k < shapes_.size(); ++k) med[k] = median_of(times[k]);
@@ -115,15 +126,15 @@ class Profiler {
 
     // A round's drift: the median over shapes of log(time / the shape's
     // median). What is left of a time after its round's drift is jitter.
-    std::vector<double> drift(kRounds), jitter;
-    for (int r = 0; r < kRounds; ++r) {
+    std::vector<double> drift(static_cast<size_t>(rounds)), jitter;
+    for (int r = 0; r < rounds; ++r) {
       std::vector<double> logs;
       for (size_t k = 0; k < shapes_.size(); ++k) logs.push_back(std::log(times[k][r] / med[k]));
       drift[static_cast<size_t>(r)] = median_of(logs);
     }
     for (size_t k = 0; k < shapes_.size(); ++k) {
       std::vector<double> rest;
-      for (int r = 0; r < kRounds; ++r) rest.push_back(std::log(times[k][r] / med[k]) - drift[static_cast<size_t>(r)]);
+      for (int r = 0; r < rounds; ++r) rest.push_back(std::log(times[k][r] / med[k]) - drift[static_cast<size_t>(r)]);
       jitter.push_back(stdev_of(rest));
     }
     p.noise_sigma = median_of(jitter);
