@@ -82,19 +82,23 @@ done
 kill $serve_pid; wait $serve_pid 2>/dev/null || true
 trap - EXIT
 
-i=0
-for lv in "${levels[@]}"; do
-  IFS=/ read -r name mode load n seed out_len <<<"$lv"
+# simulate_level LEVEL CALIBRATION OUT: the level's workload, simulated with
+# that calibration (the prompt length the server reported, in tokens).
+simulate_level() {
+  local name mode load n seed out_len in_tokens flag
+  IFS=/ read -r name mode load n seed out_len <<<"$1"
   in_tokens=$(python3 -c "import json; r=json.load(open('$dir/bench-$name.json'))['results'][0]; \
 print(round(r['input_tokens'] / max(1, r['completed'])))")
   if [[ $mode == rate ]]; then flag="--qps $load"; else flag="--concurrency $load"; fi
-  for side in before after; do
-    cal=$i
-    if [[ $side == after ]]; then cal=$((i + 1)); fi
-    "$bin" simulate --model "$model" --local --calibration "$dir/cal-$cal.json" --layout tp=1,pp=1,dp=1 $flag \
-      --num-requests "$n" --input-len "$in_tokens" --output-len $out_len --seed $seed \
-      --json "$dir/sim-$name-$side.json" >/dev/null
-  done
+  "$bin" simulate --model "$model" --local --calibration "$2" --layout tp=1,pp=1,dp=1 $flag \
+    --num-requests "$n" --input-len "$in_tokens" --output-len "$out_len" --seed "$seed" --json "$3" >/dev/null
+}
+
+i=0
+for lv in "${levels[@]}"; do
+  name=${lv%%/*}
+  simulate_level "$lv" "$dir/cal-$i.json" "$dir/sim-$name-before.json"
+  simulate_level "$lv" "$dir/cal-$((i + 1)).json" "$dir/sim-$name-after.json"
   i=$((i + 1))
 done
 
@@ -146,13 +150,8 @@ for k, lv in enumerate(levels):
           f"({len(steps)} steps)")
 PY
 for lv in "${levels[@]}"; do
-  IFS=/ read -r name mode load n seed out_len <<<"$lv"
-  in_tokens=$(python3 -c "import json; r=json.load(open('$dir/bench-$name.json'))['results'][0]; \
-print(round(r['input_tokens'] / max(1, r['completed'])))")
-  if [[ $mode == rate ]]; then flag="--qps $load"; else flag="--concurrency $load"; fi
-  "$bin" simulate --model "$model" --local --calibration "$dir/cal-$name-host.json" --layout tp=1,pp=1,dp=1 $flag \
-    --num-requests "$n" --input-len "$in_tokens" --output-len $out_len --seed $seed \
-    --json "$dir/sim-$name-host.json" >/dev/null
+  name=${lv%%/*}
+  simulate_level "$lv" "$dir/cal-$name-host.json" "$dir/sim-$name-host.json"
 done
 
 python3 - "$dir" "${levels[@]}" <<'PY'

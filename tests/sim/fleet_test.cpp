@@ -122,30 +122,44 @@ TEST(Fleet, ClientSendsInTurnSoTheFirstRequestStepsAlone) {
   EXPECT_EQ(r.fleet.steps, 51u);  // the two groups stay one step apart: 50 + 1 steps
 }
 
-// A profile's jitter: each step's time times exp(sigma z), median 1. One
-// request of 4001 tokens at a constant profiled step: its 4000 gaps have the
-// profile's median and log spread (standard error of the spread ~sigma / 90).
-TEST(Fleet, ProfileJitterHasItsMedianAndSpreadAndFollowsTheSeed) {
+// One request of 1 prompt token and 4001 output tokens, alone, on a profile
+// whose step is a constant 5 ms: its 4000 ITL gaps are the profile's step
+// times as the simulator draws them.
+SimulationSpec one_long_request(const planner::ModelProfile& profile) {
   SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
-  planner::ModelProfile p;
-  p.forward_ms_by_tokens = {{1, 5}};
-  p.noise_sigma = 0.1;
-  s.profile = p;
+  s.profile = profile;
+  s.profile->forward_ms_by_tokens = {{1, 5}};
   s.load.kind = LoadKind::kPoisson;
   s.load.rate = 1e-6;
   s.load.num_requests = 1;
   s.load.input_len = {1, 1};
   s.load.output_len = {4001, 4001};
   s.load.seed = 3;
+  return s;
+}
+
+// Sample standard deviation of log(x).
+double log_stdev(const std::vector<double>& v) {
+  const double n = static_cast<double>(v.size());
+  double mean = 0, var = 0;
+  for (double g : v) mean += std::log(g) / n;
+  for (double g : v) var += (std::log(g) - mean) * (std::log(g) - mean) / (n - 1);
+  return std::sqrt(var);
+}
+
+// A profile's jitter: each step's time times exp(sigma z), median 1. One
+// request of 4001 tokens at a constant profiled step: its 4000 gaps have the
+// profile's median and log spread (standard error of the spread ~sigma / 90).
+TEST(Fleet, ProfileJitterHasItsMedianAndSpreadAndFollowsTheSeed) {
+  planner::ModelProfile p;
+  p.noise_sigma = 0.1;
+  SimulationSpec s = one_long_request(p);
   const SimulationResult a = run_simulation(s);
   std::vector<double> gaps = a.report.results.at(0).itl_samples;
   ASSERT_EQ(gaps.size(), 4000u);
   std::sort(gaps.begin(), gaps.end());
   EXPECT_NEAR(gaps[2000], 5.0, 5.0 * 0.01);
-  double mean = 0, var = 0;
-  for (double g : gaps) mean += std::log(g) / 4000;
-  for (double g : gaps) var += (std::log(g) - mean) * (std::log(g) - mean) / 3999;
-  EXPECT_NEAR(std::sqrt(var), 0.1, 0.006);
+  EXPECT_NEAR(log_stdev(gaps), 0.1, 0.006);
   EXPECT_EQ(run_simulation(s).report.results.at(0).itl_samples, a.report.results.at(0).itl_samples);
   s.load.seed = 4;
   EXPECT_NE(run_simulation(s).report.results.at(0).itl_samples, a.report.results.at(0).itl_samples);
@@ -159,18 +173,10 @@ TEST(Fleet, ProfileJitterHasItsMedianAndSpreadAndFollowsTheSeed) {
 // runs, one a period (20 steps of 0.1 s), whose values have median 5 ms and
 // log spread drift_sigma (about 200 windows: standard error ~0.01).
 TEST(Fleet, ProfileDriftIsOneFactorAPeriodWithItsSpread) {
-  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
   planner::ModelProfile p;
-  p.forward_ms_by_tokens = {{1, 5}};
   p.drift_sigma = 0.2;
   p.drift_period_s = 0.1;
-  s.profile = p;
-  s.load.kind = LoadKind::kPoisson;
-  s.load.rate = 1e-6;
-  s.load.num_requests = 1;
-  s.load.input_len = {1, 1};
-  s.load.output_len = {4001, 4001};
-  s.load.seed = 3;
+  SimulationSpec s = one_long_request(p);
   const SimulationResult a = run_simulation(s);
   const std::vector<double>& gaps = a.report.results.at(0).itl_samples;
   ASSERT_EQ(gaps.size(), 4000u);
@@ -184,10 +190,7 @@ TEST(Fleet, ProfileDriftIsOneFactorAPeriodWithItsSpread) {
   std::vector<double> sorted = runs;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_NEAR(std::log(sorted[sorted.size() / 2] / 5.0), 0, 0.06);
-  double mean = 0, var = 0;
-  for (double g : runs) mean += std::log(g) / static_cast<double>(runs.size());
-  for (double g : runs) var += (std::log(g) - mean) * (std::log(g) - mean) / static_cast<double>(runs.size() - 1);
-  EXPECT_NEAR(std::sqrt(var), 0.2, 0.04);
+  EXPECT_NEAR(log_stdev(runs), 0.2, 0.04);
   EXPECT_EQ(run_simulation(s).report.results.at(0).itl_samples, gaps);
   s.load.seed = 4;
   EXPECT_NE(run_simulation(s).report.results.at(0).itl_samples, gaps);
