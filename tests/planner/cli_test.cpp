@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -145,6 +146,61 @@ TEST_F(PlanCli, GgufModelFromMakeModel) {
   }
   EXPECT_GE(flags, 5);
   std::filesystem::remove(path);
+}
+
+}  // namespace
+
+namespace {
+
+// `plan --calibrate --model FILE` profiles that file in the real engine: the
+// profile names the file as simulate finds it (absolute path, size), every
+// figure is physical (a 512-token forward costs more than a 1-token one, the
+// spreads are small fractions), and `simulate --local` then prices its steps
+// with it: a closed loop at 1 decodes no faster than the profile's 1-token
+// forward allows. About 25 s: the profile runs 20 s of rounds.
+TEST_F(PlanCli, CalibrateProfilesAModelFileForSimulate) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "parallm-plan-profile";
+  std::filesystem::create_directories(dir);
+  const std::string model = (dir / "tiny.gguf").string(), cal = (dir / "cal.json").string();
+  ASSERT_EQ(run("make-model --preset tiny --dtype q8_0 --out " + model).code, 0);
+  Result r = run("plan --calibrate --threads 1 --model " + model + " --calibration " + cal);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Model profile"), std::string::npos) << r.out;
+  std::ifstream in(cal);
+  const nlohmann::json p = nlohmann::json::parse(in)["model_profile"];
+  EXPECT_EQ(p["model_path"], std::filesystem::absolute(model).lexically_normal().string());
+  EXPECT_EQ(p["file_bytes"], std::filesystem::file_size(model));
+  EXPECT_EQ(p["threads"], 1);
+  const auto& table = p["forward_ms_by_tokens"];
+  ASSERT_GE(table.size(), 2u);
+  for (size_t i = 0; i < table.size(); ++i) {
+    EXPECT_GT(table[i][1].get<double>(), 0.0);
+    if (i > 0) {
+      EXPECT_GT(table[i][0].get<double>(), table[i - 1][0].get<double>());
+    }
+  }
+  const double one_ms = table[0][1].get<double>(), last_ms = table.back()[1].get<double>();
+  EXPECT_EQ(table[0][0].get<double>(), 1.0);
+  EXPECT_GE(table.back()[0].get<double>(), 256.0);
+  EXPECT_GT(last_ms, 2 * one_ms);  // hundreds of tokens of GEMM against one GEMV
+  for (const char* key : {"logit_row_ms", "prefill_pair_ns", "decode_kv_token_ns", "stream_token_us"})
+    EXPECT_GE(p[key].get<double>(), 0.0) << key;
+  for (const char* key : {"noise_sigma", "drift_sigma"}) {
+    EXPECT_GE(p[key].get<double>(), 0.0) << key;
+    EXPECT_LT(p[key].get<double>(), 1.0) << key;  // a log spread: 1 would be a factor of e
+  }
+  // One round: every shape once, so longer than the largest forward.
+  EXPECT_GT(p["drift_period_s"].get<double>() * 1e3, last_ms);
+
+  Result s = run("simulate --model " + model + " --local --calibration " + cal +
+                 " --concurrency 1 --num-requests 8 --input-len 16 --output-len 16 --seed 1 --json -");
+  ASSERT_EQ(s.code, 0) << s.err;
+  const nlohmann::json j = nlohmann::json::parse(s.out);
+  EXPECT_EQ(j["simulation"]["step_times"], "model profile");
+  EXPECT_EQ(j["results"][0]["completed"], 8);
+  // Drift and jitter are log-normal factors of a few percent; half is far outside them.
+  EXPECT_GT(j["results"][0]["tpot_ms"]["p50"].get<double>(), 0.5 * one_ms);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
