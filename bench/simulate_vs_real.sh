@@ -7,13 +7,13 @@
 # output length (--ignore-eos), and the prompt length the server reported
 # (bench sends words; the chat template adds tokens). Prints measured vs
 # simulated P50/P95 TTFT and TPOT (limit 20%) and output tokens/s (limit 10%).
-# The machine is calibrated before the first level and after each (serve idle
-# meanwhile), and every level is simulated with every calibration of the run:
-# the simulated figure is the mean. On this shared VM one calibration's step
-# times are off from serve's by up to ±17% (1-token forwards of 2.0 to 3.1 ms
-# in calibrations a minute apart, while serve's own decode steps held within
-# ±4% over the same minutes), whether the calibration is next to the level in
-# time or not; the mean of the run's calibrations averages that error out.
+# The machine is calibrated twice before the first level and twice after each
+# (serve idle meanwhile), and every level is simulated with every calibration
+# of the run: the simulated figure is the mean of the 8. On this shared VM one
+# calibration's step times are off from serve's by up to ±30% (1-token
+# forwards of 2.0 to 3.1 ms in calibrations a minute apart, while serve's own
+# decode steps held within ±4% over the same minutes), whether it is next to
+# the level in time or not; the mean of many averages that error down.
 # Usage: bench/simulate_vs_real.sh BUILD_DIR [THREADS] [RATE]
 # Files go to ${PARALLM_SIMCHECK_DIR:-/tmp/parallm-simulate-check}. Exit 1 when
 # an error is over its limit, 2 on a usage or tool error. Needs python3 (stdlib).
@@ -69,16 +69,19 @@ calibrate() {  # calibrate NAME
   "$bin" plan --calibrate --threads "$threads" --model "$model" --calibration "$dir/cal-$1.json" >"$dir/cal-$1.txt"
   grep -A1 '^Model profile' "$dir/cal-$1.txt" | sed -n 2p
 }
+# Two calibrations a point: calibration 2k + 1 is the one right before level k.
 calibrate 0
-i=0
+calibrate 1
+i=1
 for lv in "${levels[@]}"; do
   IFS=/ read -r name mode load n seed out_len <<<"$lv"
   if [[ $mode == rate ]]; then flag="--rate $load"; else flag="--concurrency $load"; fi
   echo "== bench $name: $flag --num-requests $n --output-len $out_len"
   "$bin" bench --url "$url" $flag --num-requests "$n" --input-len $in_words --output-len $out_len --ignore-eos \
     --seed $seed --json "$dir/bench-$name.json" >/dev/null
-  i=$((i + 1))
-  calibrate $i
+  calibrate $((i + 1))
+  calibrate $((i + 2))
+  i=$((i + 2))
 done
 kill $serve_pid; wait $serve_pid 2>/dev/null || true
 trap - EXIT
@@ -97,7 +100,7 @@ print(round(r['input_tokens'] / max(1, r['completed'])))")
 
 for lv in "${levels[@]}"; do
   name=${lv%%/*}
-  for c in $(seq 0 ${#levels[@]}); do
+  for c in $(seq 0 $((2 * ${#levels[@]} + 1))); do
     simulate_level "$lv" "$dir/cal-$c.json" "$dir/sim-$name-cal$c.json"
   done
 done
@@ -123,7 +126,7 @@ segments = segments[1:]  # the first is the warm-up
 for k, lv in enumerate(levels):
     name, out_len = lv.split("/")[0], lv.split("/")[5]
     lo, _, hi = out_len.partition(":")
-    cal = json.load(open(f"{d}/cal-{k}.json"))
+    cal = json.load(open(f"{d}/cal-{2 * k + 1}.json"))
     p = cal["model_profile"]
     b = json.load(open(f"{d}/bench-{name}.json"))["results"][0]
     ctx = b["input_tokens"] / max(1, b["completed"]) + (int(lo) + int(hi or lo)) / 4
@@ -166,7 +169,7 @@ print(f"\n{'level':6} {'metric':9} {'measured':>10} {'simulated':>10} {'error':>
 worst_fail = []
 for name in levels:
     b = json.load(open(f"{d}/bench-{name}.json"))["results"][0]
-    sims = [json.load(open(f"{d}/sim-{name}-cal{c}.json"))["results"][0] for c in range(len(levels) + 1)]
+    sims = [json.load(open(f"{d}/sim-{name}-cal{c}.json"))["results"][0] for c in range(2 * len(levels) + 2)]
     host = json.load(open(f"{d}/sim-{name}-host.json"))["results"][0]
     for label, key, q, limit in rows:
         mv = b[key][q] if q else b[key]
@@ -183,7 +186,7 @@ for name in levels:
     print(f"{'':6} (prompt tokens {b['input_tokens'] / max(1, b['completed']):.0f}, "
           f"requests {b['completed']}/{b['requests']}, client CPU share {b['client']['cpu_share']:.2f})")
 ones = [json.load(open(f"{d}/cal-{c}.json"))["model_profile"]["forward_ms_by_tokens"][0][1]
-        for c in range(len(levels) + 1)]
+        for c in range(2 * len(levels) + 2)]
 print("\n1-token forward of the calibrations, in order: " + ", ".join(f"{t:.2f}" for t in ones) + " ms")
 print("\nall within limits" if not worst_fail else "\nover the limits: " + ", ".join(worst_fail))
 sys.exit(1 if worst_fail else 0)
