@@ -9,13 +9,17 @@
 // (drift_sigma over drift_period_s, one round), apart from the step-to-step
 // jitter within a round (noise_sigma). One more shape is the 1-token decode
 // while a StreamProbe streams kStreamTokens tokens: the host's cost of
-// streaming a token, as the forward sees it (stream_token_us).
+// streaming a token, as the forward sees it (stream_token_us). And one is the
+// 128-token prompt chunk after the engine idled kIdlePause (idle_factor):
+// serve's prefills of requests that reach a server idle for 300 ms or more
+// ran ~6% slower here than right after another step (20-300 ms: ~1%).
 #include "plan_profile.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "engine/engine.h"
@@ -37,6 +41,7 @@ constexpr int64_t kPairChunk = 128;   // the prompt chunk of the prefill-attenti
 constexpr int64_t kDecodeSeqs = 4;    // sequences of the decode-attention probe
 constexpr int64_t kStreamTokens = 4;  // tokens streamed during the streaming probe's decode, one a stream
 constexpr int kHttpThreads = 4;       // the probe's writer threads: serve's --http-threads default
+constexpr double kIdlePause = 0.3;    // s idle before the after-idle shape, not counted in kMinSeconds
 constexpr double kForwardTokens[] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256, 512};
 
 // A sequence's tokens at `pos0` (`logits`: its last row wants logits).
@@ -82,6 +87,7 @@ class Profiler {
     std::vector<size_t> forward;
     for (double n : kForwardTokens) forward.push_back(add(at_zero(static_cast<int64_t>(n), false)));
     const size_t streaming = add(at_zero(1, false), kStreamTokens);
+    const size_t after_idle = add({{kPairChunk, 0, true}}, 0, kIdlePause);  // `near` after a pause
 
     // times[shape][round], the warm-up round dropped.
     std::vector<std::vector<double>> times(shapes_.size());
@@ -93,7 +99,8 @@ class Profiler {
         if (round >= 0) times[k].push_back(t);
       }
       rounds = round + 1;
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
+                             (round + 2) * kIdlePause;  // the work's time, not the pauses'
       if (rounds >= kMinRounds && elapsed >= kMinSeconds) break;
     }
     std::vector<double> med(shapes_.size());
@@ -123,6 +130,8 @@ class Profiler {
     // slowest and fastest round of each, which have causes of their own.
     p.stream_token_us = std::max(0.0, inner_mean(times[streaming]) - inner_mean(times[forward[0]])) /
                         static_cast<double>(kStreamTokens) * 1e6;
+    p.idle_factor = med[after_idle] / med[near];
+    p.idle_after_s = kIdlePause;
 
     // A round's drift: the median over shapes of log(time / the shape's
     // median). What is left of a time after its round's drift is jitter.
@@ -140,6 +149,7 @@ class Profiler {
     p.noise_sigma = median_of(jitter);
     p.drift_sigma = stdev_of(drift);
     for (double m : med) p.drift_period_s += m;
+    p.drift_period_s += kIdlePause;
     return p;
   }
 
@@ -162,13 +172,15 @@ class Profiler {
     return seqs;
   }
 
-  // A shape to time; `streamed` tokens go through the StreamProbe during it.
-  size_t add(std::vector<SeqShape> seqs, int64_t streamed = 0) {
+  // A shape to time; `streamed` tokens go through the StreamProbe during it;
+  // `pause_s` idle seconds (untimed) before it.
+  size_t add(std::vector<SeqShape> seqs, int64_t streamed = 0, double pause_s = 0) {
     double pairs = 0;
     for (const SeqShape& s : seqs) pairs += static_cast<double>(s.n) * static_cast<double>(s.n) / 2;
     shapes_.push_back(std::move(seqs));
     pairs_.push_back(pairs);
     streamed_.push_back(streamed);
+    pauses_.push_back(pause_s);
     return shapes_.size() - 1;
   }
 
@@ -188,6 +200,7 @@ class Profiler {
       batch_.add_sequence_tokens(tokens_.data(), s.n, static_cast<int32_t>(s.pos0), static_cast<int32_t>(i),
                                  tables_[i].data(), bs, s.logits);
     }
+    if (pauses_[k] > 0) std::this_thread::sleep_for(std::chrono::duration<double>(pauses_[k]));
     const auto t0 = std::chrono::steady_clock::now();
     if (streamed_[k] > 0) stream_.post(streamed_[k]);  // serve hands a step's tokens over as the next one starts
     engine_.forward(batch_);
@@ -201,6 +214,7 @@ class Profiler {
   std::vector<std::vector<SeqShape>> shapes_;
   std::vector<double> pairs_;      // each shape's causal pairs at position 0 (n^2 / 2 a sequence)
   std::vector<int64_t> streamed_;  // each shape's tokens streamed meanwhile
+  std::vector<double> pauses_;     // each shape's idle seconds before it
   StreamProbe stream_{static_cast<int>(kStreamTokens), kHttpThreads};
   std::vector<std::vector<int32_t>> tables_;
   ForwardBatch batch_;

@@ -45,6 +45,12 @@ struct ModelProfile {
   // once, drift_period_s long): the host's slow drift. 0 in older files.
   double drift_sigma = 0;
   double drift_period_s = 0;
+  // A forward that begins after the engine idled idle_after_s or longer takes
+  // idle_factor x its time: a prompt chunk timed after that pause against the
+  // same chunk right after another forward (what the host's other tenants did
+  // to its caches meanwhile). 1 and 0 in older files.
+  double idle_factor = 1;
+  double idle_after_s = 0;
   std::string measured_at;  // ISO time
 };
 

@@ -19,9 +19,12 @@ Replica::Replica(const ReplicaOptions& options, const StepCost& cost, uint64_t n
       noise_sigma_(options.noise_sigma),
       drift_sigma_(options.drift_sigma),
       drift_period_s_(options.drift_period_s),
+      idle_factor_(options.idle_factor),
+      idle_after_s_(options.idle_after_s),
       noise_seed_(noise_seed),
       rng_(noise_seed) {
   PARALLM_CHECK(drift_sigma_ == 0 || drift_period_s_ > 0);
+  PARALLM_CHECK(idle_factor_ > 0 && idle_after_s_ >= 0);
 }
 
 AdmissionResult Replica::add(uint64_t id, int64_t input_tokens, int64_t output_tokens) {
@@ -75,8 +78,11 @@ double Replica::begin_step(double now_s) {
   plan_ = &plan;
   in_step_ = true;
   ++n_steps_;
-  const double d = cost_.step_s(shape_) * drift_at(now_s);
-  return noise_sigma_ > 0 ? d * std::exp(noise_sigma_ * normal_(rng_)) : d;
+  double d = cost_.step_s(shape_) * drift_at(now_s);
+  if (n_steps_ == 1 || now_s - idle_since_s_ >= idle_after_s_) d *= idle_factor_;
+  if (noise_sigma_ > 0) d *= std::exp(noise_sigma_ * normal_(rng_));
+  idle_since_s_ = now_s + d;
+  return d;
 }
 
 const std::vector<SeqEvent>& Replica::end_step() {

@@ -4,6 +4,7 @@
 // plan with StepCost instead of running a forward:
 //   begin_step(): plan = scheduler.schedule(); duration = cost(plan's shape)
 //                 x the host's drift and jitter (a measured profile's)
+//                 x its idle factor, when the replica idled before the step
 //   end_step():   scheduler.update(plan, sampled) -> one event per new token
 // Sampled tokens are a constant non-stop id, so every request generates its
 // output_tokens exactly (bench's --ignore-eos). Prompts are constant ids and
@@ -34,6 +35,11 @@ struct ReplicaOptions {
   // one request share the host's mood as the real ones do; 0 = none.
   double drift_sigma = 0;
   double drift_period_s = 0;
+  // A step beginning idle_after_s or more after the replica's previous step
+  // ended (or its first step) takes idle_factor x its time
+  // (ModelProfile::idle_factor); 1 = none.
+  double idle_factor = 1;
+  double idle_after_s = 0;
 };
 
 class Replica {
@@ -69,9 +75,11 @@ class Replica {
   StepShape shape_;
   double noise_sigma_ = 0;
   double drift_sigma_ = 0, drift_period_s_ = 0;
+  double idle_factor_ = 1, idle_after_s_ = 0;
   uint64_t noise_seed_ = 0;
   int64_t drift_window_ = -1;  // the window drift_factor_ belongs to
   double drift_factor_ = 1;
+  double idle_since_s_ = 0;  // when the last step ended
   std::mt19937_64 rng_;
   std::normal_distribution<double> normal_;
   double drift_at(double now_s);

@@ -60,6 +60,8 @@ SimulationResult run_simulation(const SimulationSpec& spec) {
     fo.replica.noise_sigma = spec.profile->noise_sigma;
     fo.replica.drift_sigma = spec.profile->drift_sigma;
     fo.replica.drift_period_s = spec.profile->drift_period_s;
+    fo.replica.idle_factor = spec.profile->idle_factor;
+    fo.replica.idle_after_s = spec.profile->idle_after_s;
     fo.noise_seed = spec.load.seed * 0x9E3779B97F4A7C15ull + 1;
   }
   fo.replica.block_size = spec.block_size;
@@ -137,6 +139,8 @@ std::string simulation_json(const SimulationSpec& spec, const SimulationResult& 
                                         {"noise_sigma", spec.profile->noise_sigma},
                                         {"drift_sigma", spec.profile->drift_sigma},
                                         {"drift_period_s", spec.profile->drift_period_s},
+                                        {"idle_factor", spec.profile->idle_factor},
+                                        {"idle_after_s", spec.profile->idle_after_s},
                                         {"measured_at", spec.profile->measured_at}};
   return j.dump(2) + "\n";
 }
@@ -163,9 +167,12 @@ void write_simulation_text(const SimulationSpec& spec, const SimulationResult& r
       static_cast<long long>(r.fleet.rejected), static_cast<long long>(r.n_kv_blocks),
       static_cast<long long>(spec.block_size), route_policy_name(spec.policy), r.wall_s);
   if (spec.profile)
-    out << strfmt("step times: the model's profile (%s, jitter %.1f%%, drift %.1f%% per %.2f s, measured %s)\n",
-                  spec.profile->model_path.c_str(), 100 * spec.profile->noise_sigma, 100 * spec.profile->drift_sigma,
-                  spec.profile->drift_period_s, spec.profile->measured_at.c_str());
+    out << strfmt(
+        "step times: the model's profile (%s, jitter %.1f%%, drift %.1f%% per %.2f s, x%.2f after %.0f ms idle, "
+        "measured %s)\n",
+        spec.profile->model_path.c_str(), 100 * spec.profile->noise_sigma, 100 * spec.profile->drift_sigma,
+        spec.profile->drift_period_s, spec.profile->idle_factor, 1e3 * spec.profile->idle_after_s,
+        spec.profile->measured_at.c_str());
 }
 
 }  // namespace parallm::sim

@@ -218,6 +218,8 @@ ModelProfile sample_profile(const std::string& path) {
   p.noise_sigma = 0.05;
   p.drift_sigma = 0.08;
   p.drift_period_s = 0.35;
+  p.idle_factor = 1.06;
+  p.idle_after_s = 0.3;
   p.measured_at = "2026-12-03T00:00:00Z";
   return p;
 }
@@ -243,6 +245,8 @@ TEST(Calibration, ModelProfileRoundTripAndFileMatch) {
   EXPECT_DOUBLE_EQ(p->noise_sigma, 0.05);
   EXPECT_DOUBLE_EQ(p->drift_sigma, 0.08);
   EXPECT_DOUBLE_EQ(p->drift_period_s, 0.35);
+  EXPECT_DOUBLE_EQ(p->idle_factor, 1.06);
+  EXPECT_DOUBLE_EQ(p->idle_after_s, 0.3);
   EXPECT_EQ(p->measured_at, "2026-12-03T00:00:00Z");
   // Another file, or the same file changed, is not this profile.
   EXPECT_EQ(profile_for(back, (dir / "other.gguf").string()), nullptr);
@@ -272,6 +276,12 @@ TEST(Calibration, MalformedModelProfileIsInputError) {
                InputError);
   EXPECT_NO_THROW(calibration_from_json(
       head + R"("forward_ms_by_tokens": [[1, 2]], "drift_sigma": 0.1, "drift_period_s": 0.3}})", "x"));
+  // Older files have no idle factor: none.
+  EXPECT_EQ(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]]}})", "x").model_profile.idle_factor, 1.0);
+  EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "idle_factor": 0}})", "x"),
+               InputError);
+  EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "idle_after_s": -1}})", "x"),
+               InputError);
   EXPECT_THROW(calibration_from_json(R"({"mem_bw_gbps": 10, "fma_gflops": 50, "model_profile": {}})", "x"), InputError);
 }
 

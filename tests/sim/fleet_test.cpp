@@ -196,6 +196,39 @@ TEST(Fleet, ProfileDriftIsOneFactorAPeriodWithItsSpread) {
   EXPECT_NE(run_simulation(s).report.results.at(0).itl_samples, gaps);
 }
 
+// A profile's idle factor: a step that begins idle_after_s (20 ms here) or
+// more after the replica's last step ended, or its first, takes idle_factor x
+// its time; steps right after others do not. Constant 5 ms steps, three
+// requests of 3 tokens: A at 0 (the first step), B at 1 s (idle for a second),
+// D about 10 ms after B ends (under the 20 ms). At x1.5 A's and B's first
+// tokens come 2.5 ms later and D's do not; every later token is one 5 ms step
+// after the one before.
+TEST(Fleet, ProfileIdleFactorPricesTheFirstStepAfterAnIdlePause) {
+  planner::ModelProfile p;
+  p.forward_ms_by_tokens = {{1, 5}, {16, 5}};
+  p.idle_after_s = 0.02;
+  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
+  s.load.kind = LoadKind::kTrace;
+  s.load.trace = {{0.0, 1, 3}, {1.0, 1, 3}, {1.028, 1, 3}};
+  auto run = [&](double factor) {
+    s.profile = p;
+    s.profile->idle_factor = factor;
+    return run_simulation(s).report.results.at(0);
+  };
+  const auto flat = run(1.0), idle = run(1.5);
+  ASSERT_EQ(flat.ttft_samples.size(), 3u);
+  ASSERT_EQ(idle.ttft_samples.size(), 3u);
+  const double x = flat.ttft_samples[0];  // the front end and one 5 ms step
+  for (double t : flat.ttft_samples) EXPECT_NEAR(t, x, 1e-9);
+  EXPECT_NEAR(idle.ttft_samples[0], x, 1e-9);  // D: 7.5 ms after B's end
+  EXPECT_NEAR(idle.ttft_samples[1], x + 2.5, 1e-9);
+  EXPECT_NEAR(idle.ttft_samples[2], x + 2.5, 1e-9);
+  ASSERT_EQ(idle.itl_samples.size(), 6u);
+  EXPECT_EQ(idle.itl_samples, flat.itl_samples);
+  for (double g : idle.itl_samples) EXPECT_NEAR(g, idle.itl_samples[0], 1e-9);
+  EXPECT_NEAR(idle.itl_samples[0], 5.0, 0.1);  // 5 ms and the sampling of one row
+}
+
 // simulate --seed S sends bench --seed S's lengths, request by request.
 TEST(Fleet, RequestLengthsAreBenchsForTheSameSeed) {
   loadtest::BenchOptions o;
