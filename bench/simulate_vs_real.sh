@@ -40,7 +40,7 @@ in_words=128
 # fixed length the 4 streams end in the same steps and renew in groups, and
 # how those groups split ({1,3}, {4}, {2,2}: sub-millisecond races between
 # the client, the HTTP threads and the step loop) decides the TTFT median.
-levels=("c1/concurrency/1/60/11/64" "c4/concurrency/4/120/12/32:96" "q${rate}/rate/${rate}/60/13/64")
+levels=("c1/concurrency/1/60/11/64" "c4/concurrency/4/120/12/32:96" "q${rate}/rate/${rate}/120/13/64")
 
 if [[ ! -s "$model" ]]; then
   "$bin" make-model --preset llama-110m --dtype q8_0 --out "$model.tmp" >/dev/null
