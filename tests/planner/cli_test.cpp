@@ -157,7 +157,8 @@ namespace {
 // figure is physical (a 512-token forward costs more than a 1-token one, the
 // spreads are small fractions), and `simulate --local` then prices its steps
 // with it: a closed loop at 1 decodes no faster than the profile's 1-token
-// forward allows. About 25 s: the profile runs 20 s of rounds.
+// forward allows. About 50 s: a model this small reaches the profile's cap of
+// 101 rounds, each with its 300 ms idle pause.
 TEST_F(PlanCli, CalibrateProfilesAModelFileForSimulate) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "parallm-plan-profile";
   std::filesystem::create_directories(dir);
