@@ -135,13 +135,11 @@ std::string simulation_json(const SimulationSpec& spec, const SimulationResult& 
       {"step_times", spec.profile ? "model profile" : "perf model"},
   };
   if (spec.profile)
-    j["simulation"]["model_profile"] = {{"model_path", spec.profile->model_path},
-                                        {"noise_sigma", spec.profile->noise_sigma},
-                                        {"drift_sigma", spec.profile->drift_sigma},
-                                        {"drift_period_s", spec.profile->drift_period_s},
-                                        {"idle_factor", spec.profile->idle_factor},
-                                        {"idle_after_s", spec.profile->idle_after_s},
-                                        {"measured_at", spec.profile->measured_at}};
+    j["simulation"]["model_profile"] = {
+        {"model_path", spec.profile->model_path},   {"noise_sigma", spec.profile->noise_sigma},
+        {"drift_sigma", spec.profile->drift_sigma}, {"drift_period_s", spec.profile->drift_period_s},
+        {"idle_factor", spec.profile->idle_factor}, {"idle_after_s", spec.profile->idle_after_s},
+        {"measured_at", spec.profile->measured_at}};
   return j.dump(2) + "\n";
 }
 
