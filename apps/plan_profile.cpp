@@ -91,6 +91,8 @@ class Profiler {
 
     // times[shape][round], the warm-up round dropped.
     std::vector<std::vector<double>> times(shapes_.size());
+    double pause_per_round = 0;  // sleeping is not the work kMinSeconds asks for
+    for (double s : pauses_) pause_per_round += s;
     const auto start = std::chrono::steady_clock::now();
     int rounds = 0;
     for (int round = -1; round < kMaxRounds; ++round) {
@@ -100,7 +102,7 @@ class Profiler {
       }
       rounds = round + 1;
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
-                             (round + 2) * kIdlePause;  // the work's time, not the pauses'
+                             (round + 2) * pause_per_round;  // rounds so far, the warm-up too
       if (rounds >= kMinRounds && elapsed >= kMinSeconds) break;
     }
     std::vector<double> med(shapes_.size());
@@ -149,7 +151,7 @@ class Profiler {
     p.noise_sigma = median_of(jitter);
     p.drift_sigma = stdev_of(drift);
     for (double m : med) p.drift_period_s += m;
-    p.drift_period_s += kIdlePause;
+    p.drift_period_s += pause_per_round;
     return p;
   }
 

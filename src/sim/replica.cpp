@@ -79,7 +79,7 @@ double Replica::begin_step(double now_s) {
   in_step_ = true;
   ++n_steps_;
   double d = cost_.step_s(shape_) * drift_at(now_s);
-  if (n_steps_ == 1 || now_s - idle_since_s_ >= idle_after_s_) d *= idle_factor_;
+  if (now_s - idle_since_s_ >= idle_after_s_) d *= idle_factor_;
   if (noise_sigma_ > 0) d *= std::exp(noise_sigma_ * normal_(rng_));
   idle_since_s_ = now_s + d;
   return d;

@@ -11,6 +11,7 @@
 // prefix caching is off by default: simulated prompts share nothing.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <random>
 #include <vector>
@@ -79,7 +80,7 @@ class Replica {
   uint64_t noise_seed_ = 0;
   int64_t drift_window_ = -1;  // the window drift_factor_ belongs to
   double drift_factor_ = 1;
-  double idle_since_s_ = 0;  // when the last step ended
+  double idle_since_s_ = -std::numeric_limits<double>::infinity();  // when the last step ended (none: idle)
   std::mt19937_64 rng_;
   std::normal_distribution<double> normal_;
   double drift_at(double now_s);
