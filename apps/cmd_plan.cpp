@@ -93,10 +93,11 @@ int run_calibrate(const PlanFlags& f) {
       for (const auto& [n, ms] : p.forward_ms_by_tokens) std::cout << strfmt(" %.0f:%.2f", n, ms);
       std::cout << strfmt(
           "\n  each further logits row %.3f ms, prefill attention %.2f ns per query-key pair, decode %.2f ns per "
-          "context token, %.0f us per streamed token, step jitter %.1f%%, drift %.1f%% per %.2f s, x%.2f after %.0f ms "
+          "context token, serving %.0f us per step and %.0f per sampled token, step jitter %.1f%%, drift %.1f%% per "
+          "%.2f s, x%.2f after %.0f ms "
           "idle\n",
-          p.logit_row_ms, p.prefill_pair_ns, p.decode_kv_token_ns, p.stream_token_us, 100 * p.noise_sigma,
-          100 * p.drift_sigma, p.drift_period_s, p.idle_factor, 1e3 * p.idle_after_s);
+          p.logit_row_ms, p.prefill_pair_ns, p.decode_kv_token_ns, p.step_overhead_us, p.stream_token_us,
+          100 * p.noise_sigma, 100 * p.drift_sigma, p.drift_period_s, p.idle_factor, 1e3 * p.idle_after_s);
     }
   }
   return 0;

@@ -7,22 +7,35 @@
 // episode. In rounds every shape sees the same stretch of time, its median is
 // its typical time, and the rounds' common factor is the host's slow drift
 // (drift_sigma over drift_period_s, one round), apart from the step-to-step
-// jitter within a round (noise_sigma). One more shape is the 1-token decode
-// while a StreamProbe streams kStreamTokens tokens: the host's cost of
-// streaming a token, as the forward sees it (stream_token_us). And one is the
-// 128-token prompt chunk after the engine idled kIdlePause (idle_factor):
-// serve's prefills of requests that reach a server idle for 300 ms or more
-// ran ~6% slower here than right after another step (20-300 ms: ~1%).
+// jitter within a round (noise_sigma). One more shape is the 128-token
+// prompt chunk after the engine idled kIdlePause (idle_factor): serve's
+// prefills of requests that reach a server idle for 300 ms or more ran ~6%
+// slower here than right after another step (20-300 ms: ~1%).
+// And every round ends with two serving bursts: serve's own step loop
+// (ServingEngine: scheduler, sampling, events) runs 1 and then 4 requests
+// whose tokens a StreamProbe streams to a reader as serve's HTTP threads
+// and bench would, and the mean step while all of them decode, less the
+// same round's bare forward of that many tokens, is what serving adds to a
+// step: step_overhead_us + tokens x stream_token_us. Timed in the forward
+// alone (the StreamProbe's tokens posted as it began, the first design),
+// streaming cost 220-700 us a token at one stream, while serve's loop at one
+// stream runs -180..+100 us from the bare forward: serve wakes its HTTP
+// thread between steps, when one core is free, and the forward sees less of
+// that work.
 #include "plan_profile.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/serving_engine.h"
 #include "stream_probe.h"
 #include "util/check.h"
 
@@ -35,13 +48,15 @@ namespace {
 constexpr int kMinRounds = 9;
 constexpr int kMaxRounds = 101;
 constexpr double kMinSeconds = 20;
-constexpr int64_t kChunk = 16;        // tokens per sequence of the larger forward shapes
-constexpr int64_t kFar = 512;         // the far position of the attention probes
-constexpr int64_t kPairChunk = 128;   // the prompt chunk of the prefill-attention probe
-constexpr int64_t kDecodeSeqs = 4;    // sequences of the decode-attention probe
-constexpr int64_t kStreamTokens = 4;  // tokens streamed during the streaming probe's decode, one a stream
-constexpr int kHttpThreads = 4;       // the probe's writer threads: serve's --http-threads default
-constexpr double kIdlePause = 0.3;    // s idle before the after-idle shape, not counted in kMinSeconds
+constexpr int64_t kChunk = 16;       // tokens per sequence of the larger forward shapes
+constexpr int64_t kFar = 512;        // the far position of the attention probes
+constexpr int64_t kPairChunk = 128;  // the prompt chunk of the prefill-attention probe
+constexpr int64_t kDecodeSeqs = 4;   // sequences of the decode-attention probe
+constexpr int64_t kBurstPrompt = 8;  // prompt tokens of a serving burst's request (under a KV block: no cache hits)
+constexpr int64_t kBurstSteps = 16;  // decode steps of each request of a burst
+constexpr int64_t kBurstWide = 4;    // requests of the wider burst (the other has 1): up to 4 serve wakes each token
+constexpr int kHttpThreads = 4;      // the StreamProbe's writer threads: serve's --http-threads default
+constexpr double kIdlePause = 0.3;   // s idle before the after-idle shape, not counted in kMinSeconds
 constexpr double kForwardTokens[] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256, 512};
 
 // A sequence's tokens at `pos0` (`logits`: its last row wants logits).
@@ -86,12 +101,12 @@ class Profiler {
     const size_t one_logit = add(at_zero(kChunk, false)), all_logits = add(at_zero(kChunk, true));
     std::vector<size_t> forward;
     for (double n : kForwardTokens) forward.push_back(add(at_zero(static_cast<int64_t>(n), false)));
-    const size_t streaming = add(at_zero(1, false), kStreamTokens);
-    const size_t after_idle = add({{kPairChunk, 0, true}}, 0, kIdlePause);  // `near` after a pause
+    const size_t after_idle = add({{kPairChunk, 0, true}}, kIdlePause);  // `near` after a pause
 
     // times[shape][round], the warm-up round dropped.
     std::vector<std::vector<double>> times(shapes_.size());
-    double pause_per_round = 0;  // sleeping is not the work kMinSeconds asks for
+    std::vector<double> burst1, burst_wide;  // a burst's mean step, s (each round)
+    double pause_per_round = 0;              // sleeping is not the work kMinSeconds asks for
     for (double s : pauses_) pause_per_round += s;
     const auto start = std::chrono::steady_clock::now();
     int rounds = 0;
@@ -99,6 +114,11 @@ class Profiler {
       for (size_t k = 0; k < shapes_.size(); ++k) {
         const double t = time_once(k);
         if (round >= 0) times[k].push_back(t);
+      }
+      const double b1 = serve_burst(1), bw = serve_burst(kBurstWide);
+      if (round >= 0) {
+        burst1.push_back(b1);
+        burst_wide.push_back(bw);
       }
       rounds = round + 1;
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
@@ -127,11 +147,36 @@ class Profiler {
     for (size_t i = 1; i < p.forward_ms_by_tokens.size(); ++i)
       p.forward_ms_by_tokens[i].second =
           std::max(p.forward_ms_by_tokens[i].second, p.forward_ms_by_tokens[i - 1].second);
-    // Means, not medians: the streaming's cost falls on some forwards more
-    // than others, and a request's TPOT is the mean of its steps. Less the
-    // slowest and fastest round of each, which have causes of their own.
-    p.stream_token_us = std::max(0.0, inner_mean(times[streaming]) - inner_mean(times[forward[0]])) /
-                        static_cast<double>(kStreamTokens) * 1e6;
+    // Serving's share of a step, round by round against the same round's bare
+    // forward of as many 1-token sequences (the host's drift cancels), less
+    // what the profile prices apart: the other sampled rows' logits and the
+    // bursts' context (decoding at kBurstPrompt..+kBurstSteps, not at 0).
+    // Means, not medians: a request's TPOT is the mean of its steps. Less the
+    // slowest and fastest round, which have causes of their own.
+    const double burst_ctx = static_cast<double>(kBurstPrompt) + static_cast<double>(kBurstSteps) / 2;
+    auto serving_share = [&](const std::vector<double>& burst, int64_t n) {
+      const size_t k = forward[static_cast<size_t>(
+          std::find(std::begin(kForwardTokens), std::end(kForwardTokens), static_cast<double>(n)) -
+          std::begin(kForwardTokens))];
+      std::vector<double> extra;
+      for (size_t r = 0; r < burst.size(); ++r) extra.push_back(burst[r] - times[k][r]);
+      const double dn = static_cast<double>(n);
+      return inner_mean(extra) - (dn - 1) * p.logit_row_ms * 1e-3 - dn * (burst_ctx - 1) * p.decode_kv_token_ns * 1e-9;
+    };
+    const double one = serving_share(burst1, 1), wide = serving_share(burst_wide, kBurstWide);
+    // step + n x token through the two points. The step term comes out
+    // below 0 here (-600..+200 us; the 1-request burst alone -180..+100 us):
+    // serve's steps run back to back, the table's forwards each after a
+    // different shape. A token never costs less than nothing: then one mean
+    // step term.
+    double token_s = (wide - one) / static_cast<double>(kBurstWide - 1), step_s = one - token_s;
+    if (token_s < 0) {
+      token_s = 0;
+      step_s = (one + wide) / 2;
+    }
+    // Never more than half of the 1-token forward off (calibration.cpp checks the same).
+    p.step_overhead_us = std::max(step_s, -0.5 * p.forward_ms_by_tokens[0].second * 1e-3) * 1e6;
+    p.stream_token_us = token_s * 1e6;
     p.idle_factor = med[after_idle] / med[near];
     p.idle_after_s = kIdlePause;
 
@@ -174,14 +219,12 @@ class Profiler {
     return seqs;
   }
 
-  // A shape to time; `streamed` tokens go through the StreamProbe during it;
-  // `pause_s` idle seconds (untimed) before it.
-  size_t add(std::vector<SeqShape> seqs, int64_t streamed = 0, double pause_s = 0) {
+  // A shape to time; `pause_s` idle seconds (untimed) before it.
+  size_t add(std::vector<SeqShape> seqs, double pause_s = 0) {
     double pairs = 0;
     for (const SeqShape& s : seqs) pairs += static_cast<double>(s.n) * static_cast<double>(s.n) / 2;
     shapes_.push_back(std::move(seqs));
     pairs_.push_back(pairs);
-    streamed_.push_back(streamed);
     pauses_.push_back(pause_s);
     return shapes_.size() - 1;
   }
@@ -204,20 +247,73 @@ class Profiler {
     }
     if (pauses_[k] > 0) std::this_thread::sleep_for(std::chrono::duration<double>(pauses_[k]));
     const auto t0 = std::chrono::steady_clock::now();
-    if (streamed_[k] > 0) stream_.post(streamed_[k]);  // serve hands a step's tokens over as the next one starts
     engine_.forward(batch_);
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  // Seconds per step of `n` requests served together by serve's step loop,
+  // each token streamed through the probe: the mean step of the stretch in
+  // which all of them decode. The first request's first event (on the step
+  // thread) submits the others, so they join the very next step whatever the
+  // threads' timing (submitted from here, a small model's first request could
+  // finish before the others arrive).
+  double serve_burst(int64_t n) {
+    using Clock = std::chrono::steady_clock;
+    std::vector<std::vector<Clock::time_point>> at(static_cast<size_t>(n));
+    for (auto& a : at) a.reserve(kBurstSteps + 2);
+    std::mutex mu;
+    std::condition_variable cv;
+    int64_t finished = 0;
+    std::function<void(int64_t)> submit = [&](int64_t i) {
+      ServingRequest r;
+      r.prompt.assign(static_cast<size_t>(kBurstPrompt), 3);
+      r.max_tokens = kBurstSteps + 1;
+      r.ignore_eos = true;
+      uint64_t id = 0;
+      const SubmitStatus status = serving_.submit(
+          std::move(r),
+          [&, i](const TokenEvent& e) {  // on the step thread, as serve's RequestChannel::push
+            if (e.token >= 0) {
+              std::vector<Clock::time_point>& mine = at[static_cast<size_t>(i)];
+              mine.push_back(Clock::now());
+              stream_.post(i);
+              if (i == 0 && mine.size() == 1)
+                for (int64_t k = 1; k < n; ++k) submit(k);
+            }
+            if (e.finished) {
+              std::lock_guard<std::mutex> lock(mu);
+              ++finished;
+              cv.notify_all();
+            }
+          },
+          &id);
+      PARALLM_CHECK(status == SubmitStatus::kOk);
+    };
+    submit(0);
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return finished == n; });
+    }
     stream_.drain();
-    return t;
+    Clock::time_point from = at[0].front(), to = at[0].back();
+    for (const auto& a : at) {
+      PARALLM_CHECK(a.size() == static_cast<size_t>(kBurstSteps + 1));
+      from = std::max(from, a.front());
+      to = std::min(to, a.back());
+    }
+    int64_t steps = 0;
+    for (const Clock::time_point t : at[0]) steps += t > from && t <= to ? 1 : 0;
+    PARALLM_CHECK(steps > 0);
+    return std::chrono::duration<double>(to - from).count() / static_cast<double>(steps);
   }
 
   Engine engine_;
   std::vector<int32_t> tokens_;
   std::vector<std::vector<SeqShape>> shapes_;
-  std::vector<double> pairs_;      // each shape's causal pairs at position 0 (n^2 / 2 a sequence)
-  std::vector<int64_t> streamed_;  // each shape's tokens streamed meanwhile
-  std::vector<double> pauses_;     // each shape's idle seconds before it
-  StreamProbe stream_{static_cast<int>(kStreamTokens), kHttpThreads};
+  std::vector<double> pairs_;   // each shape's causal pairs at position 0 (n^2 / 2 a sequence)
+  std::vector<double> pauses_;  // each shape's idle seconds before it
+  StreamProbe stream_{static_cast<int>(kBurstWide), kHttpThreads};
+  ServingEngine serving_{engine_, ServingOptions{}};  // after stream_: its callbacks post there
   std::vector<std::vector<int32_t>> tables_;
   ForwardBatch batch_;
 };

@@ -1,6 +1,9 @@
 // StreamProbe: see stream_probe.h.
 #include "stream_probe.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,15 +17,49 @@
 
 namespace parallm {
 
+namespace {
+
+// A connected pair of TCP sockets over loopback, as serve and bench use (a
+// write there runs the TCP stack, several times the work of a Unix socket's);
+// both ends with TCP_NODELAY, as theirs. False when the host has none.
+bool loopback_pair(int fds[2]) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int client = -1, server = -1;
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && ::listen(listener, 1) == 0 &&
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    client = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (client >= 0 && ::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0)
+      server = ::accept(listener, nullptr, nullptr);
+  }
+  ::close(listener);
+  if (server < 0) {
+    if (client >= 0) ::close(client);
+    return false;
+  }
+  const int one = 1;
+  ::setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  fds[0] = server;  // serve writes
+  fds[1] = client;  // bench reads
+  return true;
+}
+
+}  // namespace
+
 StreamProbe::StreamProbe(int streams, int writers) {
   for (int i = 0; i < streams; ++i) {
     int fds[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
+    if (!loopback_pair(fds)) {
       for (size_t k = 0; k < write_fds_.size(); ++k) {
         ::close(write_fds_[k]);
         ::close(read_fds_[k]);
       }
-      throw std::runtime_error("stream probe: no socket pair");
+      throw std::runtime_error("stream probe: no loopback TCP connection");
     }
     write_fds_.push_back(fds[0]);
     read_fds_.push_back(fds[1]);
@@ -44,15 +81,13 @@ StreamProbe::~StreamProbe() {
   for (int fd : read_fds_) ::close(fd);
 }
 
-void StreamProbe::post(int64_t tokens) {
-  for (int64_t i = 0; i < tokens; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back(static_cast<int>(i % static_cast<int64_t>(write_fds_.size())));
-      ++posted_;
-    }
-    wake_.notify_one();  // one wake a stream, as each stream's events schedule its own pump
+void StreamProbe::post(int64_t stream) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(static_cast<int>(stream % static_cast<int64_t>(write_fds_.size())));
+    ++posted_;
   }
+  wake_.notify_one();
 }
 
 void StreamProbe::drain() {

@@ -3,11 +3,11 @@
 // token is one task on a queue served by a pool of writer threads (serve's
 // HTTP threads, woken per stream by the step's events), which formats the
 // token's chat.completion.chunk and writes it as an SSE event to that
-// stream's socket; one reader thread polls every stream's socket, reads and
+// stream's loopback TCP connection; one reader thread polls every stream's socket, reads and
 // parses the chunks (bench's event loop). On a host whose cores all run
 // engine threads this work preempts one of them, and the lock-step forward
-// waits for it; the model profile times a decode with and without it
-// (plan_profile.cpp).
+// waits for it; the model profile streams the tokens of its serving bursts
+// through it (plan_profile.cpp).
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -20,16 +20,16 @@ namespace parallm {
 
 class StreamProbe {
  public:
-  // `streams` sockets, `writers` writer threads; throws std::runtime_error
-  // when the sockets cannot be made.
+  // `streams` loopback TCP connections, `writers` writer threads; throws
+  // std::runtime_error when the connections cannot be made.
   StreamProbe(int streams, int writers);
   ~StreamProbe();  // stops and joins the threads
   StreamProbe(const StreamProbe&) = delete;
   StreamProbe& operator=(const StreamProbe&) = delete;
 
-  // Queues one token for each of the first `tokens` streams (round robin
-  // beyond) and returns at once.
-  void post(int64_t tokens);
+  // Queues one token for stream `stream` (taken modulo the streams) and
+  // returns at once, as serve's step thread wakes a stream's flow.
+  void post(int64_t stream);
   // Returns once the reader has parsed every chunk posted so far.
   void drain();
 
@@ -37,7 +37,7 @@ class StreamProbe {
   void write_loop();
   void read_loop();
 
-  std::vector<int> write_fds_, read_fds_;  // one socket pair a stream
+  std::vector<int> write_fds_, read_fds_;  // one connection a stream: serve's end, bench's
   std::mutex mu_;
   std::condition_variable wake_;     // writers: a task, or stop_
   std::condition_variable drained_;  // drain(): parsed_ grew

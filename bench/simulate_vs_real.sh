@@ -40,7 +40,11 @@ in_words=128
 # fixed length the 4 streams end in the same steps and renew in groups, and
 # how those groups split ({1,3}, {4}, {2,2}: sub-millisecond races between
 # the client, the HTTP threads and the step loop) decides the TTFT median.
-levels=("c1/concurrency/1/60/11/64" "c4/concurrency/4/120/12/32:96" "q${rate}/rate/${rate}/120/13/64")
+# Every level lasts about a minute (c=1 240 requests, c=4 480, Poisson 120 at
+# 2/s): the host's speed wanders over tens of seconds, and at 60 and 120
+# requests (15 s) the closed loops' own measured figures moved by up to 18%
+# between runs of the same seeds.
+levels=("c1/concurrency/1/240/11/64" "c4/concurrency/4/480/12/32:96" "q${rate}/rate/${rate}/120/13/64")
 
 if [[ ! -s "$model" ]]; then
   "$bin" make-model --preset llama-110m --dtype q8_0 --out "$model.tmp" >/dev/null
@@ -138,15 +142,20 @@ for k, lv in enumerate(levels):
                 return t0 + (t1 - t0) * (n - n0) / (n1 - n0)
         return table[-1][1]
 
+    # Each pure-decode step that the next step follows at once (under 1 ms
+    # later): its period against the profile's price, serving terms included.
     real = pred = 0.0  # the ratio of means: a request's TPOT is the mean of its steps
-    steps = [r for r in (segments[k] if k < len(segments) else []) if r["decodes"] == r["tokens"] == r["sampled"]]
-    for r in steps:
+    seg = segments[k] if k < len(segments) else []
+    steps = [(r, nxt) for r, nxt in zip(seg, seg[1:]) if r["decodes"] == r["tokens"] == r["sampled"] and
+             float(nxt["start_s"]) - float(r["start_s"]) - float(r["duration_s"]) < 1e-3]
+    for r, nxt in steps:
         n = int(r["tokens"])
-        real += float(r["forward_s"]) * 1e3
-        pred += forward_ms(n) + n * (ctx * p["decode_kv_token_ns"] * 1e-6 + p.get("stream_token_us", 0) * 1e-3)
+        real += (float(nxt["start_s"]) - float(r["start_s"])) * 1e3
+        pred += forward_ms(n) + n * (ctx * p["decode_kv_token_ns"] * 1e-6 + p.get("stream_token_us", 0) * 1e-3) + \
+            p.get("step_overhead_us", 0) * 1e-3
     f = real / pred if pred > 0 else 1.0
     p["forward_ms_by_tokens"] = [[n, t * f] for n, t in table]
-    for key in ("logit_row_ms", "prefill_pair_ns", "decode_kv_token_ns", "stream_token_us"):
+    for key in ("logit_row_ms", "prefill_pair_ns", "decode_kv_token_ns", "stream_token_us", "step_overhead_us"):
         p[key] = p.get(key, 0) * f
     json.dump(cal, open(f"{d}/cal-{name}-host.json", "w"), indent=2)
     print(f"{name}: serve's decode steps took {f:.2f}x the time the profile before the level predicts "

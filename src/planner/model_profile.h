@@ -12,9 +12,12 @@
 //   + (sampled rows - 1) x logit_row    the output head for each other row
 //   + prefill pairs x pair              causal attention of prompt chunks
 //   + decode context x kv_token         KV reads of each decoding sequence
-//   + sampled rows x stream_token       the host's streaming of each token
-//                                       (server and client threads on the
-//                                       engine's cores), as the forward sees it
+//   + sampled rows x stream_token       sampling each token, handing it to
+//                                       its stream and streaming it (server
+//                                       and client threads on the engine's
+//                                       cores)
+//   + step_overhead                     serve's step loop around a forward
+// (the last two measured on serve's own step loop, less the bare forward)
 // and its repetitions' spread is the machine's jitter: step to step
 // (noise_sigma), and the slow drift of a shared host's speed over seconds
 // (drift_sigma per drift_period_s), which moves whole requests' TPOT.
@@ -37,7 +40,11 @@ struct ModelProfile {
   double logit_row_ms = 0;        // each logits row after the first
   double prefill_pair_ns = 0;     // per query-key pair of a prompt chunk (n_new x pos0 + n_new^2 / 2)
   double decode_kv_token_ns = 0;  // per context token of each decoding sequence
-  double stream_token_us = 0;     // per token streamed to a client meanwhile (0 in older files)
+  double stream_token_us = 0;     // per sampled token: its sampling and streaming (0 in older files)
+  // Per step: serve's step loop besides the forward, less what a forward of
+  // the table costs over one of serve's back-to-back steps (so it may be
+  // negative, down to half of the 1-token forward). 0 in older files.
+  double step_overhead_us = 0;
   // Standard deviation of log(step time) over repetitions of one shape, less
   // their round's drift (median over shapes): the step-to-step jitter.
   double noise_sigma = 0;

@@ -48,6 +48,10 @@ SimulationResult run_simulation(const SimulationSpec& spec) {
   if (model.n_kv_blocks < 1) throw InputError("the KV pool of one replica holds no block");
   out.n_kv_blocks = model.n_kv_blocks;
   out.overheads = serve_overheads(model.perf);
+  if (spec.profile) {  // measured on serve's own step loop, sampling included (model_profile.h)
+    out.overheads.per_step_s = spec.profile->step_overhead_us * 1e-6;
+    out.overheads.per_sampled_row_s = 0;
+  }
   const StepCost cost(model.perf, out.overheads, spec.profile ? &*spec.profile : nullptr);
 
   FleetOptions fo;

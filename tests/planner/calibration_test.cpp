@@ -215,6 +215,8 @@ ModelProfile sample_profile(const std::string& path) {
   p.logit_row_ms = 0.05;
   p.prefill_pair_ns = 400;
   p.decode_kv_token_ns = 1500;
+  p.stream_token_us = 120;
+  p.step_overhead_us = -40;
   p.noise_sigma = 0.05;
   p.drift_sigma = 0.08;
   p.drift_period_s = 0.35;
@@ -242,6 +244,8 @@ TEST(Calibration, ModelProfileRoundTripAndFileMatch) {
   EXPECT_EQ(p->forward_ms_by_tokens, c.model_profile.forward_ms_by_tokens);
   EXPECT_DOUBLE_EQ(p->prefill_pair_ns, 400);
   EXPECT_DOUBLE_EQ(p->decode_kv_token_ns, 1500);
+  EXPECT_DOUBLE_EQ(p->stream_token_us, 120);
+  EXPECT_DOUBLE_EQ(p->step_overhead_us, -40);
   EXPECT_DOUBLE_EQ(p->noise_sigma, 0.05);
   EXPECT_DOUBLE_EQ(p->drift_sigma, 0.08);
   EXPECT_DOUBLE_EQ(p->drift_period_s, 0.35);
@@ -281,6 +285,14 @@ TEST(Calibration, MalformedModelProfileIsInputError) {
   EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "idle_factor": 0}})", "x"),
                InputError);
   EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "idle_after_s": -1}})", "x"),
+               InputError);
+  // The step term may be negative, down to half of the 1-token forward (2 ms here).
+  EXPECT_DOUBLE_EQ(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "step_overhead_us": -1000}})", "x")
+                       .model_profile.step_overhead_us,
+                   -1000);
+  EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "step_overhead_us": -1001}})", "x"),
+               InputError);
+  EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "stream_token_us": -1}})", "x"),
                InputError);
   EXPECT_THROW(calibration_from_json(R"({"mem_bw_gbps": 10, "fma_gflops": 50, "model_profile": {}})", "x"), InputError);
 }

@@ -226,7 +226,28 @@ TEST(Fleet, ProfileIdleFactorPricesTheFirstStepAfterAnIdlePause) {
   ASSERT_EQ(idle.itl_samples.size(), 6u);
   EXPECT_EQ(idle.itl_samples, flat.itl_samples);
   for (double g : idle.itl_samples) EXPECT_NEAR(g, idle.itl_samples[0], 1e-9);
-  EXPECT_NEAR(idle.itl_samples[0], 5.0, 0.1);  // 5 ms and the sampling of one row
+  EXPECT_NEAR(idle.itl_samples[0], 5.0, 1e-9);  // the profile's steps hold their sampling
+}
+
+// A profile's serving terms replace the perf model's overheads: each step
+// pays step_overhead_us (here below 0: serve's back-to-back steps beat the
+// table's forward) and each sampled row stream_token_us, which includes the
+// sampling, so no separate sampling cost. 5 ms - 0.4 + 0.3 a token.
+TEST(Fleet, ProfileServingTermsPriceEveryStep) {
+  planner::ModelProfile p;
+  p.forward_ms_by_tokens = {{1, 5}, {16, 5}};
+  p.step_overhead_us = -400;
+  p.stream_token_us = 300;
+  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
+  s.load.kind = LoadKind::kTrace;
+  s.load.trace = {{0.0, 1, 4}};
+  s.profile = p;
+  const SimulationResult r = run_simulation(s);
+  EXPECT_DOUBLE_EQ(r.overheads.per_step_s, -400e-6);
+  EXPECT_EQ(r.overheads.per_sampled_row_s, 0.0);
+  const auto& res = r.report.results.at(0);
+  ASSERT_EQ(res.itl_samples.size(), 3u);
+  for (double g : res.itl_samples) EXPECT_NEAR(g, 4.9, 1e-5);  // samples are floats
 }
 
 // simulate --seed S sends bench --seed S's lengths, request by request.
