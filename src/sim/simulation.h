@@ -43,6 +43,8 @@ SimulationResult run_simulation(const SimulationSpec& spec);
 
 // The serve loop's overheads for a device: per request the planner's
 // request_overhead_ms; on the CPU engine, sampling priced by cpu_sample_row_s.
+// run_simulation replaces the per-step and per-row terms with a model
+// profile's serving terms, which were measured with the sampling in them.
 ServeOverheads serve_overheads(const planner::PerfInputs& in);
 
 // Bench's JSON schema with "tool": "parallm simulate" and one more object,
