@@ -94,10 +94,12 @@ int run_calibrate(const PlanFlags& f) {
       std::cout << strfmt(
           "\n  each further logits row %.3f ms, prefill attention %.2f ns per query-key pair, decode %.2f ns per "
           "context token, serving %.0f us per step and %.0f per sampled token, step jitter %.1f%%, drift %.1f%% per "
-          "%.2f s, x%.2f after %.0f ms "
-          "idle\n",
+          "%.2f s, x%.2f after %.0f ms idle",
           p.logit_row_ms, p.prefill_pair_ns, p.decode_kv_token_ns, p.step_overhead_us, p.stream_token_us,
           100 * p.noise_sigma, 100 * p.drift_sigma, p.drift_period_s, p.idle_factor, 1e3 * p.idle_after_s);
+      if (p.request_overhead_us >= 0)
+        std::cout << strfmt(", serve's front end %.0f us a request", p.request_overhead_us);
+      std::cout << "\n";
     }
   }
   return 0;

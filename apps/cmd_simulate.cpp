@@ -97,6 +97,8 @@ int run_simulate(SimFlags& f) {
     r.constants.request_overhead_ms = f.request_overhead_ms;
   else if (f.request_overhead_ms != -1)
     throw InputError("--request-overhead-ms must be at least 0");
+  else if (spec.profile && spec.profile->request_overhead_us >= 0)  // serve's front end, as measured
+    r.constants.request_overhead_ms = spec.profile->request_overhead_us * 1e-3;
 
   sim::SimLoad& load = spec.load;
   if (f.qps_opt->count()) {
@@ -164,7 +166,8 @@ CommandAction setup_simulate(CLI::App& sub) {
   sub.add_option("--block-size", f->block_size, "KV block size in tokens [16]");
   sub.add_option("--gpu-memory-utilization", f->mem_util, "Memory cap fraction for the KV pool [0.9; CPU 0.8]");
   sub.add_option("--request-overhead-ms", f->request_overhead_ms,
-                 "Server time per request before its first step (parse, template, tokenize) [the planner's]");
+                 "Server time per request before its first step (parse, template, tokenize) "
+                 "[a model profile's measurement, else the planner's]");
   sub.add_option("--http-threads", f->http_threads,
                  "Front-end threads per replica that parse and tokenize requests, as serve's [4]");
   sub.add_option("--json", f->json, "Write bench's JSON report here ('-' for stdout)");

@@ -22,6 +22,12 @@
 // stream runs -180..+100 us from the bare forward: serve wakes its HTTP
 // thread between steps, when one core is free, and the forward sees less of
 // that work.
+// Last in each round, one chat request of bench's default 128 words goes
+// through serve's own HTTP server with bench's own client (FrontEndProbe):
+// its TTFT less the same round's forward of that prompt, less the step
+// terms, is request_overhead_us, what serve's front end adds to a request.
+// The planner's 0.5 ms constant it replaces was a guess: here the front end
+// added 1.5-2 ms (client TTFT against the prefill step in serve's step trace).
 #include "plan_profile.h"
 
 #include <algorithm>
@@ -36,8 +42,10 @@
 
 #include "engine/engine.h"
 #include "engine/serving_engine.h"
+#include "front_end_probe.h"
 #include "stream_probe.h"
 #include "util/check.h"
+#include "util/log.h"
 
 namespace parallm {
 namespace {
@@ -48,15 +56,16 @@ namespace {
 constexpr int kMinRounds = 9;
 constexpr int kMaxRounds = 101;
 constexpr double kMinSeconds = 20;
-constexpr int64_t kChunk = 16;       // tokens per sequence of the larger forward shapes
-constexpr int64_t kFar = 512;        // the far position of the attention probes
-constexpr int64_t kPairChunk = 128;  // the prompt chunk of the prefill-attention probe
-constexpr int64_t kDecodeSeqs = 4;   // sequences of the decode-attention probe
-constexpr int64_t kBurstPrompt = 8;  // prompt tokens of a serving burst's request (under a KV block: no cache hits)
-constexpr int64_t kBurstSteps = 16;  // decode steps of each request of a burst
-constexpr int64_t kBurstWide = 4;    // requests of the wider burst (the other has 1): up to 4 serve wakes each token
-constexpr int kHttpThreads = 4;      // the StreamProbe's writer threads: serve's --http-threads default
-constexpr double kIdlePause = 0.3;   // s idle before the after-idle shape, not counted in kMinSeconds
+constexpr int64_t kChunk = 16;        // tokens per sequence of the larger forward shapes
+constexpr int64_t kFar = 512;         // the far position of the attention probes
+constexpr int64_t kPairChunk = 128;   // the prompt chunk of the prefill-attention probe
+constexpr int64_t kDecodeSeqs = 4;    // sequences of the decode-attention probe
+constexpr int64_t kBurstPrompt = 8;   // prompt tokens of a serving burst's request (under a KV block: no cache hits)
+constexpr int64_t kBurstSteps = 16;   // decode steps of each request of a burst
+constexpr int64_t kBurstWide = 4;     // requests of the wider burst (the other has 1): up to 4 serve wakes each token
+constexpr int kHttpThreads = 4;       // the StreamProbe's writer threads: serve's --http-threads default
+constexpr double kIdlePause = 0.3;    // s idle before the after-idle shape, not counted in kMinSeconds
+constexpr int64_t kFrontWords = 128;  // prompt words of the front-end probe's request: bench's default
 constexpr double kForwardTokens[] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256, 512};
 
 // A sequence's tokens at `pos0` (`logits`: its last row wants logits).
@@ -94,6 +103,15 @@ class Profiler {
   }
 
   planner::ModelProfile run(const std::string& path, int threads) {
+    // The front-end probe's prompt, as the server counts it (chat template
+    // included); every round sends the same one (no prefix cache here).
+    int64_t front_prompt = 0;
+    try {
+      front_prompt = front_.request(kFrontWords).prompt_tokens;
+    } catch (const std::exception& ex) {  // e.g. a chat template longer than the profile's context
+      log_warn(strfmt("model profile: no front-end timing (%s); simulate uses the planner's per-request constant",
+                      ex.what()));
+    }
     // The shapes (their indexes, for reading the medians back below).
     const size_t near = add({{kPairChunk, 0, true}}), far = add({{kPairChunk, kFar, true}});
     const size_t dnear = add(std::vector<SeqShape>(kDecodeSeqs, SeqShape{1, 1, true}));
@@ -102,10 +120,13 @@ class Profiler {
     std::vector<size_t> forward;
     for (double n : kForwardTokens) forward.push_back(add(at_zero(static_cast<int64_t>(n), false)));
     const size_t after_idle = add({{kPairChunk, 0, true}}, kIdlePause);  // `near` after a pause
+    // The front-end probe's prompt as one prefill (a dummy 1-token shape without one).
+    const size_t front_forward = add({{std::max<int64_t>(front_prompt, 1), 0, true}});
 
     // times[shape][round], the warm-up round dropped.
     std::vector<std::vector<double>> times(shapes_.size());
     std::vector<double> burst1, burst_wide;  // a burst's mean step, s (each round)
+    std::vector<double> front_extra;         // the probe's TTFT less the round's forward of its prompt, s
     double pause_per_round = 0;              // sleeping is not the work kMinSeconds asks for
     for (double s : pauses_) pause_per_round += s;
     const auto start = std::chrono::steady_clock::now();
@@ -119,6 +140,10 @@ class Profiler {
       if (round >= 0) {
         burst1.push_back(b1);
         burst_wide.push_back(bw);
+      }
+      if (front_prompt > 0) {
+        const double ttft = front_.request(kFrontWords).ttft_s;
+        if (round >= 0) front_extra.push_back(ttft - times[front_forward].back());
       }
       rounds = round + 1;
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
@@ -178,6 +203,11 @@ class Profiler {
     p.step_overhead_us = std::max(step_s, -0.5 * p.forward_ms_by_tokens[0].second * 1e-3) * 1e6;
     p.stream_token_us = token_s * 1e6;
     p.idle_factor = med[after_idle] / med[near];
+    // The front end: the rest of the probe's TTFT once the prefill step the
+    // simulator prices (the forward, and the step terms just fitted) is out.
+    // The median: a request now and then waits out a slow thread wake-up.
+    if (!front_extra.empty())
+      p.request_overhead_us = std::max(0.0, median_of(front_extra) * 1e6 - p.step_overhead_us - p.stream_token_us);
     p.idle_after_s = kIdlePause;
 
     // A round's drift: the median over shapes of log(time / the shape's
@@ -201,6 +231,14 @@ class Profiler {
   }
 
  private:
+  // serve's, but no prefix cache: the bare forwards write the KV pool behind
+  // the scheduler's back, and the probe's request repeats its prompt.
+  static ServingOptions serving_options() {
+    ServingOptions so;
+    so.enable_prefix_caching = false;
+    return so;
+  }
+
   static EngineOptions options(const std::string& path, int threads) {
     EngineOptions eo;
     eo.model_path = path;
@@ -313,7 +351,8 @@ class Profiler {
   std::vector<double> pairs_;   // each shape's causal pairs at position 0 (n^2 / 2 a sequence)
   std::vector<double> pauses_;  // each shape's idle seconds before it
   StreamProbe stream_{static_cast<int>(kBurstWide), kHttpThreads};
-  ServingEngine serving_{engine_, ServingOptions{}};  // after stream_: its callbacks post there
+  ServingEngine serving_{engine_, serving_options()};  // after stream_: its callbacks post there
+  FrontEndProbe front_{engine_, serving_};             // after serving_: its server submits there
   std::vector<std::vector<int32_t>> tables_;
   ForwardBatch batch_;
 };

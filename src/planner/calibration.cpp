@@ -53,6 +53,7 @@ std::string calibration_to_json(const Calibration& c) {
                           {"drift_period_s", p.drift_period_s},
                           {"idle_factor", p.idle_factor},
                           {"idle_after_s", p.idle_after_s},
+                          {"request_overhead_us", p.request_overhead_us},
                           {"measured_at", p.measured_at}};
   }
   return j.dump(2) + "\n";
@@ -124,12 +125,14 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
       p.drift_period_s = e.value("drift_period_s", 0.0);
       p.idle_factor = e.value("idle_factor", 1.0);
       p.idle_after_s = e.value("idle_after_s", 0.0);
+      p.request_overhead_us = e.value("request_overhead_us", -1.0);
       p.measured_at = e.value("measured_at", std::string());
       bool ok = !p.model_path.empty() && p.file_bytes > 0 && !p.forward_ms_by_tokens.empty() && p.logit_row_ms >= 0 &&
                 p.prefill_pair_ns >= 0 && p.decode_kv_token_ns >= 0 && p.stream_token_us >= 0 &&
                 std::isfinite(p.step_overhead_us) && p.noise_sigma >= 0 && p.noise_sigma < 2 && p.drift_sigma >= 0 &&
                 p.drift_sigma < 2 && p.drift_period_s >= 0 && (p.drift_sigma == 0 || p.drift_period_s > 0) &&
-                p.idle_factor > 0 && p.idle_factor < 10 && p.idle_after_s >= 0;
+                p.idle_factor > 0 && p.idle_factor < 10 && p.idle_after_s >= 0 &&
+                (p.request_overhead_us == -1 || (p.request_overhead_us >= 0 && p.request_overhead_us < 1e7));
       for (size_t i = 0; ok && i < p.forward_ms_by_tokens.size(); ++i) {
         const auto [n, ms] = p.forward_ms_by_tokens[i];
         ok = n >= 1 && ms > 0 && (i == 0 || n > p.forward_ms_by_tokens[i - 1].first);
@@ -140,7 +143,8 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
                          ": model_profile needs a model_path, file_bytes > 0, [tokens, ms] pairs with tokens >= 1 "
                          "ascending and ms > 0, and non-negative costs (noise_sigma and drift_sigma under 2, "
                          "step_overhead_us not below half of the first forward, drift_period_s > 0 with a drift, "
-                         "idle_factor in (0, 10), idle_after_s >= 0)");
+                         "idle_factor in (0, 10), idle_after_s >= 0, request_overhead_us -1 (not measured) or "
+                         "0 to 1e7)");
     }
   } catch (const nlohmann::json::exception& e) {
     throw InputError(origin + ": not a parallm calibration file (" + std::string(e.what()) + ")");

@@ -17,7 +17,8 @@
 //                                       and client threads on the engine's
 //                                       cores)
 //   + step_overhead                     serve's step loop around a forward
-// (the last two measured on serve's own step loop, less the bare forward)
+// (the last two measured on serve's own step loop, less the bare forward),
+// and each request's TTFT also pays request_overhead (serve's front end)
 // and its repetitions' spread is the machine's jitter: step to step
 // (noise_sigma), and the slow drift of a shared host's speed over seconds
 // (drift_sigma per drift_period_s), which moves whole requests' TPOT.
@@ -58,6 +59,13 @@ struct ModelProfile {
   // to its caches meanwhile). 1 and 0 in older files.
   double idle_factor = 1;
   double idle_after_s = 0;
+  // What serve's front end adds to a request's TTFT besides its prefill step:
+  // the request's way in (HTTP, chat template, tokenizing), the step loop's
+  // wake-up and the first token's way out to the client. Timed through
+  // serve's own HTTP server with bench's client, less the prompt's forward
+  // and the step terms above (apps/front_end_probe.h). -1: not measured
+  // (older files; the planner's constant then).
+  double request_overhead_us = -1;
   std::string measured_at;  // ISO time
 };
 

@@ -222,6 +222,7 @@ ModelProfile sample_profile(const std::string& path) {
   p.drift_period_s = 0.35;
   p.idle_factor = 1.06;
   p.idle_after_s = 0.3;
+  p.request_overhead_us = 1850;
   p.measured_at = "2026-12-03T00:00:00Z";
   return p;
 }
@@ -251,6 +252,7 @@ TEST(Calibration, ModelProfileRoundTripAndFileMatch) {
   EXPECT_DOUBLE_EQ(p->drift_period_s, 0.35);
   EXPECT_DOUBLE_EQ(p->idle_factor, 1.06);
   EXPECT_DOUBLE_EQ(p->idle_after_s, 0.3);
+  EXPECT_DOUBLE_EQ(p->request_overhead_us, 1850);
   EXPECT_EQ(p->measured_at, "2026-12-03T00:00:00Z");
   // Another file, or the same file changed, is not this profile.
   EXPECT_EQ(profile_for(back, (dir / "other.gguf").string()), nullptr);
@@ -285,6 +287,18 @@ TEST(Calibration, MalformedModelProfileIsInputError) {
   EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "idle_factor": 0}})", "x"),
                InputError);
   EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "idle_after_s": -1}})", "x"),
+               InputError);
+  // Older files have no front-end timing (-1: the planner's constant); a
+  // measured one is a time, never negative.
+  EXPECT_EQ(
+      calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]]}})", "x").model_profile.request_overhead_us,
+      -1.0);
+  EXPECT_DOUBLE_EQ(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "request_overhead_us": 0}})", "x")
+                       .model_profile.request_overhead_us,
+                   0.0);
+  EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "request_overhead_us": -0.5}})", "x"),
+               InputError);
+  EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "request_overhead_us": 1e9}})", "x"),
                InputError);
   // The step term may be negative, down to half of the 1-token forward (2 ms here).
   EXPECT_DOUBLE_EQ(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "step_overhead_us": -1000}})", "x")

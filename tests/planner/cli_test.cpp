@@ -195,6 +195,11 @@ TEST_F(PlanCli, CalibrateProfilesAModelFileForSimulate) {
   }
   // One round: every shape once, so longer than the largest forward.
   EXPECT_GT(p["drift_period_s"].get<double>() * 1e3, last_ms);
+  // serve's front end, timed through its HTTP server with bench's client: a
+  // request over loopback takes some microseconds, and far less than 100 ms.
+  const double front_us = p["request_overhead_us"].get<double>();
+  EXPECT_GT(front_us, 0.0);
+  EXPECT_LT(front_us, 1e5);
 
   Result s = run("simulate --model " + model + " --local --calibration " + cal +
                  " --concurrency 1 --num-requests 8 --input-len 16 --output-len 16 --seed 1 --json -");
@@ -202,6 +207,13 @@ TEST_F(PlanCli, CalibrateProfilesAModelFileForSimulate) {
   const nlohmann::json j = nlohmann::json::parse(s.out);
   EXPECT_EQ(j["simulation"]["step_times"], "model profile");
   EXPECT_EQ(j["results"][0]["completed"], 8);
+  // Each request pays the measured front end (unless --request-overhead-ms says otherwise).
+  EXPECT_NEAR(j["simulation"]["overheads"]["per_request_ms"].get<double>(), front_us * 1e-3, 1e-9);
+  Result given =
+      run("simulate --model " + model + " --local --calibration " + cal +
+          " --concurrency 1 --num-requests 8 --input-len 16 --output-len 16 --request-overhead-ms 7 --json -");
+  ASSERT_EQ(given.code, 0) << given.err;
+  EXPECT_EQ(nlohmann::json::parse(given.out)["simulation"]["overheads"]["per_request_ms"].get<double>(), 7.0);
   // Drift and jitter are log-normal factors of a few percent; half is far outside them.
   EXPECT_GT(j["results"][0]["tpot_ms"]["p50"].get<double>(), 0.5 * one_ms);
   std::filesystem::remove_all(dir);
