@@ -40,11 +40,27 @@ in_words=128
 # fixed length the 4 streams end in the same steps and renew in groups, and
 # how those groups split ({1,3}, {4}, {2,2}: sub-millisecond races between
 # the client, the HTTP threads and the step loop) decides the TTFT median.
-# Every level lasts about a minute (c=1 240 requests, c=4 480, Poisson 120 at
-# 2/s): the host's speed wanders over tens of seconds, and at 60 and 120
-# requests (15 s) the closed loops' own measured figures moved by up to 18%
-# between runs of the same seeds.
-levels=("c1/concurrency/1/240/11/64" "c4/concurrency/4/480/12/32:96" "q${rate}/rate/${rate}/120/13/64")
+# The closed loops last about a minute each (c=1 240 requests, c=4 480): the
+# host's speed wanders over tens of seconds, and at 60 and 120 requests (15
+# s) their own measured figures moved by up to 18% between runs of the same
+# seeds. The Poisson level sends 240 (2 minutes at 2/s): its TTFT p95 is the
+# 5% of requests that arrive while another prompt prefills (at 2/s about 8%
+# land within a 40 ms prefill of the one before), and of 120 requests that
+# is the 6th slowest, on the edge between the requests that queued and those
+# that did not (7 of seed 13's 120 arrivals come within 42 ms of the one
+# before; 13 runs of the same arrivals measured a p95 from -18% to +28% of
+# its mean); of 240 it is the 12th of the 20 that queue.
+levels=("c1/concurrency/1/240/11/64" "c4/concurrency/4/480/12/32:96" "q${rate}/rate/${rate}/240/13/64")
+# Other levels, same fields: PARALLM_SIMCHECK_LEVELS="c8/concurrency/8/400/21/64 q4/rate/4/240/22/64".
+if [[ -n "${PARALLM_SIMCHECK_LEVELS:-}" ]]; then
+  read -r -a levels <<<"$PARALLM_SIMCHECK_LEVELS"
+  for lv in "${levels[@]}"; do
+    if ! [[ $lv =~ ^[a-z0-9]+/(concurrency|rate)/[0-9.]+/[0-9]+/[0-9]+/[0-9]+(:[0-9]+)?$ ]]; then
+      echo "PARALLM_SIMCHECK_LEVELS: '$lv' is not NAME/concurrency|rate/LOAD/REQUESTS/SEED/OUT[:MAX]" >&2
+      exit 2
+    fi
+  done
+fi
 
 if [[ ! -s "$model" ]]; then
   "$bin" make-model --preset llama-110m --dtype q8_0 --out "$model.tmp" >/dev/null
