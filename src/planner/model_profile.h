@@ -17,9 +17,9 @@
 //                                       and client threads on the engine's
 //                                       cores)
 //   + step_overhead                     serve's step loop around a forward
-// (the last two measured on serve's own step loop, less the bare forward),
-// and each request's TTFT also pays request_overhead (serve's front end)
-// and its repetitions' spread is the machine's jitter: step to step
+// (the last two measured on serve's own step loop, less the bare forward).
+// Each request's TTFT also pays request_overhead, serve's front end. A
+// step's repetitions spread by the machine's jitter: step to step
 // (noise_sigma), and the slow drift of a shared host's speed over seconds
 // (drift_sigma per drift_period_s), which moves whole requests' TPOT.
 #pragma once
