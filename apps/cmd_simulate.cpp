@@ -93,12 +93,7 @@ int run_simulate(SimFlags& f) {
   // The profile measured the file's own weights; re-quantized to --weights it
   // is another model (the report then says "perf model").
   if (spec.profile && !f.weights.empty() && f.weights != r.model.file_weight_type) spec.profile.reset();
-  if (f.request_overhead_ms >= 0)
-    r.constants.request_overhead_ms = f.request_overhead_ms;
-  else if (f.request_overhead_ms != -1)
-    throw InputError("--request-overhead-ms must be at least 0");
-  else if (spec.profile && spec.profile->request_overhead_us >= 0)  // serve's front end, as measured
-    r.constants.request_overhead_ms = spec.profile->request_overhead_us * 1e-3;
+  spec.request_overhead_ms = f.request_overhead_ms;
 
   sim::SimLoad& load = spec.load;
   if (f.qps_opt->count()) {

@@ -37,6 +37,8 @@ SimulationResult run_simulation(const SimulationSpec& spec) {
   if (spec.max_num_seqs < 1) throw InputError("--max-num-seqs must be at least 1");
   if (spec.max_num_batched_tokens < 1) throw InputError("--max-num-batched-tokens must be at least 1");
   if (spec.max_model_len < 0) throw InputError("--max-model-len must be at least 1");
+  if (!(spec.request_overhead_ms >= 0 || spec.request_overhead_ms == -1))
+    throw InputError("--request-overhead-ms must be at least 0");
   SimLoad load = spec.load;
   validate_load(load);
   SimulationResult out;
@@ -51,7 +53,9 @@ SimulationResult run_simulation(const SimulationSpec& spec) {
   if (spec.profile) {  // measured on serve's own step loop, sampling included (model_profile.h)
     out.overheads.per_step_s = spec.profile->step_overhead_us * 1e-6;
     out.overheads.per_sampled_row_s = 0;
+    if (spec.profile->request_overhead_us >= 0) out.overheads.per_request_s = spec.profile->request_overhead_us * 1e-6;
   }
+  if (spec.request_overhead_ms >= 0) out.overheads.per_request_s = spec.request_overhead_ms * 1e-3;
   const StepCost cost(model.perf, out.overheads, spec.profile ? &*spec.profile : nullptr);
 
   FleetOptions fo;

@@ -24,6 +24,9 @@ struct SimulationSpec {
   int http_threads = 4;          // front-end threads per replica, as serve's --http-threads
   double client_send_s = 50e-6;  // closed loop: FleetOptions::client_send_s
   RoutePolicy policy = RoutePolicy::kLeastOutstandingTokens;
+  // --request-overhead-ms: the front end's time per request; -1: a profile's
+  // measurement, else the planner's constant.
+  double request_overhead_ms = -1;
   // simulate --local on a profiled model file: its measured step times and
   // jitter replace the perf model's (planner/model_profile.h).
   std::optional<planner::ModelProfile> profile;
@@ -44,7 +47,8 @@ SimulationResult run_simulation(const SimulationSpec& spec);
 // The serve loop's overheads for a device: per request the planner's
 // request_overhead_ms; on the CPU engine, sampling priced by cpu_sample_row_s.
 // run_simulation replaces the per-step and per-row terms with a model
-// profile's serving terms, which were measured with the sampling in them.
+// profile's serving terms, which were measured with the sampling in them,
+// and the per-request term with its front-end time (or the spec's own).
 ServeOverheads serve_overheads(const planner::PerfInputs& in);
 
 // Bench's JSON schema with "tool": "parallm simulate" and one more object,

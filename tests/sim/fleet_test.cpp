@@ -250,6 +250,28 @@ TEST(Fleet, ProfileServingTermsPriceEveryStep) {
   for (double g : res.itl_samples) EXPECT_NEAR(g, 4.9, 1e-5);  // samples are floats
 }
 
+// A profile's front-end time is each request's overhead (TTFT = it + the
+// prefill step); --request-overhead-ms overrides it, and -1 means "not given".
+TEST(Fleet, ProfileFrontEndTimeIsTheRequestOverheadUnlessGiven) {
+  planner::ModelProfile p;
+  p.forward_ms_by_tokens = {{1, 5}, {16, 5}};
+  p.request_overhead_us = 2500;
+  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
+  s.load.kind = LoadKind::kTrace;
+  s.load.trace = {{0.0, 1, 2}};
+  s.profile = p;
+  const SimulationResult measured = run_simulation(s);
+  EXPECT_DOUBLE_EQ(measured.overheads.per_request_s, 2.5e-3);
+  EXPECT_NEAR(measured.report.results.at(0).ttft_ms.p50, 2.5 + 5.0, 1e-6);
+  s.request_overhead_ms = 1;
+  EXPECT_DOUBLE_EQ(run_simulation(s).overheads.per_request_s, 1e-3);
+  s.request_overhead_ms = -1;
+  s.profile->request_overhead_us = -1;  // an older profile: the planner's constant
+  EXPECT_DOUBLE_EQ(run_simulation(s).overheads.per_request_s, s.request.constants.request_overhead_ms * 1e-3);
+  s.request_overhead_ms = -3;
+  EXPECT_THROW(run_simulation(s), InputError);
+}
+
 // simulate --seed S sends bench --seed S's lengths, request by request.
 TEST(Fleet, RequestLengthsAreBenchsForTheSameSeed) {
   loadtest::BenchOptions o;
