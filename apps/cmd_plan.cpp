@@ -91,14 +91,29 @@ int run_calibrate(const PlanFlags& f) {
     if (const ModelProfile& p = c.model_profile; !p.model_path.empty()) {
       std::cout << "Model profile (" << p.model_path << ", the engine's forward in ms by tokens):";
       for (const auto& [n, ms] : p.forward_ms_by_tokens) std::cout << strfmt(" %.0f:%.2f", n, ms);
+      std::cout << strfmt("\n  each further logits row %.3f ms, prefill attention %.2f ns per query-key pair, ",
+                          p.logit_row_ms, p.prefill_pair_ns);
+      if (p.decode_kv_ms_by_ctx.empty()) {
+        std::cout << strfmt("decode %.2f ns per context token", p.decode_kv_token_ns);
+      } else {
+        std::cout << "decode attention in ms by context tokens";
+        for (const auto& [n, ms] : p.decode_kv_ms_by_ctx) std::cout << strfmt(" %.0f:%.2f", n, ms);
+      }
       std::cout << strfmt(
-          "\n  each further logits row %.3f ms, prefill attention %.2f ns per query-key pair, decode %.2f ns per "
-          "context token, serving %.0f us per step and %.0f per sampled token, step jitter %.1f%%, drift %.1f%% per "
+          ", serving %.0f us per step and %.0f per sampled token, step jitter %.1f%%, drift %.1f%% per "
           "%.2f s, x%.2f after %.0f ms idle",
-          p.logit_row_ms, p.prefill_pair_ns, p.decode_kv_token_ns, p.step_overhead_us, p.stream_token_us,
-          100 * p.noise_sigma, 100 * p.drift_sigma, p.drift_period_s, p.idle_factor, 1e3 * p.idle_after_s);
+          p.step_overhead_us, p.stream_token_us, 100 * p.noise_sigma, 100 * p.drift_sigma, p.drift_period_s,
+          p.idle_factor, 1e3 * p.idle_after_s);
       if (p.request_overhead_us >= 0)
         std::cout << strfmt(", serve's front end %.0f us a request", p.request_overhead_us);
+      if (!p.cold_decode.empty()) {
+        std::cout << strfmt(", decode steps after a %.0f-token prompt", p.cold_decode.prompt_tokens);
+        for (const auto& [ctx, extra] : p.cold_decode.extra_ms) {
+          double sum = 0;
+          for (double ms : extra) sum += ms;
+          std::cout << strfmt(" +%.1f ms over %zu (context %.0f)", sum, extra.size(), ctx);
+        }
+      }
       std::cout << "\n";
     }
   }

@@ -1,9 +1,8 @@
 // Measurements behind profile_model (plan_profile.h). The shapes are measured
 // in rounds, each round one forward of every shape, after a warm-up round; 20
 // s of rounds (9 to 101). A shared host's speed wanders over seconds (this
-// 2-core VM: 1-token decode steps of 2.1 to 3.0 ms from one second to the
-// next, slow episodes of tens of seconds): measured shape by shape, a slow
-// second would bend the table at one point, and a short profile sees one
+// 2-core VM: slow episodes of tens of seconds): measured shape by shape, a
+// slow second would bend the table at one point, and a short profile sees one
 // episode. In rounds every shape sees the same stretch of time, its median is
 // its typical time, and the rounds' common factor is the host's slow drift
 // (drift_sigma over drift_period_s, one round), apart from the step-to-step
@@ -11,24 +10,36 @@
 // prompt chunk after the engine idled kIdlePause (idle_factor): serve's
 // prefills of requests that reach a server idle for 300 ms or more ran ~6%
 // slower here than right after another step (20-300 ms: ~1%).
-// And every round ends with two serving bursts: serve's own step loop
-// (ServingEngine: scheduler, sampling, events) runs 1 and then 4 requests
-// whose tokens a StreamProbe streams to a reader as serve's HTTP threads
-// and bench would, and the mean step while all of them decode, less the
-// same round's bare forward of that many tokens, is what serving adds to a
-// step: step_overhead_us + tokens x stream_token_us. Timed in the forward
-// alone (the StreamProbe's tokens posted as it began, the first design),
-// streaming cost 220-700 us a token at one stream, while serve's loop at one
-// stream runs -180..+100 us from the bare forward: serve wakes its HTTP
-// thread between steps, when one core is free, and the forward sees less of
-// that work.
+// A round's order matters. On this host a decode step right after a prefill
+// runs up to 1.8 ms slower than the same step warm, fading over 3-12 steps
+// (ColdDecode in model_profile.h), and a 16-token forward is enough to start
+// it. Timed after whatever shape came before, the 1-token forward read 2.3
+// to 4.1 ms in calibrations minutes apart while serve's decode steps held
+// 2.33-2.46. So each round begins with the cold probes: a prefill of the
+// front-end probe's prompt, then 24 decode steps of 1 and of 4 sequences,
+// each step's time less the last 4's (warm again) being the cold extra.
+// The decode-sized forwards follow, now warm, as serve's back-to-back
+// decode steps run, then the serving bursts, the decode-attention ladder
+// (4 sequences at 5 positions, each after two untimed runs of itself: the
+// steady state of steps that read that much KV), and the prefill-sized
+// shapes, whose order does not matter.
+// The serving bursts: serve's own step loop (ServingEngine: scheduler,
+// sampling, events) runs 1 and then 4 requests whose tokens a StreamProbe
+// streams to a reader as serve's HTTP threads and bench would, and the mean
+// step while all of them decode, less the same round's bare forward of that
+// many tokens, is what serving adds to a step: step_overhead_us + tokens x
+// stream_token_us. Timed in the forward alone (the StreamProbe's tokens
+// posted as it began, the first design), streaming cost 220-700 us a token
+// at one stream, while serve's loop at one stream runs -180..+100 us from
+// the bare forward: serve wakes its HTTP thread between steps, when one core
+// is free, and the forward sees less of that work.
 // Last in each round, one chat request of bench's default 128 words goes
 // through serve's own HTTP server with bench's own client (FrontEndProbe):
 // its TTFT less the same round's forward of that prompt, less the step
 // terms, is request_overhead_us, what serve's front end adds to a request.
 // The planner's 0.5 ms constant it replaces was a guess: here the front end
 // added about 2 ms (bench's TTFT against the prefill step in serve's step
-// trace), and the probe measures 1.3-4.2 ms.
+// trace), and the probe measures 0.9-2.3 ms.
 #include "plan_profile.h"
 
 #include <algorithm>
@@ -38,6 +49,7 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -57,14 +69,19 @@ namespace {
 constexpr int kMinRounds = 9;
 constexpr int kMaxRounds = 101;
 constexpr double kMinSeconds = 20;
-constexpr int64_t kChunk = 16;        // tokens per sequence of the larger forward shapes
-constexpr int64_t kFar = 512;         // the far position of the attention probes
-constexpr int64_t kPairChunk = 128;   // the prompt chunk of the prefill-attention probe
-constexpr int64_t kDecodeSeqs = 4;    // sequences of the decode-attention probe
-constexpr int64_t kBurstPrompt = 8;   // prompt tokens of a serving burst's request (under a KV block: no cache hits)
-constexpr int64_t kBurstSteps = 16;   // decode steps of each request of a burst
-constexpr int64_t kBurstWide = 4;     // requests of the wider burst (the other has 1): up to 4 serve wakes each token
-constexpr int kHttpThreads = 4;       // the StreamProbe's writer threads: serve's --http-threads default
+constexpr int64_t kChunk = 16;       // tokens per sequence of the larger forward shapes
+constexpr int64_t kFar = 512;        // the far position of the attention probes
+constexpr int64_t kPairChunk = 128;  // the prompt chunk of the prefill-attention probe
+constexpr int64_t kDecodeSeqs = 4;   // sequences of the decode-attention probe
+constexpr int64_t kBurstPrompt = 8;  // prompt tokens of a serving burst's request (under a KV block: no cache hits)
+constexpr int64_t kBurstSteps = 16;  // decode steps of each request of a burst
+constexpr int64_t kBurstWide = 4;    // requests of the wider burst (the other has 1): up to 4 serve wakes each token
+constexpr int kHttpThreads = 4;      // the StreamProbe's writer threads: serve's --http-threads default
+constexpr int64_t kKvPositions[] = {32, 96, 192, 320, kFar + 1};  // of the decode-attention shapes
+constexpr int kKvWarmups = 2;                                     // their untimed runs first
+constexpr int64_t kColdSeqs[] = {1, kDecodeSeqs};                 // sequences of the cold decode probes
+constexpr int64_t kColdSteps = 24;                                // decode steps timed after the prompt
+constexpr int64_t kColdTail = 4;                                  // the last of them: warm again
 constexpr double kIdlePause = 0.3;    // s idle before the after-idle shape, not counted in kMinSeconds
 constexpr int64_t kFrontWords = 128;  // prompt words of the front-end probe's request: bench's default
 constexpr double kForwardTokens[] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256, 512};
@@ -113,13 +130,28 @@ class Profiler {
       log_warn(strfmt("model profile: no front-end timing (%s); simulate uses the planner's per-request constant",
                       ex.what()));
     }
-    // The shapes (their indexes, for reading the medians back below).
-    const size_t near = add({{kPairChunk, 0, true}}), far = add({{kPairChunk, kFar, true}});
-    const size_t dnear = add(std::vector<SeqShape>(kDecodeSeqs, SeqShape{1, 1, true}));
-    const size_t dfar = add(std::vector<SeqShape>(kDecodeSeqs, SeqShape{1, kFar + 1, true}));
-    const size_t one_logit = add(at_zero(kChunk, false)), all_logits = add(at_zero(kChunk, true));
+    // The prompt after which decode steps are timed cold: the probe's, as
+    // serve sees bench's default requests.
+    const int64_t cold_prompt = front_prompt > 0 ? std::min(front_prompt, kFar) : kPairChunk;
+    // The shapes (their indexes, for reading the medians back below). The
+    // warm ones first: they are timed right after the cold decode steps
+    // have rebuilt the caches, in the state of serve's back-to-back decode
+    // steps, and the rest after the serving bursts.
     std::vector<size_t> forward;
-    for (double n : kForwardTokens) forward.push_back(add(at_zero(static_cast<int64_t>(n), false)));
+    for (double n : kForwardTokens)
+      if (n <= kChunk) forward.push_back(add(at_zero(static_cast<int64_t>(n), false)));
+    const size_t dnear = add(std::vector<SeqShape>(kDecodeSeqs, SeqShape{1, 1, true}));
+    const size_t one_logit = add(at_zero(kChunk, false)), all_logits = add(at_zero(kChunk, true));
+    const size_t n_warm = shapes_.size();
+    // Decode attention by context, ascending, each shape timed after two
+    // untimed runs of it: the steady state of steps that read that much KV.
+    std::vector<size_t> kv;
+    for (int64_t pos : kKvPositions)
+      kv.push_back(add(std::vector<SeqShape>(kDecodeSeqs, SeqShape{1, pos, true}), 0, kKvWarmups));
+    const size_t dfar = kv.back();
+    for (double n : kForwardTokens)
+      if (n > kChunk) forward.push_back(add(at_zero(static_cast<int64_t>(n), false)));
+    const size_t near = add({{kPairChunk, 0, true}}), far = add({{kPairChunk, kFar, true}});
     const size_t after_idle = add({{kPairChunk, 0, true}}, kIdlePause);  // `near` after a pause
     // The front-end probe's prompt as one prefill (a dummy 1-token shape without one).
     const size_t front_forward = add({{std::max<int64_t>(front_prompt, 1), 0, true}});
@@ -128,20 +160,33 @@ class Profiler {
     std::vector<std::vector<double>> times(shapes_.size());
     std::vector<double> burst1, burst_wide;  // a burst's mean step, s (each round)
     std::vector<double> front_extra;         // the probe's TTFT less the round's forward of its prompt, s
-    double pause_per_round = 0;              // sleeping is not the work kMinSeconds asks for
+    // cold[i][round][k]: the k-th decode step's extra over its round's warm
+    // steps, for kColdSeqs[i] sequences, s.
+    std::vector<std::vector<std::vector<double>>> cold(std::size(kColdSeqs));
+    double pause_per_round = 0;  // sleeping is not the work kMinSeconds asks for
     for (double s : pauses_) pause_per_round += s;
     const auto start = std::chrono::steady_clock::now();
     int rounds = 0;
     for (int round = -1; round < kMaxRounds; ++round) {
-      for (size_t k = 0; k < shapes_.size(); ++k) {
-        const double t = time_once(k);
-        if (round >= 0) times[k].push_back(t);
+      for (size_t i = 0; i < std::size(kColdSeqs); ++i) {
+        const std::vector<double> t = decode_after_prompt(cold_prompt, kColdSeqs[i]);
+        const double warm = std::accumulate(t.end() - kColdTail, t.end(), 0.0) / kColdTail;
+        if (round >= 0) cold[i].emplace_back();
+        for (size_t k = 0; round >= 0 && k + kColdTail < t.size(); ++k) cold[i].back().push_back(t[k] - warm);
       }
+      auto time_shapes = [&](size_t from, size_t to) {
+        for (size_t k = from; k < to; ++k) {
+          const double t = time_once(k);
+          if (round >= 0) times[k].push_back(t);
+        }
+      };
+      time_shapes(0, n_warm);
       const double b1 = serve_burst(1), bw = serve_burst(kBurstWide);
       if (round >= 0) {
         burst1.push_back(b1);
         burst_wide.push_back(bw);
       }
+      time_shapes(n_warm, shapes_.size());
       if (front_prompt > 0) {
         const double ttft = front_.request(kFrontWords).ttft_s;
         if (round >= 0) front_extra.push_back(ttft - times[front_forward].back());
@@ -163,6 +208,12 @@ class Profiler {
     p.prefill_pair_ns = pair_s * 1e9;
     // Decode attention: kDecodeSeqs sequences decoding at kFar against at 1.
     p.decode_kv_token_ns = std::max(0.0, med[dfar] - med[dnear]) / static_cast<double>(kDecodeSeqs * kFar) * 1e9;
+    // The same by context, above the 4 sequences at position 1 (never falling).
+    for (size_t i = 0; i < kv.size(); ++i) {
+      const double ms = std::max(0.0, (med[kv[i]] - med[dnear]) * 1e3);
+      p.decode_kv_ms_by_ctx.push_back({static_cast<double>(kDecodeSeqs * (kKvPositions[i] + 1)),
+                                       i == 0 ? ms : std::max(ms, p.decode_kv_ms_by_ctx.back().second)});
+    }
     // The output head per logits row: kChunk 1-token sequences, logits on all or one.
     p.logit_row_ms = std::max(0.0, med[all_logits] - med[one_logit]) / static_cast<double>(kChunk - 1) * 1e3;
     for (size_t i = 0; i < forward.size(); ++i) {
@@ -187,7 +238,8 @@ class Profiler {
       std::vector<double> extra;
       for (size_t r = 0; r < burst.size(); ++r) extra.push_back(burst[r] - times[k][r]);
       const double dn = static_cast<double>(n);
-      return inner_mean(extra) - (dn - 1) * p.logit_row_ms * 1e-3 - dn * (burst_ctx - 1) * p.decode_kv_token_ns * 1e-9;
+      return inner_mean(extra) - (dn - 1) * p.logit_row_ms * 1e-3 -
+             (planner::profile_decode_kv_s(p, dn * burst_ctx) - planner::profile_decode_kv_s(p, dn));
     };
     const double one = serving_share(burst1, 1), wide = serving_share(burst_wide, kBurstWide);
     // step + n x token through the two points. The step term comes out
@@ -210,6 +262,20 @@ class Profiler {
     if (!front_extra.empty())
       p.request_overhead_us = std::max(0.0, median_of(front_extra) * 1e6 - p.step_overhead_us - p.stream_token_us);
     p.idle_after_s = kIdlePause;
+    // The cold decode steps: the median extra of each step over rounds, up
+    // to the first that is not above its round's warm steps.
+    p.cold_decode.prompt_tokens = static_cast<double>(cold_prompt);
+    for (size_t i = 0; i < std::size(kColdSeqs); ++i) {
+      std::vector<double> extra_ms;
+      for (size_t k = 0; k < cold[i].front().size(); ++k) {
+        std::vector<double> at_k;
+        for (const std::vector<double>& r : cold[i]) at_k.push_back(r[k]);
+        const double ms = median_of(at_k) * 1e3;
+        if (!(ms > 0)) break;
+        extra_ms.push_back(ms);
+      }
+      p.cold_decode.extra_ms.push_back({static_cast<double>(kColdSeqs[i] * (cold_prompt + 1)), extra_ms});
+    }
 
     // A round's drift: the median over shapes of log(time / the shape's
     // median). What is left of a time after its round's drift is jitter.
@@ -258,8 +324,10 @@ class Profiler {
     return seqs;
   }
 
-  // A shape to time; `pause_s` idle seconds (untimed) before it.
-  size_t add(std::vector<SeqShape> seqs, double pause_s = 0) {
+  // A shape to time; `pause_s` idle seconds (untimed) before it, after
+  // `warmups` untimed runs of it.
+  size_t add(std::vector<SeqShape> seqs, double pause_s = 0, int warmups = 0) {
+    warmups_.push_back(warmups);
     double pairs = 0;
     for (const SeqShape& s : seqs) pairs += static_cast<double>(s.n) * static_cast<double>(s.n) / 2;
     shapes_.push_back(std::move(seqs));
@@ -268,9 +336,25 @@ class Profiler {
     return shapes_.size() - 1;
   }
 
-  // Seconds of one forward of shape k.
+  // Seconds of each of kColdSteps decode steps of `n` sequences at position
+  // `prompt` onwards, right after a `prompt`-token prefill of the first.
+  std::vector<double> decode_after_prompt(int64_t prompt, int64_t n) {
+    time_seqs({{prompt, 0, true}});
+    std::vector<double> t;
+    for (int64_t k = 0; k < kColdSteps; ++k)
+      t.push_back(time_seqs(std::vector<SeqShape>(static_cast<size_t>(n), SeqShape{1, prompt + k, true})));
+    return t;
+  }
+
+  // Seconds of one forward of shape k, after its pause.
   double time_once(size_t k) {
-    const std::vector<SeqShape>& seqs = shapes_[k];
+    for (int i = 0; i < warmups_[k]; ++i) time_seqs(shapes_[k]);
+    if (pauses_[k] > 0) std::this_thread::sleep_for(std::chrono::duration<double>(pauses_[k]));
+    return time_seqs(shapes_[k]);
+  }
+
+  // Seconds of one forward of `seqs` (sequence i in the i-th n-th of the KV pool).
+  double time_seqs(const std::vector<SeqShape>& seqs) {
     const int64_t bs = engine_.block_size();
     const int64_t seq_blocks = engine_.n_kv_blocks() / static_cast<int64_t>(seqs.size());
     tables_.resize(seqs.size());
@@ -284,7 +368,6 @@ class Profiler {
       batch_.add_sequence_tokens(tokens_.data(), s.n, static_cast<int32_t>(s.pos0), static_cast<int32_t>(i),
                                  tables_[i].data(), bs, s.logits);
     }
-    if (pauses_[k] > 0) std::this_thread::sleep_for(std::chrono::duration<double>(pauses_[k]));
     const auto t0 = std::chrono::steady_clock::now();
     engine_.forward(batch_);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -351,6 +434,7 @@ class Profiler {
   std::vector<std::vector<SeqShape>> shapes_;
   std::vector<double> pairs_;   // each shape's causal pairs at position 0 (n^2 / 2 a sequence)
   std::vector<double> pauses_;  // each shape's idle seconds before it
+  std::vector<int> warmups_;    // each shape's untimed runs before it
   StreamProbe stream_{static_cast<int>(kBurstWide), kHttpThreads};
   ServingEngine serving_{engine_, serving_options()};  // after stream_: its callbacks post there
   FrontEndProbe front_{engine_, serving_};             // after serving_: its server submits there

@@ -46,6 +46,7 @@ std::string calibration_to_json(const Calibration& c) {
                           {"logit_row_ms", p.logit_row_ms},
                           {"prefill_pair_ns", p.prefill_pair_ns},
                           {"decode_kv_token_ns", p.decode_kv_token_ns},
+                          {"decode_kv_ms_by_ctx", p.decode_kv_ms_by_ctx},
                           {"stream_token_us", p.stream_token_us},
                           {"step_overhead_us", p.step_overhead_us},
                           {"noise_sigma", p.noise_sigma},
@@ -54,6 +55,8 @@ std::string calibration_to_json(const Calibration& c) {
                           {"idle_factor", p.idle_factor},
                           {"idle_after_s", p.idle_after_s},
                           {"request_overhead_us", p.request_overhead_us},
+                          {"cold_prompt_tokens", p.cold_decode.prompt_tokens},
+                          {"cold_decode_extra_ms", p.cold_decode.extra_ms},
                           {"measured_at", p.measured_at}};
   }
   return j.dump(2) + "\n";
@@ -118,6 +121,8 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
       p.logit_row_ms = e.at("logit_row_ms").get<double>();
       p.prefill_pair_ns = e.at("prefill_pair_ns").get<double>();
       p.decode_kv_token_ns = e.at("decode_kv_token_ns").get<double>();
+      if (e.contains("decode_kv_ms_by_ctx"))
+        p.decode_kv_ms_by_ctx = e.at("decode_kv_ms_by_ctx").get<std::vector<std::pair<double, double>>>();
       p.stream_token_us = e.value("stream_token_us", 0.0);
       p.step_overhead_us = e.value("step_overhead_us", 0.0);
       p.noise_sigma = e.value("noise_sigma", 0.0);
@@ -126,6 +131,10 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
       p.idle_factor = e.value("idle_factor", 1.0);
       p.idle_after_s = e.value("idle_after_s", 0.0);
       p.request_overhead_us = e.value("request_overhead_us", -1.0);
+      p.cold_decode.prompt_tokens = e.value("cold_prompt_tokens", 0.0);
+      if (e.contains("cold_decode_extra_ms"))
+        p.cold_decode.extra_ms =
+            e.at("cold_decode_extra_ms").get<std::vector<std::pair<double, std::vector<double>>>>();
       p.measured_at = e.value("measured_at", std::string());
       bool ok = !p.model_path.empty() && p.file_bytes > 0 && !p.forward_ms_by_tokens.empty() && p.logit_row_ms >= 0 &&
                 p.prefill_pair_ns >= 0 && p.decode_kv_token_ns >= 0 && p.stream_token_us >= 0 &&
@@ -138,13 +147,27 @@ Calibration calibration_from_json(const std::string& text, const std::string& or
         ok = n >= 1 && ms > 0 && (i == 0 || n > p.forward_ms_by_tokens[i - 1].first);
       }
       ok = ok && p.step_overhead_us >= -500 * p.forward_ms_by_tokens[0].second;
+      for (size_t i = 0; ok && i < p.decode_kv_ms_by_ctx.size(); ++i) {
+        const auto [n, ms] = p.decode_kv_ms_by_ctx[i];
+        ok = n > 0 && ms >= 0 && ms < 1e6 && (i == 0 || n > p.decode_kv_ms_by_ctx[i - 1].first);
+      }
+      const ColdDecode& cd = p.cold_decode;
+      ok = ok && std::isfinite(cd.prompt_tokens) && cd.prompt_tokens >= 0 && (cd.empty() || cd.prompt_tokens > 0);
+      for (size_t i = 0; ok && i < cd.extra_ms.size(); ++i) {
+        const auto& [ctx, extra] = cd.extra_ms[i];
+        ok = ctx > 0 && (i == 0 || ctx > cd.extra_ms[i - 1].first) && extra.size() <= 1000;
+        for (double ms : extra) ok = ok && ms >= 0 && ms < 1e4;
+      }
       if (!ok)
-        throw InputError(origin +
-                         ": model_profile needs a model_path, file_bytes > 0, [tokens, ms] pairs with tokens >= 1 "
-                         "ascending and ms > 0, and non-negative costs (noise_sigma and drift_sigma under 2, "
-                         "step_overhead_us not below half of the first forward, drift_period_s > 0 with a drift, "
-                         "idle_factor in (0, 10), idle_after_s >= 0, request_overhead_us -1 (not measured) or "
-                         "0 to 1e7)");
+        throw InputError(
+            origin +
+            ": model_profile needs a model_path, file_bytes > 0, [tokens, ms] pairs with tokens >= 1 "
+            "ascending and ms > 0, and non-negative costs (noise_sigma and drift_sigma under 2, "
+            "step_overhead_us not below half of the first forward, drift_period_s > 0 with a drift, "
+            "idle_factor in (0, 10), idle_after_s >= 0, request_overhead_us -1 (not measured) or "
+            "0 to 1e7, decode_kv_ms_by_ctx [context tokens, ms] pairs with context > 0 ascending and ms >= 0, "
+            "cold_decode_extra_ms [context tokens, [ms, ...]] pairs with context > 0 ascending, ms in "
+            "[0, 1e4) and cold_prompt_tokens > 0)");
     }
   } catch (const nlohmann::json::exception& e) {
     throw InputError(origin + ": not a parallm calibration file (" + std::string(e.what()) + ")");

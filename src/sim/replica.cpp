@@ -21,6 +21,7 @@ Replica::Replica(const ReplicaOptions& options, const StepCost& cost, uint64_t n
       drift_period_s_(options.drift_period_s),
       idle_factor_(options.idle_factor),
       idle_after_s_(options.idle_after_s),
+      cold_decode_(options.cold_decode),
       noise_seed_(noise_seed),
       rng_(noise_seed) {
   PARALLM_CHECK(drift_sigma_ == 0 || drift_period_s_ > 0);
@@ -78,7 +79,14 @@ double Replica::begin_step(double now_s) {
   plan_ = &plan;
   in_step_ = true;
   ++n_steps_;
-  double d = cost_.step_s(shape_) * drift_at(now_s);
+  double d = cost_.step_s(shape_);
+  if (prefill_tokens_in_step_ > 0) {
+    decodes_since_prompt_ = 0;
+    last_prompt_tokens_ = static_cast<double>(prefill_tokens_in_step_);
+  } else if (decodes_since_prompt_ >= 0) {
+    d += cold_decode_.extra_s(decodes_since_prompt_++, last_prompt_tokens_, shape_.decode_ctx_tokens);
+  }
+  d *= drift_at(now_s);
   if (now_s - idle_since_s_ >= idle_after_s_) d *= idle_factor_;
   if (noise_sigma_ > 0) d *= std::exp(noise_sigma_ * normal_(rng_));
   idle_since_s_ = now_s + d;

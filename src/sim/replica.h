@@ -5,6 +5,7 @@
 //   begin_step(): plan = scheduler.schedule(); duration = cost(plan's shape)
 //                 x the host's drift and jitter (a measured profile's)
 //                 x its idle factor, when the replica idled before the step
+//                 (+ the cold extra of a decode step soon after a prefill)
 //   end_step():   scheduler.update(plan, sampled) -> one event per new token
 // Sampled tokens are a constant non-stop id, so every request generates its
 // output_tokens exactly (bench's --ignore-eos). Prompts are constant ids and
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "kv/block_manager.h"
+#include "planner/model_profile.h"
 #include "sched/scheduler.h"
 #include "sim/step_cost.h"
 
@@ -41,6 +43,10 @@ struct ReplicaOptions {
   // (ModelProfile::idle_factor); 1 = none.
   double idle_factor = 1;
   double idle_after_s = 0;
+  // Decode-only steps after a step that prefilled a prompt pay its cold
+  // extra (ModelProfile::cold_decode), the k-th such step the curve's k-th
+  // value; empty = none.
+  planner::ColdDecode cold_decode;
 };
 
 class Replica {
@@ -77,6 +83,9 @@ class Replica {
   double noise_sigma_ = 0;
   double drift_sigma_ = 0, drift_period_s_ = 0;
   double idle_factor_ = 1, idle_after_s_ = 0;
+  planner::ColdDecode cold_decode_;
+  int64_t decodes_since_prompt_ = -1;  // decode-only steps since the last prefill (-1: none yet)
+  double last_prompt_tokens_ = 0;      // prompt tokens of that prefill step
   uint64_t noise_seed_ = 0;
   int64_t drift_window_ = -1;  // the window drift_factor_ belongs to
   double drift_factor_ = 1;

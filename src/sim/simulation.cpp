@@ -70,6 +70,7 @@ SimulationResult run_simulation(const SimulationSpec& spec) {
     fo.replica.drift_period_s = spec.profile->drift_period_s;
     fo.replica.idle_factor = spec.profile->idle_factor;
     fo.replica.idle_after_s = spec.profile->idle_after_s;
+    fo.replica.cold_decode = spec.profile->cold_decode;
     fo.noise_seed = spec.load.seed * 0x9E3779B97F4A7C15ull + 1;
   }
   fo.replica.block_size = spec.block_size;

@@ -39,7 +39,7 @@ double StepCost::step_s(const StepShape& s) const {
   if (profile_ != nullptr) {
     forward = planner::profile_forward_s(*profile_, static_cast<double>(s.n_tokens)) +
               static_cast<double>(std::max<int64_t>(0, s.n_sampled - 1)) * profile_->logit_row_ms * 1e-3 +
-              s.prefill_pairs * prefill_pair_s_ + s.decode_ctx_tokens * decode_ctx_token_s_ +
+              s.prefill_pairs * prefill_pair_s_ + planner::profile_decode_kv_s(*profile_, s.decode_ctx_tokens) +
               static_cast<double>(s.n_sampled) * profile_->stream_token_us * 1e-6;
   } else if (s.n_decode == s.n_tokens) {
     // Pure decode: the perf model's TPOT at the batch's mean context.

@@ -223,6 +223,9 @@ ModelProfile sample_profile(const std::string& path) {
   p.idle_factor = 1.06;
   p.idle_after_s = 0.3;
   p.request_overhead_us = 1850;
+  p.decode_kv_ms_by_ctx = {{132, 0.02}, {772, 0.7}, {2056, 2.7}};
+  p.cold_decode.prompt_tokens = 186;
+  p.cold_decode.extra_ms = {{187, {1.7, 1.6, 0.9}}, {748, {2.2, 2.1}}};
   p.measured_at = "2026-12-03T00:00:00Z";
   return p;
 }
@@ -253,6 +256,9 @@ TEST(Calibration, ModelProfileRoundTripAndFileMatch) {
   EXPECT_DOUBLE_EQ(p->idle_factor, 1.06);
   EXPECT_DOUBLE_EQ(p->idle_after_s, 0.3);
   EXPECT_DOUBLE_EQ(p->request_overhead_us, 1850);
+  EXPECT_EQ(p->decode_kv_ms_by_ctx, c.model_profile.decode_kv_ms_by_ctx);
+  EXPECT_DOUBLE_EQ(p->cold_decode.prompt_tokens, 186);
+  EXPECT_EQ(p->cold_decode.extra_ms, c.model_profile.cold_decode.extra_ms);
   EXPECT_EQ(p->measured_at, "2026-12-03T00:00:00Z");
   // Another file, or the same file changed, is not this profile.
   EXPECT_EQ(profile_for(back, (dir / "other.gguf").string()), nullptr);
@@ -300,6 +306,43 @@ TEST(Calibration, MalformedModelProfileIsInputError) {
                InputError);
   EXPECT_THROW(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "request_overhead_us": 1e9}})", "x"),
                InputError);
+  // Decode attention by context: contexts above 0 ascending, times not negative.
+  EXPECT_TRUE(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]]}})", "x")
+                  .model_profile.decode_kv_ms_by_ctx.empty());
+  EXPECT_NO_THROW(calibration_from_json(
+      head + R"("forward_ms_by_tokens": [[1, 2]], "decode_kv_ms_by_ctx": [[100, 0], [400, 0.5]]}})", "x"));
+  EXPECT_THROW(
+      calibration_from_json(
+          head + R"("forward_ms_by_tokens": [[1, 2]], "decode_kv_ms_by_ctx": [[400, 0.5], [100, 0.6]]}})", "x"),
+      InputError);
+  EXPECT_THROW(
+      calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "decode_kv_ms_by_ctx": [[100, -0.1]]}})", "x"),
+      InputError);
+  EXPECT_THROW(
+      calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "decode_kv_ms_by_ctx": [[0, 1]]}})", "x"),
+      InputError);
+  // Older files have no cold decode steps: none. Curves need the prompt they
+  // were measured after, contexts above 0 ascending, and extras that are times.
+  EXPECT_TRUE(
+      calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]]}})", "x").model_profile.cold_decode.empty());
+  const std::string table = head + R"("forward_ms_by_tokens": [[1, 2]], )";
+  EXPECT_EQ(
+      calibration_from_json(table + R"("cold_prompt_tokens": 180, "cold_decode_extra_ms": [[181, [1.5, 0.5]]]}})", "x")
+          .model_profile.cold_decode.extra_ms.at(0)
+          .second,
+      (std::vector<double>{1.5, 0.5}));
+  EXPECT_THROW(calibration_from_json(table + R"("cold_decode_extra_ms": [[181, [1.5]]]}})", "x"), InputError);
+  EXPECT_THROW(
+      calibration_from_json(table + R"("cold_prompt_tokens": 180, "cold_decode_extra_ms": [[181, [-1]]]}})", "x"),
+      InputError);
+  EXPECT_THROW(calibration_from_json(
+                   table + R"("cold_prompt_tokens": 180, "cold_decode_extra_ms": [[700, [1]], [181, [1]]]}})", "x"),
+               InputError);
+  EXPECT_THROW(calibration_from_json(table + R"("cold_prompt_tokens": 180, "cold_decode_extra_ms": [[0, [1]]]}})", "x"),
+               InputError);
+  EXPECT_THROW(calibration_from_json(table + R"("cold_prompt_tokens": -5}})", "x"), InputError);
+  EXPECT_THROW(calibration_from_json(table + R"("cold_prompt_tokens": 180, "cold_decode_extra_ms": [[181, 2]]}})", "x"),
+               InputError);
   // The step term may be negative, down to half of the 1-token forward (2 ms here).
   EXPECT_DOUBLE_EQ(calibration_from_json(head + R"("forward_ms_by_tokens": [[1, 2]], "step_overhead_us": -1000}})", "x")
                        .model_profile.step_overhead_us,
@@ -322,6 +365,43 @@ TEST(ModelProfile, ForwardTimeIsLinearBetweenPointsAndAlongTheLastSlope) {
   EXPECT_NEAR(profile_forward_s(p, 240), (40 + 112 * 34.0 / 112) * 1e-3, 1e-15);  // the last slope: 34 ms / 112
   p.forward_ms_by_tokens = {{1, 2}};
   EXPECT_DOUBLE_EQ(profile_forward_s(p, 64), 2e-3);
+}
+
+// Decode attention by context: linear from none at no context through the
+// points, past the last along the last slope; a constant per token without them.
+TEST(ModelProfile, DecodeAttentionFollowsItsTableOrTheConstantPerToken) {
+  ModelProfile p;
+  p.decode_kv_token_ns = 1000;
+  EXPECT_NEAR(profile_decode_kv_s(p, 500), 0.5e-3, 1e-15);
+  p.decode_kv_ms_by_ctx = {{100, 0.1}, {300, 0.5}, {500, 1.3}};
+  EXPECT_EQ(profile_decode_kv_s(p, 0), 0.0);
+  EXPECT_NEAR(profile_decode_kv_s(p, 50), 0.05e-3, 1e-15);  // toward (0, 0)
+  EXPECT_NEAR(profile_decode_kv_s(p, 100), 0.1e-3, 1e-15);
+  EXPECT_NEAR(profile_decode_kv_s(p, 200), 0.3e-3, 1e-15);  // halfway between 0.1 and 0.5
+  EXPECT_NEAR(profile_decode_kv_s(p, 400), 0.9e-3, 1e-15);
+  EXPECT_NEAR(profile_decode_kv_s(p, 700), 2.1e-3, 1e-15);  // the last slope, 0.8 ms / 200
+  p.decode_kv_ms_by_ctx = {{100, 0.2}};
+  EXPECT_NEAR(profile_decode_kv_s(p, 250), 0.5e-3, 1e-15);  // one point: the line through (0, 0)
+}
+
+// A decode step's cold extra: the k-th value of the curves, linear in context
+// between them, from none at no context to the first curve, the last one past
+// it; times the prompt's share of the measured one, at most 1.
+TEST(ModelProfile, ColdDecodeExtraFollowsItsCurvesInContextAndPromptShare) {
+  ColdDecode c;
+  EXPECT_EQ(c.extra_s(0, 200, 200), 0.0);  // no curves: no extra
+  c.prompt_tokens = 200;
+  c.extra_ms = {{100, {2, 1}}, {300, {4}}};
+  EXPECT_NEAR(c.extra_s(0, 200, 50), 1e-3, 1e-15);     // half the first curve's context
+  EXPECT_NEAR(c.extra_s(0, 200, 100), 2e-3, 1e-15);    // the first curve
+  EXPECT_NEAR(c.extra_s(0, 200, 200), 3e-3, 1e-15);    // halfway: (2 + 4) / 2
+  EXPECT_NEAR(c.extra_s(1, 200, 200), 0.5e-3, 1e-15);  // the second curve has ended: (1 + 0) / 2
+  EXPECT_NEAR(c.extra_s(0, 200, 900), 4e-3, 1e-15);    // past the last curve: it
+  EXPECT_NEAR(c.extra_s(0, 100, 300), 2e-3, 1e-15);    // half the prompt: half the extra
+  EXPECT_NEAR(c.extra_s(0, 1000, 300), 4e-3, 1e-15);   // a longer prompt: the measured extra
+  EXPECT_EQ(c.extra_s(2, 200, 100), 0.0);              // after the curves
+  EXPECT_EQ(c.extra_s(0, 0, 100), 0.0);                // no prefill
+  EXPECT_EQ(c.extra_s(-1, 200, 100), 0.0);
 }
 
 }  // namespace

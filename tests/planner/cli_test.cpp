@@ -193,6 +193,29 @@ TEST_F(PlanCli, CalibrateProfilesAModelFileForSimulate) {
     EXPECT_GE(p[key].get<double>(), 0.0) << key;
     EXPECT_LT(p[key].get<double>(), 1.0) << key;  // a log spread: 1 would be a factor of e
   }
+  // Decode attention by context: 5 points, ascending, never falling.
+  const auto& kv = p["decode_kv_ms_by_ctx"];
+  ASSERT_EQ(kv.size(), 5u);
+  for (size_t i = 1; i < kv.size(); ++i) {
+    EXPECT_GT(kv[i][0].get<double>(), kv[i - 1][0].get<double>());
+    EXPECT_GE(kv[i][1].get<double>(), kv[i - 1][1].get<double>());
+  }
+  // The cold decode steps: after the front-end probe's prompt, at 1 and 4
+  // sequences (contexts prompt + 1 and 4 x that), each extra a time under
+  // the largest forward (its values may be none on a quiet host).
+  const double cold_prompt = p["cold_prompt_tokens"].get<double>();
+  EXPECT_GT(cold_prompt, 16.0);
+  const auto& cold = p["cold_decode_extra_ms"];
+  ASSERT_EQ(cold.size(), 2u);
+  EXPECT_EQ(cold[0][0].get<double>(), cold_prompt + 1);
+  EXPECT_EQ(cold[1][0].get<double>(), 4 * (cold_prompt + 1));
+  for (const auto& c : cold) {
+    EXPECT_LE(c[1].size(), 20u);
+    for (const auto& ms : c[1]) {
+      EXPECT_GT(ms.get<double>(), 0.0);
+      EXPECT_LT(ms.get<double>(), last_ms);
+    }
+  }
   // One round: every shape once, so longer than the largest forward.
   EXPECT_GT(p["drift_period_s"].get<double>() * 1e3, last_ms);
   // serve's front end, timed through its HTTP server with bench's client: a

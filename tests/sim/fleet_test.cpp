@@ -229,6 +229,46 @@ TEST(Fleet, ProfileIdleFactorPricesTheFirstStepAfterAnIdlePause) {
   EXPECT_NEAR(idle.itl_samples[0], 5.0, 1e-9);  // the profile's steps hold their sampling
 }
 
+// A profile's cold decode steps: the decode steps right after a step that
+// prefilled a prompt pay the curve's extra, k-th step k-th value, scaled by
+// the prompt's share of the measured one. One request of 8 prompt tokens (half
+// of 16) and 6 output tokens at a constant 5 ms step, curve {2, 1} ms: its
+// gaps are 5 + 1, 5 + 0.5, then 5. A second request's prefill, in the middle
+// of the first's decode, starts the curve again for both.
+TEST(Fleet, ProfileColdDecodeStepsFollowAPrefill) {
+  planner::ModelProfile p;
+  p.forward_ms_by_tokens = {{1, 5}, {16, 5}};
+  p.cold_decode.prompt_tokens = 16;
+  p.cold_decode.extra_ms = {{1, {2, 1}}};
+  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
+  s.load.kind = LoadKind::kTrace;
+  s.load.trace = {{0.0, 8, 6}};
+  s.profile = p;
+  // The report keeps the gaps sorted: compare them so.
+  auto gaps = [&] {
+    std::vector<double> g = run_simulation(s).report.results.at(0).itl_samples;
+    std::sort(g.begin(), g.end());
+    return g;
+  };
+  const std::vector<double> one = gaps(), want = {5, 5, 5, 5.5, 6};
+  ASSERT_EQ(one.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(one[i], want[i], 1e-5) << i;
+  // Without curves every gap is the 5 ms step.
+  s.profile->cold_decode = {};
+  for (double g : gaps()) EXPECT_NEAR(g, 5, 1e-5);
+  // B (16 prompt tokens) reaches the replica 1 ms into A's third decode step
+  // (A's decode steps end 11, 16.5 and 21.5 ms after its prefill began), and
+  // prefills in the next step beside A's decode (a prefill step: no extra).
+  // The two decode steps after it pay the whole curve: 2 and 1 ms.
+  s.profile = p;
+  s.load.trace = {{0.0, 8, 12}, {0.0175, 16, 3}};
+  const std::vector<double> got = gaps();
+  std::vector<double> all = {6, 5.5, 5, 5, 7, 6, 5, 5, 5, 5, 5, /* B: */ 7, 6};
+  std::sort(all.begin(), all.end());
+  ASSERT_EQ(got.size(), all.size());
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_NEAR(got[i], all[i], 1e-5) << i;
+}
+
 // A profile's serving terms replace the perf model's overheads: each step
 // pays step_overhead_us (here below 0: serve's back-to-back steps beat the
 // table's forward) and each sampled row stream_token_us, which includes the
