@@ -242,11 +242,10 @@ class Profiler {
              (planner::profile_decode_kv_s(p, dn * burst_ctx) - planner::profile_decode_kv_s(p, dn));
     };
     const double one = serving_share(burst1, 1), wide = serving_share(burst_wide, kBurstWide);
-    // step + n x token through the two points. The step term comes out
-    // below 0 here (-600..+200 us; the 1-request burst alone -180..+100 us):
-    // serve's steps run back to back, the table's forwards each after a
-    // different shape. A token never costs less than nothing: then one mean
-    // step term.
+    // step + n x token through the two points: -400..+30 us and 0..120 us
+    // here, against the warm forwards (-1,200..+200 us a step when the table
+    // was timed after whatever shape came before, some of it cold). A token
+    // never costs less than nothing: then one mean step term.
     double token_s = (wide - one) / static_cast<double>(kBurstWide - 1), step_s = one - token_s;
     if (token_s < 0) {
       token_s = 0;
