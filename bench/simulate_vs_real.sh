@@ -13,7 +13,8 @@
 # disagree by up to ±30% (1-token forwards of 2.0 to 4.1 ms minutes apart,
 # while serve's own decode steps held within ±4%): the table's forwards were
 # timed after other shapes, in the cold state that follows a prefill. Timed
-# warm they read 2.24-2.67 ms (runs 32-34), and the mean of 8 stays as a
+# warm they read 2.24-2.67 ms in runs 32-34 (a slow host episode still
+# reached 4.17 in run 35), and the mean of 8 stays as a
 # guard against the host's slow minutes.
 # Usage: bench/simulate_vs_real.sh BUILD_DIR [THREADS] [RATE]
 # Files go to ${PARALLM_SIMCHECK_DIR:-/tmp/parallm-simulate-check}. Exit 1 when
