@@ -61,10 +61,9 @@ struct ModelProfile {
   // batches as 1-token sequences, larger ones as 16-token chunks), one logits
   // row, attention subtracted. Tokens ascending.
   std::vector<std::pair<double, double>> forward_ms_by_tokens;
-  double logit_row_ms = 0;     // each logits row after the first
-  double prefill_pair_ns = 0;  // per query-key pair of a prompt chunk (n_new x pos0 + n_new^2 / 2)
-  double decode_kv_token_ns =
-      0;  // per context token of each decoding sequence (older files; the slope to the last point below)
+  double logit_row_ms = 0;        // each logits row after the first
+  double prefill_pair_ns = 0;     // per query-key pair of a prompt chunk (n_new x pos0 + n_new^2 / 2)
+  double decode_kv_token_ns = 0;  // per context token (older files; now the slope to the table's last point)
   // (context tokens, ms): what decode attention adds to a step whose decoding
   // sequences read that much context in all, ascending. Not a constant per
   // token: while the step's KV fits the caches beside the weights it is

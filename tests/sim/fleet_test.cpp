@@ -138,6 +138,16 @@ SimulationSpec one_long_request(const planner::ModelProfile& profile) {
   return s;
 }
 
+// `trace`'s requests on `profile` with a constant 5 ms forward (1 to 16 tokens).
+SimulationSpec five_ms_steps(planner::ModelProfile profile, std::vector<SimRequest> trace) {
+  profile.forward_ms_by_tokens = {{1, 5}, {16, 5}};
+  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
+  s.load.kind = LoadKind::kTrace;
+  s.load.trace = std::move(trace);
+  s.profile = std::move(profile);
+  return s;
+}
+
 // Sample standard deviation of log(x).
 double log_stdev(const std::vector<double>& v) {
   const double n = static_cast<double>(v.size());
@@ -205,13 +215,9 @@ TEST(Fleet, ProfileDriftIsOneFactorAPeriodWithItsSpread) {
 // after the one before.
 TEST(Fleet, ProfileIdleFactorPricesTheFirstStepAfterAnIdlePause) {
   planner::ModelProfile p;
-  p.forward_ms_by_tokens = {{1, 5}, {16, 5}};
   p.idle_after_s = 0.02;
-  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
-  s.load.kind = LoadKind::kTrace;
-  s.load.trace = {{0.0, 1, 3}, {1.0, 1, 3}, {1.028, 1, 3}};
+  SimulationSpec s = five_ms_steps(p, {{0.0, 1, 3}, {1.0, 1, 3}, {1.028, 1, 3}});
   auto run = [&](double factor) {
-    s.profile = p;
     s.profile->idle_factor = factor;
     return run_simulation(s).report.results.at(0);
   };
@@ -237,13 +243,9 @@ TEST(Fleet, ProfileIdleFactorPricesTheFirstStepAfterAnIdlePause) {
 // of the first's decode, starts the curve again for both.
 TEST(Fleet, ProfileColdDecodeStepsFollowAPrefill) {
   planner::ModelProfile p;
-  p.forward_ms_by_tokens = {{1, 5}, {16, 5}};
   p.cold_decode.prompt_tokens = 16;
   p.cold_decode.extra_ms = {{1, {2, 1}}};
-  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
-  s.load.kind = LoadKind::kTrace;
-  s.load.trace = {{0.0, 8, 6}};
-  s.profile = p;
+  SimulationSpec s = five_ms_steps(p, {{0.0, 8, 6}});
   // The report keeps the gaps sorted: compare them so.
   auto gaps = [&] {
     std::vector<double> g = run_simulation(s).report.results.at(0).itl_samples;
@@ -260,8 +262,7 @@ TEST(Fleet, ProfileColdDecodeStepsFollowAPrefill) {
   // (A's decode steps end 11, 16.5 and 21.5 ms after its prefill began), and
   // prefills in the next step beside A's decode (a prefill step: no extra).
   // The two decode steps after it pay the whole curve: 2 and 1 ms.
-  s.profile = p;
-  s.load.trace = {{0.0, 8, 12}, {0.0175, 16, 3}};
+  s = five_ms_steps(p, {{0.0, 8, 12}, {0.0175, 16, 3}});
   const std::vector<double> got = gaps();
   std::vector<double> all = {6, 5.5, 5, 5, 7, 6, 5, 5, 5, 5, 5, /* B: */ 7, 6};
   std::sort(all.begin(), all.end());
@@ -275,13 +276,9 @@ TEST(Fleet, ProfileColdDecodeStepsFollowAPrefill) {
 // sampling, so no separate sampling cost. 5 ms - 0.4 + 0.3 a token.
 TEST(Fleet, ProfileServingTermsPriceEveryStep) {
   planner::ModelProfile p;
-  p.forward_ms_by_tokens = {{1, 5}, {16, 5}};
   p.step_overhead_us = -400;
   p.stream_token_us = 300;
-  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
-  s.load.kind = LoadKind::kTrace;
-  s.load.trace = {{0.0, 1, 4}};
-  s.profile = p;
+  const SimulationSpec s = five_ms_steps(p, {{0.0, 1, 4}});
   const SimulationResult r = run_simulation(s);
   EXPECT_DOUBLE_EQ(r.overheads.per_step_s, -400e-6);
   EXPECT_EQ(r.overheads.per_sampled_row_s, 0.0);
@@ -294,12 +291,8 @@ TEST(Fleet, ProfileServingTermsPriceEveryStep) {
 // prefill step); --request-overhead-ms overrides it, and -1 means "not given".
 TEST(Fleet, ProfileFrontEndTimeIsTheRequestOverheadUnlessGiven) {
   planner::ModelProfile p;
-  p.forward_ms_by_tokens = {{1, 5}, {16, 5}};
   p.request_overhead_us = 2500;
-  SimulationSpec s = testing::spec_for("llama-3.1-8b", "H100-SXM");
-  s.load.kind = LoadKind::kTrace;
-  s.load.trace = {{0.0, 1, 2}};
-  s.profile = p;
+  SimulationSpec s = five_ms_steps(p, {{0.0, 1, 2}});
   const SimulationResult measured = run_simulation(s);
   EXPECT_DOUBLE_EQ(measured.overheads.per_request_s, 2.5e-3);
   EXPECT_NEAR(measured.report.results.at(0).ttft_ms.p50, 2.5 + 5.0, 1e-6);
