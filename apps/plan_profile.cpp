@@ -9,7 +9,8 @@
 // jitter within a round (noise_sigma). One more shape is the 128-token
 // prompt chunk after the engine idled kIdlePause (idle_factor): serve's
 // prefills of requests that reach a server idle for 300 ms or more ran ~6%
-// slower here than right after another step (20-300 ms: ~1%).
+// slower here than right after another step (20-300 ms: ~1%); the simulator
+// charges it on the whole busy period such a pause begins.
 // A round's order matters. On this host a decode step right after a prefill
 // runs up to 1.8 ms slower than the same step warm, fading over 3-12 steps
 // (ColdDecode in model_profile.h), and a 16-token forward is enough to start

@@ -85,7 +85,8 @@ struct ModelProfile {
   // A forward that begins after the engine idled idle_after_s or longer takes
   // idle_factor x its time: a prompt chunk timed after that pause against the
   // same chunk right after another forward (what the host's other tenants did
-  // to its caches meanwhile). 1 and 0 in older files.
+  // to its caches meanwhile). The simulator charges it on every step of the
+  // busy period that pause begins (sim/replica.h). 1 and 0 in older files.
   double idle_factor = 1;
   double idle_after_s = 0;
   // What serve's front end adds to a request's TTFT besides its prefill step:

@@ -4,7 +4,8 @@
 // plan with StepCost instead of running a forward:
 //   begin_step(): plan = scheduler.schedule(); duration = cost(plan's shape)
 //                 x the host's drift and jitter (a measured profile's)
-//                 x its idle factor, when the replica idled before the step
+//                 x its idle factor, in a busy period that began after the
+//                 replica idled
 //                 (+ the cold extra of a decode step soon after a prefill)
 //   end_step():   scheduler.update(plan, sampled) -> one event per new token
 // Sampled tokens are a constant non-stop id, so every request generates its
@@ -38,8 +39,9 @@ struct ReplicaOptions {
   // one request share the host's mood as the real ones do; 0 = none.
   double drift_sigma = 0;
   double drift_period_s = 0;
-  // A step beginning idle_after_s or more after the replica's previous step
-  // ended (or its first step) takes idle_factor x its time
+  // Every step of a busy period (steps back to back) whose first step began
+  // idle_after_s or more after the replica's previous step ended (or that
+  // holds its first step) takes idle_factor x its time
   // (ModelProfile::idle_factor); 1 = none.
   double idle_factor = 1;
   double idle_after_s = 0;
@@ -90,6 +92,7 @@ class Replica {
   int64_t drift_window_ = -1;  // the window drift_factor_ belongs to
   double drift_factor_ = 1;
   double idle_since_s_ = -std::numeric_limits<double>::infinity();  // when the last step ended (none: idle)
+  bool after_idle_ = false;                                         // this busy period began after idle_after_s or more
   std::mt19937_64 rng_;
   std::normal_distribution<double> normal_;
   double drift_at(double now_s);
