@@ -58,7 +58,17 @@ void resolve_device(const SimFlags& f, PlanRequest& r, const Layout& layout, std
     }
     const std::string path = f.calibration_path.empty() ? default_calibration_path() : f.calibration_path;
     const Calibration c = load_calibration(path);
-    if (const ModelProfile* p = profile_for(c, f.model)) *profile = *p;
+    if (const ModelProfile* p = profile_for(c, f.model)) {
+      *profile = *p;
+    } else if (!c.model_profile.model_path.empty()) {
+      // The profile is of one file as it was (path and size): a copy, a
+      // moved or a changed file is not it, and its step times would be a guess.
+      log_warn(
+          strfmt("simulate: %s profiles %s (%lld bytes), not --model %s: step times come from the planner's "
+                 "cost model; profile this file with `parallm plan --calibrate --model %s`",
+                 path.c_str(), c.model_profile.model_path.c_str(), static_cast<long long>(c.model_profile.file_bytes),
+                 f.model.c_str(), f.model.c_str()));
+    }
     r.gpu = calibrated_cpu(c, static_cast<double>(m.host_memory_bytes));
     r.constants = calibrated_constants(c, r.weights);
     r.memory.activation_elem_bytes = 4;  // the CPU engine keeps fp32 activations

@@ -48,7 +48,8 @@ TEST_F(SimulateCli, JsonReportIsReproducible) {
 
 // --local on a model file the calibration profiled: its step times price the
 // steps (forward 2 ms at 1 token, 8 at 16, nothing else), the report says so;
-// the same file changed is not that profile any more.
+// the same file changed, or a copy elsewhere, is not that profile any more,
+// and stderr says which file the profile is of.
 TEST_F(SimulateCli, LocalUsesTheModelsProfile) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "parallm-sim-profile";
   std::filesystem::create_directories(dir);
@@ -75,10 +76,22 @@ TEST_F(SimulateCli, LocalUsesTheModelsProfile) {
   EXPECT_NEAR(j["results"][0]["ttft_ms"]["p50"].get<double>(), overhead_ms + 5.6 + sample_ms, 1e-6);
   EXPECT_NEAR(j["results"][0]["tpot_ms"]["p50"].get<double>(), 2.0 + sample_ms, 1e-6);
   EXPECT_NE(r.err.find("step times: the model's profile"), std::string::npos);
+  EXPECT_EQ(r.err.find("step times come from the planner's cost model"), std::string::npos);
+  const std::string copy = (dir / "copy.gguf").string();
+  std::filesystem::copy_file(model, copy);
+  const std::string copy_args = "simulate --model " + copy + " --local --calibration " + cal +
+                                " --concurrency 1 --num-requests 3 --input-len 10 --output-len 5 --json -";
+  auto expect_no_profile = [&](const std::string& a) {
+    r = run(a);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["simulation"]["step_times"], "perf model");
+    EXPECT_NE(r.err.find("profiles " + std::filesystem::absolute(model).lexically_normal().string()), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("step times come from the planner's cost model"), std::string::npos) << r.err;
+  };
+  expect_no_profile(copy_args);
   std::ofstream(model, std::ios::app) << "x";
-  r = run(args);
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(nlohmann::json::parse(r.out)["simulation"]["step_times"], "perf model");
+  expect_no_profile(args);
   std::filesystem::remove_all(dir);
 }
 
