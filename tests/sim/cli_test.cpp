@@ -78,7 +78,7 @@ TEST_F(SimulateCli, LocalUsesTheModelsProfile) {
   EXPECT_NE(r.err.find("step times: the model's profile"), std::string::npos);
   EXPECT_EQ(r.err.find("step times come from the planner's cost model"), std::string::npos);
   const std::string copy = (dir / "copy.gguf").string();
-  std::filesystem::copy_file(model, copy);
+  std::filesystem::copy_file(model, copy, std::filesystem::copy_options::overwrite_existing);
   const std::string copy_args = "simulate --model " + copy + " --local --calibration " + cal +
                                 " --concurrency 1 --num-requests 3 --input-len 10 --output-len 5 --json -";
   auto expect_no_profile = [&](const std::string& a) {
