@@ -15,7 +15,9 @@
 # timed after other shapes, in the cold state that follows a prefill. Timed
 # warm they read 2.24-2.67 ms in runs 32-34 (a slow host episode still
 # reached 4.17 in run 35), and the mean of 8 stays as a
-# guard against the host's slow minutes.
+# guard against the host's slow minutes. A diagnostic after the levels reads
+# serve's own step trace: how fast the host ran during each level against the
+# profile, and how far apart its 10-s windows were (the host's steadiness).
 # Usage: bench/simulate_vs_real.sh BUILD_DIR [THREADS] [RATE]
 # Files go to ${PARALLM_SIMCHECK_DIR:-/tmp/parallm-simulate-check}. Exit 1 when
 # an error is over its limit, 2 on a usage or tool error. Needs python3 (stdlib).
@@ -184,12 +186,21 @@ for k, lv in enumerate(levels):
         if decode and since_prefill > 20 and \
                 float(nxt["start_s"]) - float(r["start_s"]) - float(r["duration_s"]) < 1e-3:
             steps.append((r, nxt))
+    windows = {}  # 10-s window of the level -> its steps' period against their price
     for r, nxt in steps:
         n = int(r["tokens"])
-        real += (float(nxt["start_s"]) - float(r["start_s"])) * 1e3
-        pred += forward_ms(n) + kv_ms(n * ctx) + n * p.get("stream_token_us", 0) * 1e-3 + \
+        period = (float(nxt["start_s"]) - float(r["start_s"])) * 1e3
+        price = forward_ms(n) + kv_ms(n * ctx) + n * p.get("stream_token_us", 0) * 1e-3 + \
             p.get("step_overhead_us", 0) * 1e-3
+        real += period
+        pred += price
+        windows.setdefault(int((float(r["start_s"]) - float(seg[0]["start_s"])) // 10), []).append(period / price)
     f = real / pred if pred > 0 else 1.0
+    # The host's steadiness during the level: the same ratio window by window
+    # (medians of windows with 30 or more such steps). Identical loads a few
+    # minutes apart moved by up to 40% here (PERFORMANCE.md, session 46); a
+    # level whose windows spread past the limits was measured on a moving host.
+    meds = sorted(sorted(v)[len(v) // 2] for v in windows.values() if len(v) >= 30)
     p["forward_ms_by_tokens"] = [[n, t * f] for n, t in table]
     p["decode_kv_ms_by_ctx"] = [[n, t * f] for n, t in kv]
     p["cold_decode_extra_ms"] = [[c, [t * f for t in e]] for c, e in p.get("cold_decode_extra_ms", [])]
@@ -197,7 +208,8 @@ for k, lv in enumerate(levels):
         p[key] = p.get(key, 0) * f
     json.dump(cal, open(f"{d}/cal-{name}-host.json", "w"), indent=2)
     print(f"{name}: serve's warm decode steps took {f:.2f}x the time the profile before the level predicts "
-          f"({len(steps)} steps)")
+          f"({len(steps)} steps" + (f"; its 10-s windows {meds[0]:.2f}x to {meds[-1]:.2f}x, "
+                                    f"{100 * (meds[-1] / meds[0] - 1):.0f}% apart)" if meds else ")"))
 PY
 for lv in "${levels[@]}"; do
   name=${lv%%/*}
