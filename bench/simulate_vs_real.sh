@@ -198,7 +198,7 @@ for k, lv in enumerate(levels):
     f = real / pred if pred > 0 else 1.0
     # The host's steadiness during the level: the same ratio window by window
     # (medians of windows with 30 or more such steps). Identical loads a few
-    # minutes apart moved by up to 40% here (PERFORMANCE.md, session 46); a
+    # minutes apart moved by up to 41% here (PERFORMANCE.md, session 46); a
     # level whose windows spread past the limits was measured on a moving host.
     meds = sorted(sorted(v)[len(v) // 2] for v in windows.values() if len(v) >= 30)
     p["forward_ms_by_tokens"] = [[n, t * f] for n, t in table]
