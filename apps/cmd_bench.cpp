@@ -51,6 +51,8 @@ CommandAction setup_bench(CLI::App& sub) {
                  "JSON object merged into every request body, e.g. '{\"guided_json\": {...}}' (structured outputs)");
   sub.add_option("--json", o.json_path, "Write the JSON report here ('-' for stdout)");
   sub.add_option("--html", o.html_path, "Write the self-contained HTML report here");
+  sub.add_flag("--save-detailed", o.save_detailed,
+               "Add every request's TTFT, TPOT, E2E, tokens and error to the --json report (results[].detailed)");
   sub.add_flag("--find-capacity", o.find_capacity,
                "Raise load until an SLO breaks, refine, report per-server capacity");
   sub.add_option("--goodput-target", o.goodput_target, "A level meets the SLOs when goodput >= this [0.95]");

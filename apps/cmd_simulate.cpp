@@ -26,7 +26,7 @@ using namespace parallm::planner;
 struct SimFlags {
   std::string model, weights, kv_dtype = "auto", gpu, interconnect, calibration_path, layout = "tp=1,pp=1,dp=1";
   std::string trace, input_len = "128", output_len = "128", router = "least-outstanding-tokens", json, html;
-  bool local = false;
+  bool local = false, save_detailed = false;
   double qps = 0, duration = 0, request_overhead_ms = -1, ttft_slo = 0, tpot_slo = 0, mem_util = 0;
   int gpus_per_node = 8, http_threads = 4;
   int64_t concurrency = 0, num_requests = 0, max_num_seqs = 256, max_batched = 2048, max_model_len = 0, block_size = 16;
@@ -130,6 +130,9 @@ int run_simulate(SimFlags& f) {
   spec.block_size = f.block_size;
   spec.http_threads = f.http_threads;
   spec.policy = sim::parse_route_policy(f.router);
+  if (f.save_detailed && f.json.empty())
+    throw InputError("--save-detailed adds per-request arrays to the JSON report: give --json FILE too");
+  spec.save_detailed = f.save_detailed;
 
   const sim::SimulationResult res = sim::run_simulation(spec);
   const bool json_stdout = f.json == "-";
@@ -177,6 +180,8 @@ CommandAction setup_simulate(CLI::App& sub) {
                  "Front-end threads per replica that parse and tokenize requests, as serve's [4]");
   sub.add_option("--json", f->json, "Write bench's JSON report here ('-' for stdout)");
   sub.add_option("--html", f->html, "Write bench's HTML report here");
+  sub.add_flag("--save-detailed", f->save_detailed,
+               "Add every request's TTFT, TPOT, E2E, tokens and error to the --json report, as bench's");
   return [f]() -> int { return run_simulate(*f); };
 }
 

@@ -93,6 +93,8 @@ void validate_options(BenchOptions& o) {
   }
   if (!(o.ready_timeout_s >= 0)) throw InputError("--ready-timeout must be >= 0 seconds");
   if (o.ttft_slo_ms < 0 || o.tpot_slo_ms < 0) throw InputError("--ttft-slo/--tpot-slo must be positive milliseconds");
+  if (o.save_detailed && o.json_path.empty())
+    throw InputError("--save-detailed adds per-request arrays to the JSON report: give --json FILE too");
   if (o.headroom < 1.0) throw InputError("--headroom must be at least 1.0 (1.3 keeps 30% spare)");
   if (o.peak_concurrency < 0 || o.peak_qps < 0) throw InputError("--peak-concurrency/--peak-qps must be positive");
   if (o.goodput_target <= 0 || o.goodput_target > 1) throw InputError("--goodput-target must be in (0, 1]");

@@ -40,6 +40,7 @@ struct BenchOptions {
   std::string extra_body;        // --extra-body: a JSON object merged into every request (e.g. response_format)
   std::string json_path;
   std::string html_path;
+  bool save_detailed = false;  // --save-detailed: per-request arrays in the JSON report
   // --find-capacity
   bool find_capacity = false;
   double goodput_target = 0.95;  // a level meets the SLOs when goodput >= this

@@ -94,6 +94,7 @@ BenchReport run_bench(const BenchOptions& o, std::ostream* progress) {
     spec.seed = o.seed;
     const LevelRun run = run_level(server, workload, spec);
     LevelResult r = aggregate(run, slo, concurrency, rate);
+    if (o.save_detailed) r.detailed = request_details(run);
     print_progress(progress, r);
     return r;
   };

@@ -3,7 +3,9 @@
 // output_tokens, duration_s, output_tokens_per_s, requests_per_s, goodput and
 // ttft_ms/tpot_ms/itl_ms/e2e_ms as {mean, p50, p90, p95, p99}; extra fields
 // only add. `rate` is "inf" for closed loop; `concurrency` is null for an
-// uncapped open loop.
+// uncapped open loop. --save-detailed adds results[].detailed: per-request
+// arrays (start_s, ttft_ms, tpot_ms, e2e_ms, input_tokens, output_tokens,
+// error) in issue order.
 #include <nlohmann/json.hpp>
 
 #include "loadtest/bench_runner.h"
@@ -17,7 +19,25 @@ json summary_json(const Summary& s) {
   return {{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p95", s.p95}, {"p99", s.p99}, {"count", s.count}};
 }
 
-json level_json(const LevelResult& r) {
+// --save-detailed: one array per field, request i at index i (issue order).
+json detailed_json(const std::vector<RequestDetail>& d) {
+  json start = json::array(), ttft = json::array(), tpot = json::array(), e2e = json::array();
+  json in = json::array(), out = json::array(), error = json::array();
+  auto opt = [](double v) { return v >= 0 ? json(v) : json(nullptr); };
+  for (const RequestDetail& r : d) {
+    start.push_back(r.start_s);
+    ttft.push_back(opt(r.ttft_ms));
+    tpot.push_back(opt(r.tpot_ms));
+    e2e.push_back(opt(r.e2e_ms));
+    in.push_back(r.input_tokens);
+    out.push_back(r.output_tokens);
+    error.push_back(r.error == ErrorKind::kNone ? json(nullptr) : json(std::string(error_kind_name(r.error))));
+  }
+  return {{"start_s", start},   {"ttft_ms", ttft},      {"tpot_ms", tpot}, {"e2e_ms", e2e},
+          {"input_tokens", in}, {"output_tokens", out}, {"error", error}};
+}
+
+json level_json(const LevelResult& r, bool save_detailed) {
   json errors = json::object();
   json samples = json::object();
   for (int k = 1; k < kNumErrorKinds; ++k) {
@@ -54,6 +74,7 @@ json level_json(const LevelResult& r) {
                  {"cpu_share", r.client_cpu_share},
                  {"connections_opened", r.connections_opened},
                  {"threads", 1}};
+  if (save_detailed) j["detailed"] = detailed_json(r.detailed);
   return j;
 }
 
@@ -81,7 +102,7 @@ std::string json_report(const BenchReport& report) {
   j["tool"] = "parallm bench";
   j["config"] = config;
   j["results"] = json::array();
-  for (const LevelResult& r : report.results) j["results"].push_back(level_json(r));
+  for (const LevelResult& r : report.results) j["results"].push_back(level_json(r, o.save_detailed));
   if (report.capacity) {
     const CapacityResult& c = *report.capacity;
     json levels = json::array();

@@ -112,4 +112,29 @@ LevelResult aggregate(const LevelRun& run, const Slo& slo, int64_t concurrency, 
   return out;
 }
 
+std::vector<RequestDetail> request_details(const LevelRun& run) {
+  std::vector<const RequestRecord*> by_issue;  // bench's records come in order of completion
+  by_issue.reserve(run.records.size());
+  for (const RequestRecord& r : run.records) by_issue.push_back(&r);
+  std::stable_sort(by_issue.begin(), by_issue.end(),
+                   [](const RequestRecord* a, const RequestRecord* b) { return a->index < b->index; });
+  std::vector<RequestDetail> out;
+  out.reserve(run.records.size());
+  for (const RequestRecord* rp : by_issue) {
+    const RequestRecord& r = *rp;
+    RequestDetail d;
+    d.start_s = r.start_s - run.start_s;
+    d.error = r.error;
+    d.input_tokens = r.input_tokens();
+    d.output_tokens = r.ok() ? r.output_tokens() : r.chunks_with_text;
+    if (r.ok()) {  // the latencies bench's statistics use: successful requests only
+      if (r.first_token_s >= 0) d.ttft_ms = r.ttft_ms();
+      d.tpot_ms = r.tpot_ms();
+      d.e2e_ms = r.e2e_ms();
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
 }  // namespace parallm::loadtest

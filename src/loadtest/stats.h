@@ -28,6 +28,16 @@ struct Slo {
   double tpot_ms = 0;  // 0: none
 };
 
+// One request as --save-detailed writes it, in issue order: times from the
+// level's start; a missing value (no first token, fewer than 2 tokens, a
+// failed request's latencies) is -1 and written as null.
+struct RequestDetail {
+  double start_s = 0;
+  double ttft_ms = -1, tpot_ms = -1, e2e_ms = -1;
+  int64_t input_tokens = 0, output_tokens = 0;
+  ErrorKind error = ErrorKind::kNone;
+};
+
 struct LevelResult {
   int64_t concurrency = 0;                               // closed loop: streams in flight; open loop: cap (0: none)
   double rate = 0;                                       // requests/s; 0: closed loop ("inf")
@@ -57,6 +67,9 @@ struct LevelResult {
   int64_t connections_opened = 0;
   // Sorted samples for the CDF charts.
   std::vector<double> ttft_samples, tpot_samples, itl_samples, e2e_samples;
+  // --save-detailed: every request of the level, so runs can be pooled or
+  // compared request by request (vLLM's benchmark writes the same).
+  std::vector<RequestDetail> detailed;
 
   int64_t failed() const { return requests - completed; }
 };
@@ -67,5 +80,6 @@ Summary summarize(std::vector<double>& values);  // sorts `values` in place
 
 bool meets_slo(const RequestRecord& r, const Slo& slo);
 LevelResult aggregate(const LevelRun& run, const Slo& slo, int64_t concurrency, double rate);
+std::vector<RequestDetail> request_details(const LevelRun& run);
 
 }  // namespace parallm::loadtest

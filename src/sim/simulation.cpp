@@ -104,6 +104,8 @@ SimulationResult run_simulation(const SimulationSpec& spec) {
   const int64_t conc = load.kind == LoadKind::kClosedLoop ? load.concurrency : 0;
   if (load.kind == LoadKind::kTrace) bo.rates = {rate > 0 ? rate : 1};  // open loop at the trace's own times
   rep.results.push_back(loadtest::aggregate(out.fleet.run, spec.slo, conc, rate));
+  bo.save_detailed = spec.save_detailed;
+  if (spec.save_detailed) rep.results.back().detailed = loadtest::request_details(out.fleet.run);
   std::vector<loadtest::RequestRecord>().swap(out.fleet.run.records);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -30,6 +30,7 @@ struct SimulationSpec {
   // simulate --local on a profiled model file: its measured step times and
   // jitter replace the perf model's (planner/model_profile.h).
   std::optional<planner::ModelProfile> profile;
+  bool save_detailed = false;  // keep every request in the report (bench's --save-detailed)
 };
 
 struct SimulationResult {

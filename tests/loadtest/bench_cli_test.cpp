@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "fake_openai_server.h"
+#include "loadtest/stats.h"
+#include "loadtest/workload.h"
 
 namespace parallm::loadtest {
 namespace {
@@ -86,6 +88,7 @@ TEST(BenchCli, BadArgumentsGiveOneLineAndExit2) {
       {"--url https://127.0.0.1:1", "https is not supported"},
       {ok + " --find-capacity", "needs an SLO"},
       {ok + " --dataset /nonexistent.jsonl", "--dataset /nonexistent.jsonl"},
+      {ok + " --save-detailed", "give --json FILE"},
   };
   for (const auto& [args, expected] : cases) {
     const CommandRun r = bench(args, dir);
@@ -142,6 +145,64 @@ TEST(BenchCli, JsonReportHasTheIssueSchema) {
             sent_max_tokens);
   EXPECT_EQ(j["capacity"], nullptr);
   EXPECT_EQ(j["config"]["model"], "fake-model");
+}
+
+// --save-detailed: one entry per request in issue order (the workload's own
+// lengths for each index), each request's latencies as the fake scripted them,
+// and percentiles of the arrays equal to the report's (the pooling a user does
+// across runs rests on that).
+TEST(BenchCli, SaveDetailedListsEveryRequestInIssueOrder) {
+  const fs::path dir = temp_dir();
+  FakeOpenAiServer server([](int64_t, const nlohmann::json& body) {
+    FakeScript s;
+    const int64_t max_tokens = body["max_tokens"].get<int64_t>();
+    s.ttft_ms = 12.0 * static_cast<double>(max_tokens);  // requests finish out of issue order at c=3
+    s.gap_ms = 2;
+    if (max_tokens == 4) s.http_status = 503;
+    return s;
+  });
+  const fs::path json_path = dir / "out.json";
+  const CommandRun r = bench("--url " + server.url() +
+                                 " --concurrency 3 --num-requests 15 --input-len 8 --output-len 2:6 --seed 5 "
+                                 "--save-detailed --json " +
+                                 json_path.string(),
+                             dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(json_path));
+  const auto& l = j["results"][0];
+  const auto& d = l["detailed"];
+  for (const char* key : {"start_s", "ttft_ms", "tpot_ms", "e2e_ms", "input_tokens", "output_tokens", "error"})
+    ASSERT_EQ(d[key].size(), 15u) << key;
+  std::vector<double> ttft;
+  int failed = 0;
+  for (size_t k = 0; k < 15; ++k) {
+    const int64_t out = request_lengths(5, 0, static_cast<int64_t>(k), {8, 8}, {2, 6}).output;
+    if (k > 0) {
+      EXPECT_GE(d["start_s"][k].get<double>(), d["start_s"][k - 1].get<double>()) << k;
+    }
+    if (out == 4) {
+      ++failed;
+      EXPECT_EQ(d["error"][k], "http_5xx") << k;
+      EXPECT_TRUE(d["ttft_ms"][k].is_null()) << k;
+      continue;
+    }
+    EXPECT_TRUE(d["error"][k].is_null()) << k;
+    EXPECT_EQ(d["output_tokens"][k], out) << k;
+    const double t = d["ttft_ms"][k].get<double>();
+    EXPECT_GE(t, 12.0 * out) << k;
+    EXPECT_LT(t, 12.0 * out + 250) << k;  // generous: CI runs tests two at a time
+    EXPECT_NEAR(d["e2e_ms"][k].get<double>(), t + d["tpot_ms"][k].get<double>() * (out - 1), 1e-6) << k;
+    ttft.push_back(t);
+  }
+  EXPECT_EQ(l["failed"], failed);
+  ASSERT_FALSE(ttft.empty());
+  const Summary s = summarize(ttft);
+  EXPECT_DOUBLE_EQ(s.p50, l["ttft_ms"]["p50"].get<double>());
+  EXPECT_DOUBLE_EQ(s.p95, l["ttft_ms"]["p95"].get<double>());
+  // Without the flag the report has no per-request arrays.
+  const CommandRun plain = bench("--url " + server.url() + " --num-requests 2 --json " + json_path.string(), dir);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_FALSE(nlohmann::json::parse(slurp(json_path))["results"][0].contains("detailed"));
 }
 
 std::string find_chromium() {

@@ -109,6 +109,22 @@ TEST_F(SimulateCli, TraceAndHtml) {
   EXPECT_EQ(j["config"]["mode"], "trace");
   EXPECT_EQ(j["results"][0]["output_tokens"], 25);
   EXPECT_TRUE(std::filesystem::file_size(dir / "r.html") > 1000);
+  EXPECT_FALSE(j["results"][0].contains("detailed"));
+
+  // --save-detailed: the trace's two requests, in its order, as bench writes them.
+  r = run(kBase + "--trace " + (dir / "ok.jsonl").string() + " --save-detailed --json -");
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  const auto& d = j["results"][0]["detailed"];
+  EXPECT_EQ(d["input_tokens"], nlohmann::json::parse("[100, 300]"));
+  EXPECT_EQ(d["output_tokens"], nlohmann::json::parse("[20, 5]"));
+  EXPECT_EQ(d["error"], nlohmann::json::parse("[null, null]"));
+  EXPECT_NEAR(d["start_s"][1].get<double>() - d["start_s"][0].get<double>(), 0.5, 1e-9);
+  for (int k = 0; k < 2; ++k) {
+    const double out = d["output_tokens"][k].get<double>();
+    EXPECT_NEAR(d["e2e_ms"][k].get<double>(), d["ttft_ms"][k].get<double>() + d["tpot_ms"][k].get<double>() * (out - 1),
+                1e-6);
+  }
 }
 
 TEST_F(SimulateCli, BadInputIsOneLineAndExit2) {
@@ -140,6 +156,7 @@ TEST_F(SimulateCli, BadInputIsOneLineAndExit2) {
       {kBase + "--qps 1 --input-len 0", "--input-len"},
       {kBase + "--qps 1 --request-overhead-ms -3", "--request-overhead-ms"},
       {kBase + "--qps 1 --http-threads 0", "--http-threads"},
+      {kBase + "--qps 1 --save-detailed", "give --json FILE"},
   };
   for (const Case& c : cases) {
     Result r = run(c.args);

@@ -59,6 +59,19 @@ TEST(Report, JsonHasBenchSchemaPlusSimulation) {
   key_paths(b, "", &kb);
   EXPECT_EQ(ks, kb);
   EXPECT_EQ(sim["results"][0]["completed"], 20);
+
+  // With --save-detailed both writers add the same per-request arrays.
+  s.save_detailed = true;
+  bench.options.save_detailed = true;
+  bench.results[0].detailed = loadtest::request_details(run);
+  json sim_d = json::parse(simulation_json(s, run_simulation(s)));
+  sim_d.erase("simulation");
+  std::set<std::string> ksd, kbd;
+  key_paths(sim_d, "", &ksd);
+  key_paths(json::parse(loadtest::json_report(bench)), "", &kbd);
+  EXPECT_EQ(ksd, kbd);
+  EXPECT_TRUE(kbd.count("results.[].detailed.ttft_ms"));
+  EXPECT_EQ(sim_d["results"][0]["detailed"]["ttft_ms"].size(), 20u);
   EXPECT_GT(sim["results"][0]["ttft_ms"]["p95"].get<double>(), 0);
 }
 
