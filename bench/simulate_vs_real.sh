@@ -7,14 +7,22 @@
 # output length (--ignore-eos), and the prompt length the server reported
 # (bench sends words; the chat template adds tokens). Prints measured vs
 # simulated P50/P95 TTFT and TPOT (limit 20%) and output tokens/s (limit 10%).
-# The machine is calibrated twice before the first level and twice after each
-# (serve idle meanwhile), and every level is simulated with every calibration
-# of the run: the simulated figure is the mean of the 8. Calibrations used to
+# Each level runs in PARALLM_SIMCHECK_ROUNDS (4) parts of equal size, one
+# part of every level a round, each part its own seed (its own prompts): so
+# every level is measured across the whole run, as the calibrations are, and
+# a slow episode of the host (decode steps 1.5x slower for tens of seconds;
+# PERFORMANCE.md, session 46) weighs on each level by its share of the run
+# instead of landing on one level whole. A level's figures pool its parts'
+# requests (bench's --save-detailed); simulate runs each part and pools them
+# the same way. The machine is calibrated twice before the first round and
+# twice after each (serve idle meanwhile), and every part is simulated with
+# every calibration: the simulated figure is the mean over the calibrations.
+# Calibrations used to
 # disagree by up to ±30% (1-token forwards of 2.0 to 4.1 ms minutes apart,
 # while serve's own decode steps held within ±4%): the table's forwards were
 # timed after other shapes, in the cold state that follows a prefill. Timed
 # warm they read 2.24-2.67 ms in runs 32-34 (a slow host episode still
-# reached 4.17 in run 35), and the mean of 8 stays as a
+# reached 4.17 in run 35), and the mean stays as a
 # guard against the host's slow minutes. A diagnostic after the levels reads
 # serve's own step trace: how fast the host ran during each level against the
 # profile, and how far apart its 10-s windows were (the host's steadiness).
@@ -65,6 +73,18 @@ if [[ -n "${PARALLM_SIMCHECK_LEVELS:-}" ]]; then
     fi
   done
 fi
+rounds="${PARALLM_SIMCHECK_ROUNDS:-4}"
+if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
+  echo "PARALLM_SIMCHECK_ROUNDS: '$rounds' is not a positive integer" >&2
+  exit 2
+fi
+for lv in "${levels[@]}"; do
+  IFS=/ read -r _ _ _ n _ _ <<<"$lv"
+  if ((n % rounds != 0)); then
+    echo "level '$lv': $n requests do not split into $rounds rounds" >&2
+    exit 2
+  fi
+done
 
 if [[ ! -s "$model" ]]; then
   "$bin" make-model --preset llama-110m --dtype q8_0 --out "$model.tmp" >/dev/null
@@ -93,133 +113,180 @@ calibrate() {  # calibrate NAME
   "$bin" plan --calibrate --threads "$threads" --model "$model" --calibration "$dir/cal-$1.json" >"$dir/cal-$1.txt"
   grep -A1 '^Model profile' "$dir/cal-$1.txt" | sed -n 2p
 }
-# Two calibrations a point: calibration 2k + 1 is the one right before level k.
+# part_seed SEED ROUND: part r of a level sends its own prompts (the prefix
+# cache must not answer a part from an earlier one).
+part_seed() { echo $(($1 + 1000 * $2)); }
 calibrate 0
 calibrate 1
-i=1
-for lv in "${levels[@]}"; do
-  IFS=/ read -r name mode load n seed out_len <<<"$lv"
-  if [[ $mode == rate ]]; then flag="--rate $load"; else flag="--concurrency $load"; fi
-  echo "== bench $name: $flag --num-requests $n --output-len $out_len"
-  "$bin" bench --url "$url" $flag --num-requests "$n" --input-len $in_words --output-len $out_len --ignore-eos \
-    --seed $seed --json "$dir/bench-$name.json" >/dev/null
-  calibrate $((i + 1))
-  calibrate $((i + 2))
-  i=$((i + 2))
+ncal=2
+for r in $(seq 0 $((rounds - 1))); do
+  for lv in "${levels[@]}"; do
+    IFS=/ read -r name mode load n seed out_len <<<"$lv"
+    if [[ $mode == rate ]]; then flag="--rate $load"; else flag="--concurrency $load"; fi
+    # Idle 8 s first: the step trace splits the parts at gaps over 7 s.
+    sleep 8
+    echo "== bench $name, round $((r + 1))/$rounds: $flag --num-requests $((n / rounds)) --output-len $out_len"
+    "$bin" bench --url "$url" $flag --num-requests $((n / rounds)) --input-len $in_words --output-len $out_len \
+      --ignore-eos --seed "$(part_seed "$seed" "$r")" --save-detailed --json "$dir/bench-$name-r$r.json" >/dev/null
+  done
+  calibrate $ncal
+  calibrate $((ncal + 1))
+  ncal=$((ncal + 2))
 done
 kill $serve_pid; wait $serve_pid 2>/dev/null || true
 trap - EXIT
 
-# simulate_level LEVEL CALIBRATION OUT: the level's workload, simulated with
-# that calibration (the prompt length the server reported, in tokens).
-simulate_level() {
+# simulate_part LEVEL ROUND CALIBRATION OUT: that part's workload, simulated
+# with that calibration (the prompt length the server reported, in tokens).
+simulate_part() {
   local name mode load n seed out_len in_tokens flag
   IFS=/ read -r name mode load n seed out_len <<<"$1"
-  in_tokens=$(python3 -c "import json; r=json.load(open('$dir/bench-$name.json'))['results'][0]; \
+  in_tokens=$(python3 -c "import json; r=json.load(open('$dir/bench-$name-r$2.json'))['results'][0]; \
 print(round(r['input_tokens'] / max(1, r['completed'])))")
   if [[ $mode == rate ]]; then flag="--qps $load"; else flag="--concurrency $load"; fi
-  "$bin" simulate --model "$model" --local --calibration "$2" --layout tp=1,pp=1,dp=1 $flag \
-    --num-requests "$n" --input-len "$in_tokens" --output-len "$out_len" --seed "$seed" --json "$3" >/dev/null
+  "$bin" simulate --model "$model" --local --calibration "$3" --layout tp=1,pp=1,dp=1 $flag \
+    --num-requests $((n / rounds)) --input-len "$in_tokens" --output-len "$out_len" --seed "$(part_seed "$seed" "$2")" \
+    --save-detailed --json "$4" >/dev/null
 }
 
 for lv in "${levels[@]}"; do
   name=${lv%%/*}
-  for c in $(seq 0 $((2 * ${#levels[@]} + 1))); do
-    simulate_level "$lv" "$dir/cal-$c.json" "$dir/sim-$name-cal$c.json"
+  for r in $(seq 0 $((rounds - 1))); do
+    for c in $(seq 0 $((ncal - 1))); do
+      simulate_part "$lv" "$r" "$dir/cal-$c.json" "$dir/sim-$name-r$r-cal$c.json"
+    done
   done
 done
 
 # A diagnostic beside the acceptance: the same simulation with the profile
 # scaled to the host's speed during the level, read off serve's own step
-# trace (its pure-decode steps' mean against what the "before" profile
-# predicts for them). It separates the simulator's error from the host's drift
-# between the calibrations and the level; the limits apply to the first table.
-python3 - "$dir" "${levels[@]}" <<'PY'
+# trace (its pure-decode steps' mean against what calibration 1, right before
+# the first round, predicts for them). It separates the simulator's error from
+# the host's drift; the limits apply to the first table.
+python3 - "$dir" "$rounds" "${levels[@]}" <<'PY'
 import csv, json, sys
 
-d, levels = sys.argv[1], sys.argv[2:]
+d, rounds, levels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 rows = list(csv.DictReader(open(f"{d}/steps.csv")))
 segments, prev_end = [[]], 0.0
-for r in rows:  # levels are apart by calibrations (tens of idle seconds)
+for r in rows:  # the parts are apart by 8 s or more of idle (and calibrations)
     start = float(r["start_s"])
-    if start - prev_end > 5 and segments[-1]:
+    if start - prev_end > 7 and segments[-1]:
         segments.append([])
     prev_end = start + float(r["duration_s"])
     segments[-1].append(r)
 segments = segments[1:]  # the first is the warm-up
+if len(segments) != rounds * len(levels):
+    print(f"host-speed diagnostic skipped: {len(segments)} busy stretches in the step trace, "
+          f"{rounds * len(levels)} parts run")
+    sys.exit(0)
+cal = json.load(open(f"{d}/cal-1.json"))
+p = cal["model_profile"]
+table = p["forward_ms_by_tokens"]
+kv = p.get("decode_kv_ms_by_ctx", [])
+
+
+def forward_ms(n):
+    for (n0, t0), (n1, t1) in zip(table, table[1:]):
+        if n <= n1:
+            return t0 + (t1 - t0) * (n - n0) / (n1 - n0)
+    return table[-1][1]
+
+
+def kv_ms(c):  # model_profile.h's profile_decode_kv_s
+    if not kv:
+        return c * p["decode_kv_token_ns"] * 1e-6
+    (n0, t0) = (0.0, 0.0)
+    for i, (n1, t1) in enumerate(kv):
+        if c <= n1 or i == len(kv) - 1:
+            return t0 + (c - n0) * (t1 - t0) / (n1 - n0)
+        n0, t0 = n1, t1
+
+
 for k, lv in enumerate(levels):
     name, out_len = lv.split("/")[0], lv.split("/")[5]
     lo, _, hi = out_len.partition(":")
-    cal = json.load(open(f"{d}/cal-{2 * k + 1}.json"))
-    p = cal["model_profile"]
-    b = json.load(open(f"{d}/bench-{name}.json"))["results"][0]
-    ctx = b["input_tokens"] / max(1, b["completed"]) + (int(lo) + int(hi or lo)) / 4
-    table = p["forward_ms_by_tokens"]
-
-    def forward_ms(n):
-        for (n0, t0), (n1, t1) in zip(table, table[1:]):
-            if n <= n1:
-                return t0 + (t1 - t0) * (n - n0) / (n1 - n0)
-        return table[-1][1]
-
-    kv = p.get("decode_kv_ms_by_ctx", [])
-
-    def kv_ms(c):  # model_profile.h's profile_decode_kv_s
-        if not kv:
-            return c * p["decode_kv_token_ns"] * 1e-6
-        (n0, t0) = (0.0, 0.0)
-        for i, (n1, t1) in enumerate(kv):
-            if c <= n1 or i == len(kv) - 1:
-                return t0 + (c - n0) * (t1 - t0) / (n1 - n0)
-            n0, t0 = n1, t1
-
-    # Each warm pure-decode step (20 or more decode steps after the last
-    # prefill: past the profile's cold decode steps) that the next step
-    # follows at once (under 1 ms later): its period against the profile's
-    # price, serving terms included.
     real = pred = 0.0  # the ratio of means: a request's TPOT is the mean of its steps
-    seg = segments[k] if k < len(segments) else []
-    steps, since_prefill = [], 0
-    for r, nxt in zip(seg, seg[1:]):
-        decode = r["decodes"] == r["tokens"] == r["sampled"]
-        since_prefill = since_prefill + 1 if decode else 0
-        if decode and since_prefill > 20 and \
-                float(nxt["start_s"]) - float(r["start_s"]) - float(r["duration_s"]) < 1e-3:
-            steps.append((r, nxt))
-    windows = {}  # 10-s window of the level -> its steps' period against their price
-    for r, nxt in steps:
-        n = int(r["tokens"])
-        period = (float(nxt["start_s"]) - float(r["start_s"])) * 1e3
-        price = forward_ms(n) + kv_ms(n * ctx) + n * p.get("stream_token_us", 0) * 1e-3 + \
-            p.get("step_overhead_us", 0) * 1e-3
-        real += period
-        pred += price
-        windows.setdefault(int((float(r["start_s"]) - float(seg[0]["start_s"])) // 10), []).append(period / price)
+    n_steps, windows = 0, {}  # (round, 10-s window of the part) -> periods against their price
+    for r in range(rounds):
+        seg = segments[r * len(levels) + k]
+        b = json.load(open(f"{d}/bench-{name}-r{r}.json"))["results"][0]
+        ctx = b["input_tokens"] / max(1, b["completed"]) + (int(lo) + int(hi or lo)) / 4
+        # Each warm pure-decode step (20 or more decode steps after the last
+        # prefill: past the profile's cold decode steps) that the next step
+        # follows at once (under 1 ms later): its period against the
+        # profile's price, serving terms included.
+        since_prefill = 0
+        for s, nxt in zip(seg, seg[1:]):
+            decode = s["decodes"] == s["tokens"] == s["sampled"]
+            since_prefill = since_prefill + 1 if decode else 0
+            if not (decode and since_prefill > 20 and
+                    float(nxt["start_s"]) - float(s["start_s"]) - float(s["duration_s"]) < 1e-3):
+                continue
+            n = int(s["tokens"])
+            period = (float(nxt["start_s"]) - float(s["start_s"])) * 1e3
+            price = forward_ms(n) + kv_ms(n * ctx) + n * p.get("stream_token_us", 0) * 1e-3 + \
+                p.get("step_overhead_us", 0) * 1e-3
+            real += period
+            pred += price
+            n_steps += 1
+            w = int((float(s["start_s"]) - float(seg[0]["start_s"])) // 10)
+            windows.setdefault((r, w), []).append(period / price)
     f = real / pred if pred > 0 else 1.0
     # The host's steadiness during the level: the same ratio window by window
     # (medians of windows with 30 or more such steps). Identical loads a few
-    # minutes apart moved by up to 41% here (PERFORMANCE.md, session 46); a
-    # level whose windows spread past the limits was measured on a moving host.
+    # minutes apart moved by up to 41% here (PERFORMANCE.md, session 46).
     meds = sorted(sorted(v)[len(v) // 2] for v in windows.values() if len(v) >= 30)
-    p["forward_ms_by_tokens"] = [[n, t * f] for n, t in table]
-    p["decode_kv_ms_by_ctx"] = [[n, t * f] for n, t in kv]
-    p["cold_decode_extra_ms"] = [[c, [t * f for t in e]] for c, e in p.get("cold_decode_extra_ms", [])]
+    host = json.loads(json.dumps(cal))
+    hp = host["model_profile"]
+    hp["forward_ms_by_tokens"] = [[n, t * f] for n, t in table]
+    hp["decode_kv_ms_by_ctx"] = [[n, t * f] for n, t in kv]
+    hp["cold_decode_extra_ms"] = [[c, [t * f for t in e]] for c, e in p.get("cold_decode_extra_ms", [])]
     for key in ("logit_row_ms", "prefill_pair_ns", "decode_kv_token_ns", "stream_token_us", "step_overhead_us"):
-        p[key] = p.get(key, 0) * f
-    json.dump(cal, open(f"{d}/cal-{name}-host.json", "w"), indent=2)
-    print(f"{name}: serve's warm decode steps took {f:.2f}x the time the profile before the level predicts "
-          f"({len(steps)} steps" + (f"; its 10-s windows {meds[0]:.2f}x to {meds[-1]:.2f}x, "
-                                    f"{100 * (meds[-1] / meds[0] - 1):.0f}% apart)" if meds else ")"))
+        hp[key] = p.get(key, 0) * f
+    json.dump(host, open(f"{d}/cal-{name}-host.json", "w"), indent=2)
+    print(f"{name}: serve's warm decode steps took {f:.2f}x the time calibration 1 predicts "
+          f"({n_steps} steps" + (f"; its 10-s windows {meds[0]:.2f}x to {meds[-1]:.2f}x, "
+                                 f"{100 * (meds[-1] / meds[0] - 1):.0f}% apart)" if meds else ")"))
 PY
 for lv in "${levels[@]}"; do
   name=${lv%%/*}
-  simulate_level "$lv" "$dir/cal-$name-host.json" "$dir/sim-$name-host.json"
+  if [[ -f "$dir/cal-$name-host.json" ]]; then
+    for r in $(seq 0 $((rounds - 1))); do
+      simulate_part "$lv" "$r" "$dir/cal-$name-host.json" "$dir/sim-$name-r$r-host.json"
+    done
+  fi
 done
 
-python3 - "$dir" "${levels[@]}" <<'PY'
-import json, sys
+python3 - "$dir" "$rounds" "$ncal" "${levels[@]}" <<'PY'
+import json, os, sys
 
-d, levels = sys.argv[1], [l.split("/")[0] for l in sys.argv[2:]]
+d, rounds, ncal = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+levels = [l.split("/")[0] for l in sys.argv[4:]]
+
+
+def percentile(values, q):  # NumPy's linear interpolation, as bench's stats
+    v = sorted(values)
+    if not v:
+        return 0.0
+    x = q / 100 * (len(v) - 1)
+    i = int(x)
+    return v[i] + (v[min(i + 1, len(v) - 1)] - v[i]) * (x - i)
+
+
+def pooled(files):
+    """The level's figures over its parts' requests, as one bench run of them all would report."""
+    res = [json.load(open(f))["results"][0] for f in files]
+    col = lambda key: [x for r in res for x in r["detailed"][key] if x is not None]
+    ttft, tpot = col("ttft_ms"), col("tpot_ms")
+    return {("ttft_ms", "p50"): percentile(ttft, 50), ("ttft_ms", "p95"): percentile(ttft, 95),
+            ("tpot_ms", "p50"): percentile(tpot, 50), ("tpot_ms", "p95"): percentile(tpot, 95),
+            ("output_tokens_per_s", None): sum(r["output_tokens"] for r in res) / sum(r["duration_s"] for r in res),
+            "prompt": sum(r["input_tokens"] for r in res) / max(1, sum(r["completed"] for r in res)),
+            "completed": sum(r["completed"] for r in res), "requests": sum(r["requests"] for r in res),
+            "cpu_share": max(r["client"]["cpu_share"] for r in res)}
+
+
 rows = [("TTFT p50", "ttft_ms", "p50", 20), ("TTFT p95", "ttft_ms", "p95", 20),
         ("TPOT p50", "tpot_ms", "p50", 20), ("TPOT p95", "tpot_ms", "p95", 20),
         ("tokens/s", "output_tokens_per_s", None, 10)]
@@ -227,25 +294,27 @@ print(f"\n{'level':6} {'metric':9} {'measured':>10} {'simulated':>10} {'error':>
       f"   {'one calibration':>15}   {'at the host speed':>17}")
 worst_fail = []
 for name in levels:
-    b = json.load(open(f"{d}/bench-{name}.json"))["results"][0]
-    sims = [json.load(open(f"{d}/sim-{name}-cal{c}.json"))["results"][0] for c in range(2 * len(levels) + 2)]
-    host = json.load(open(f"{d}/sim-{name}-host.json"))["results"][0]
+    m = pooled([f"{d}/bench-{name}-r{r}.json" for r in range(rounds)])
+    sims = [pooled([f"{d}/sim-{name}-r{r}-cal{c}.json" for r in range(rounds)]) for c in range(ncal)]
+    host_files = [f"{d}/sim-{name}-r{r}-host.json" for r in range(rounds)]
+    host = pooled(host_files) if all(os.path.exists(f) for f in host_files) else None
     for label, key, q, limit in rows:
-        mv = b[key][q] if q else b[key]
-        each = [s[key][q] if q else s[key] for s in sims]
+        mv = m[(key, q)]
+        each = [s[(key, q)] for s in sims]
         sv = sum(each) / len(each)
         err, lo, hi = (100.0 * (v - mv) / mv if mv else float("inf") for v in (sv, min(each), max(each)))
         flag = "" if abs(err) <= limit else "  OVER"
         if flag:
             worst_fail.append(f"{name} {label} {err:+.1f}%")
-        hv = host[key][q] if q else host[key]
-        herr = 100.0 * (hv - mv) / mv if mv else float("inf")
+        hcol = ""
+        if host:
+            hv = host[(key, q)]
+            hcol = f"{hv:9.2f} {100.0 * (hv - mv) / mv if mv else float('inf'):+7.1f}%"
         print(f"{name:6} {label:9} {mv:10.2f} {sv:10.2f} {err:+7.1f}% {limit:5d}%{flag:6} "
-              f"{lo:+6.1f}..{hi:+5.1f}%   {hv:9.2f} {herr:+7.1f}%")
-    print(f"{'':6} (prompt tokens {b['input_tokens'] / max(1, b['completed']):.0f}, "
-          f"requests {b['completed']}/{b['requests']}, client CPU share {b['client']['cpu_share']:.2f})")
-ones = [json.load(open(f"{d}/cal-{c}.json"))["model_profile"]["forward_ms_by_tokens"][0][1]
-        for c in range(2 * len(levels) + 2)]
+              f"{lo:+6.1f}..{hi:+5.1f}%   {hcol}")
+    print(f"{'':6} (prompt tokens {m['prompt']:.0f}, requests {m['completed']}/{m['requests']} "
+          f"in {rounds} rounds, client CPU share up to {m['cpu_share']:.2f})")
+ones = [json.load(open(f"{d}/cal-{c}.json"))["model_profile"]["forward_ms_by_tokens"][0][1] for c in range(ncal)]
 print("\n1-token forward of the calibrations, in order: " + ", ".join(f"{t:.2f}" for t in ones) + " ms")
 print("\nall within limits" if not worst_fail else "\nover the limits: " + ", ".join(worst_fail))
 sys.exit(1 if worst_fail else 0)
