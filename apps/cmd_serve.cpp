@@ -111,14 +111,13 @@ struct KvSizing {
   int64_t block_size = 0;
   double activation_estimate = 0;  // bytes per device, before the profile
 
-  KvSizing(const ServeCli& s, const EngineOptions& eo, int64_t max_len) : max_model_len(max_len) {
-    std::unique_ptr<ModelFile> mf = open_model(eo.model_path);
-    const ModelConfig& c = mf->config;
+  KvSizing(const ServeCli& s, const EngineOptions& eo, const ModelFile& mf, int64_t max_len) : max_model_len(max_len) {
+    const ModelConfig& c = mf.config;
     const int world = eo.parallel().world_size();
     budget = eo.device_memory_bytes > 0
                  ? eo.device_memory_bytes
                  : static_cast<int64_t>(total_system_memory_bytes() / static_cast<uint64_t>(world * s.dp));
-    weights = static_cast<double>(mf->weight_bytes()) / world;  // NOTE: --dtype conversion not reflected
+    weights = static_cast<double>(mf.weight_bytes()) / world;  // NOTE: --dtype conversion not reflected
     // Every rank holds the same blocks for its own layers: the stage with the
     // most layers bounds the pool.
     const std::vector<int64_t> stages = pipeline_stage_layers(c, eo.pp, eo.pp_layers);
@@ -343,9 +342,9 @@ int run_serve(const ServeCli& s) {
   // Context first (the pool is sized for it), then the pool.
   std::unique_ptr<ModelFile> probe = open_model(eo.model_path);
   const int64_t ctx = eo.ctx_size > 0 ? eo.ctx_size : probe->config.n_ctx_train;
-  probe.reset();
   const int64_t max_model_len = s.max_model_len > 0 ? s.max_model_len : ctx;
-  KvSizing sizing(s, eo, max_model_len);
+  KvSizing sizing(s, eo, *probe, max_model_len);
+  probe.reset();  // the engine opens the file itself
   // GPU ranks: the budget is the device's free memory, known once the ranks
   // hold their devices, so the engine starts with the blocks the profiled
   // step needs and the pool is sized after the profile (as vLLM sizes it
