@@ -23,8 +23,8 @@
 # while serve's own decode steps held within ±4%): the table's forwards were
 # timed after other shapes, in the cold state that follows a prefill. Timed
 # warm they read 2.24-2.67 ms in runs 32-34 (a slow host episode still
-# reached 4.17 in run 35), and the mean stays as a
-# guard against the host's slow minutes. A diagnostic after the levels reads
+# reached 4.17 in run 35), and the many calibrations stay as a guard
+# against the host's slow minutes. A diagnostic after the levels reads
 # serve's own step trace: how fast the host ran during each level against the
 # profile, and how far apart its 10-s windows were (the host's steadiness).
 # Usage: bench/simulate_vs_real.sh BUILD_DIR [THREADS] [RATE]

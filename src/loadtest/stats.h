@@ -68,7 +68,7 @@ struct LevelResult {
   // Sorted samples for the CDF charts.
   std::vector<double> ttft_samples, tpot_samples, itl_samples, e2e_samples;
   // --save-detailed: every request of the level, so runs can be pooled or
-  // compared request by request (vLLM's benchmark writes the same).
+  // compared request by request (vLLM's benchmark has a flag of that name).
   std::vector<RequestDetail> detailed;
 
   int64_t failed() const { return requests - completed; }
