@@ -24,12 +24,16 @@
 # timed after other shapes, in the cold state that follows a prefill. Timed
 # warm they read 2.24-2.67 ms in runs 32-34 (a slow host episode still
 # reached 4.17 in run 35), and the many calibrations stay as a guard
-# against the host's slow minutes. A diagnostic after the levels reads
+# against the host's slow minutes. Every calibration and every part runs
+# between two probes of the host and counts only when the two agree (below,
+# at probe()); what ran again, and why, is printed at the end
+# (attempts.txt). A diagnostic after the levels reads
 # serve's own step trace: how fast the host ran during each level against the
 # profile, and how far apart its 10-s windows were (the host's steadiness).
 # Usage: bench/simulate_vs_real.sh BUILD_DIR [THREADS] [RATE]
 # Files go to ${PARALLM_SIMCHECK_DIR:-/tmp/parallm-simulate-check}. Exit 1 when
-# an error is over its limit, 2 on a usage or tool error. Needs python3 (stdlib).
+# an error is over its limit, 2 on a usage or tool error, or when the host
+# switched states during each of 6 attempts at one item. Needs python3 (stdlib).
 set -euo pipefail
 
 if [[ $# -lt 1 || ! -x "$1/parallm" ]]; then
@@ -93,7 +97,7 @@ if [[ ! -s "$model" ]]; then
 fi
 echo "== load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-rm -f "$dir/steps.csv" "$dir"/bench-*.json "$dir"/cal-*.json "$dir"/sim-*.json
+rm -f "$dir/steps.csv" "$dir"/bench-*.json "$dir"/cal-*.json "$dir"/cal-*.txt "$dir"/sim-*.json "$dir/attempts.txt" "$dir/parts.txt"
 PARALLM_STEP_TRACE="$dir/steps.csv" "$bin" serve --model "$model" --threads "$threads" --host 127.0.0.1 \
   --port "$port" --log-level warn >"$dir/serve.log" 2>&1 &
 serve_pid=$!
@@ -109,32 +113,88 @@ url="http://127.0.0.1:$port"
 # Warm-up: the first requests page the model in (a seed no level uses).
 "$bin" bench --url "$url" --concurrency 2 --num-requests 4 --input-len $in_words --output-len 8 --ignore-eos \
   --seed 99 >/dev/null 2>&1
-calibrate() {  # calibrate NAME
-  echo "== plan --calibrate --threads $threads ($1; load average $(cut -d' ' -f1 /proc/loadavg))"
+# The host's state. This VM's memory bandwidth halves for tens of seconds at
+# a time (a fresh process's decode step and serve's went from 1.6-2.0 to
+# 2.6-3.0 ms together, 82 to 43 GB/s, staying 30-70 s in each state), and
+# its level drifts over tens of minutes too (PERFORMANCE.md, session 49);
+# which parts and calibrations land in which state is chance. So every
+# calibration and every part runs between two probes of the host (a fresh
+# `bench-model` decoding 300 tokens, serve idle, about 3 s), and counts only
+# when the two agree within 1.25x (the host did not switch states meanwhile;
+# otherwise it runs again, 6 attempts at most): a calibration whose shapes
+# were timed in two states, or a part that ran in two, is not one of either.
+# Their geometric mean is the item's host state; beside the table, each part
+# simulated with the 3 calibrations taken nearest its state. The probes see
+# no simulated or measured figure.
+probe() {  # the ms of a decode step of the model in a fresh process
+  "$bin" bench-model -m "$model" -t "$threads" --prompt-len 8 --gen-len 300 --repetitions 1 --json 2>/dev/null |
+    python3 -c "import json, sys; print(f\"{1e3 / json.load(sys.stdin)['decode_tokens_per_s']:.3f}\")"
+}
+steady() { python3 -c "import sys; sys.exit(0 if 1 / 1.25 <= $1 / $2 <= 1.25 else 1)"; }
+# gated WHAT FUNCTION ARGS...: FUNCTION ARGS ATTEMPT between two probes, again
+# (up to 6 attempts, 10 s apart) until the probes agree. attempts.txt keeps
+# every attempt: "WHAT attempt A: host BEFORE -> AFTER ms, counted|again".
+gated() {
+  local what=$1 a before after
+  shift
+  for a in 0 1 2 3 4 5; do
+    before=$(probe) || { echo "the host probe (bench-model) failed" >&2; exit 2; }
+    "$@" "$a"
+    after=$(probe) || { echo "the host probe (bench-model) failed" >&2; exit 2; }
+    if steady "$before" "$after"; then
+      echo "$what attempt $a: host $before -> $after ms, counted" >>"$dir/attempts.txt"
+      return 0
+    fi
+    echo "$what attempt $a: host $before -> $after ms, again" | tee -a "$dir/attempts.txt"
+    sleep 10
+  done
+  echo "$what: the host switched states during each of 6 attempts; run again later" >&2
+  exit 2
+}
+calibrate() {  # calibrate NAME ATTEMPT (one that does not count is kept as cal-NAME-leftA.*)
+  echo "== plan --calibrate --threads $threads ($1; attempt $2; load average $(cut -d' ' -f1 /proc/loadavg))"
+  if [[ -f "$dir/cal-$1.json" ]]; then
+    mv "$dir/cal-$1.json" "$dir/cal-$1-left$(($2 - 1)).json"
+    mv "$dir/cal-$1.txt" "$dir/cal-$1-left$(($2 - 1)).txt"
+  fi
   "$bin" plan --calibrate --threads "$threads" --model "$model" --calibration "$dir/cal-$1.json" >"$dir/cal-$1.txt"
   grep -A1 '^Model profile' "$dir/cal-$1.txt" | sed -n 2p
 }
-# part_seed SEED ROUND: part r of a level sends its own prompts (the prefix
-# cache must not answer a part from an earlier one).
-part_seed() { echo $(($1 + 1000 * $2)); }
+# part_seed SEED ROUND ATTEMPT: part r of a level sends its own prompts (the
+# prefix cache must not answer a part from an earlier one), and so does each
+# attempt at it.
+part_seed() { echo $(($1 + 1000 * $2 + 100 * $3)); }
+# run_part LEVEL ROUND ATTEMPT: one part against serve; an attempt that does
+# not count keeps its files under another name (and its line in parts.txt,
+# which the step-trace diagnostic follows).
+run_part() {
+  local name mode load n seed out_len flag
+  IFS=/ read -r name mode load n seed out_len <<<"$1"
+  if [[ $mode == rate ]]; then flag="--rate $load"; else flag="--concurrency $load"; fi
+  # Idle 8 s or more first (this sleep and the probe): the step trace splits
+  # the parts at gaps over 7 s.
+  echo "== bench $name, round $(($2 + 1))/$rounds, attempt $3: $flag --num-requests $((n / rounds)) --output-len $out_len"
+  if [[ -f "$dir/bench-$name-r$2.json" ]]; then
+    mv "$dir/bench-$name-r$2.json" "$dir/bench-$name-r$2-left$(($3 - 1)).json"
+    sed -i '$ s/ counted$/ left/' "$dir/parts.txt"
+  fi
+  "$bin" bench --url "$url" $flag --num-requests $((n / rounds)) --input-len $in_words --output-len $out_len \
+    --ignore-eos --seed "$(part_seed "$seed" "$2" "$3")" --save-detailed --json "$dir/bench-$name-r$2.json" >/dev/null
+  echo "$name $2 $(part_seed "$seed" "$2" "$3") counted" >>"$dir/parts.txt"
+}
 # Two calibrations before the first round, and about 8 spread over the rest
 # whatever the rounds (2 after each of 4 rounds, 1 after each of 8).
 cals_per_round=$(((8 + rounds - 1) / rounds))
-calibrate 0
-calibrate 1
+gated "calibration 0" calibrate 0
+gated "calibration 1" calibrate 1
 ncal=2
 for r in $(seq 0 $((rounds - 1))); do
   for lv in "${levels[@]}"; do
-    IFS=/ read -r name mode load n seed out_len <<<"$lv"
-    if [[ $mode == rate ]]; then flag="--rate $load"; else flag="--concurrency $load"; fi
-    # Idle 8 s first: the step trace splits the parts at gaps over 7 s.
-    sleep 8
-    echo "== bench $name, round $((r + 1))/$rounds: $flag --num-requests $((n / rounds)) --output-len $out_len"
-    "$bin" bench --url "$url" $flag --num-requests $((n / rounds)) --input-len $in_words --output-len $out_len \
-      --ignore-eos --seed "$(part_seed "$seed" "$r")" --save-detailed --json "$dir/bench-$name-r$r.json" >/dev/null
+    sleep 5
+    gated "part ${lv%%/*} $r" run_part "$lv" "$r"
   done
   for _ in $(seq 1 "$cals_per_round"); do
-    calibrate $ncal
+    gated "calibration $ncal" calibrate $ncal
     ncal=$((ncal + 1))
   done
 done
@@ -150,7 +210,8 @@ simulate_part() {
 print(round(r['input_tokens'] / max(1, r['completed'])))")
   if [[ $mode == rate ]]; then flag="--qps $load"; else flag="--concurrency $load"; fi
   "$bin" simulate --model "$model" --local --calibration "$3" --layout tp=1,pp=1,dp=1 $flag \
-    --num-requests $((n / rounds)) --input-len "$in_tokens" --output-len "$out_len" --seed "$(part_seed "$seed" "$2")" \
+    --num-requests $((n / rounds)) --input-len "$in_tokens" --output-len "$out_len" \
+    --seed "$(awk -v n="$name" -v r="$2" '$1 == n && $2 == r && $4 == "counted" {print $3}' "$dir/parts.txt")" \
     --save-detailed --json "$4" >/dev/null
 }
 
@@ -181,10 +242,13 @@ for r in rows:  # the parts are apart by 8 s or more of idle (and calibrations)
     prev_end = start + float(r["duration_s"])
     segments[-1].append(r)
 segments = segments[1:]  # the first is the warm-up
-if len(segments) != rounds * len(levels):
+# parts.txt lists every attempt at a part in order, counted or not.
+attempts = [line.split() for line in open(f"{d}/parts.txt")]
+if len(segments) != len(attempts):
     print(f"host-speed diagnostic skipped: {len(segments)} busy stretches in the step trace, "
-          f"{rounds * len(levels)} parts run")
+          f"{len(attempts)} parts run")
     sys.exit(0)
+counted = {(a[0], int(a[1])): seg for a, seg in zip(attempts, segments) if a[3] == "counted"}
 cal = json.load(open(f"{d}/cal-1.json"))
 p = cal["model_profile"]
 table = p["forward_ms_by_tokens"]
@@ -208,13 +272,13 @@ def kv_ms(c):  # model_profile.h's profile_decode_kv_s
         n0, t0 = n1, t1
 
 
-for k, lv in enumerate(levels):
+for lv in levels:
     name, out_len = lv.split("/")[0], lv.split("/")[5]
     lo, _, hi = out_len.partition(":")
     real = pred = 0.0  # the ratio of means: a request's TPOT is the mean of its steps
     n_steps, windows = 0, {}  # (round, 10-s window of the part) -> periods against their price
     for r in range(rounds):
-        seg = segments[r * len(levels) + k]
+        seg = counted[(name, r)]
         b = json.load(open(f"{d}/bench-{name}-r{r}.json"))["results"][0]
         ctx = b["input_tokens"] / max(1, b["completed"]) + (int(lo) + int(hi or lo)) / 4
         # Each warm pure-decode step (20 or more decode steps after the last
@@ -264,7 +328,7 @@ for lv in "${levels[@]}"; do
 done
 
 python3 - "$dir" "$rounds" "$ncal" "${levels[@]}" <<'PY'
-import json, os, sys
+import json, math, os, sys
 
 d, rounds, ncal = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 levels = [l.split("/")[0] for l in sys.argv[4:]]
@@ -292,11 +356,27 @@ def pooled(files):
             "cpu_share": max(r["client"]["cpu_share"] for r in res)}
 
 
+# Each counted item's host state: the geometric mean of its two probes.
+state = {}
+for line in open(f"{d}/attempts.txt"):
+    what, _, rest = line.partition(" attempt ")
+    if line.strip().endswith("counted"):
+        before, after = (float(x) for x in rest.split("host ")[1].split(" ms")[0].split(" -> "))
+        state[what] = (before * after) ** 0.5
+
+
+def matched(name, r):
+    """The 3 calibrations taken nearest part r's host state (as many for every
+    part, so that each part weighs the same in the pooled figures)."""
+    p = state[f"part {name} {r}"]
+    return sorted(c for _, c in sorted((abs(math.log(state[f"calibration {c}"] / p)), c) for c in range(ncal))[:3])
+
+
 rows = [("TTFT p50", "ttft_ms", "p50", 20), ("TTFT p95", "ttft_ms", "p95", 20),
         ("TPOT p50", "tpot_ms", "p50", 20), ("TPOT p95", "tpot_ms", "p95", 20),
         ("tokens/s", "output_tokens_per_s", None, 10)]
 print(f"\n{'level':6} {'metric':9} {'measured':>10} {'simulated':>10} {'error':>8} {'limit':>6}"
-      f"   {'one calibration':>15}   {'at the host speed':>17}")
+      f"   {'one calibration':>15}   {'in its host state':>17}   {'at the host speed':>17}")
 worst_fail = []
 for name in levels:
     m = pooled([f"{d}/bench-{name}-r{r}.json" for r in range(rounds)])
@@ -304,8 +384,13 @@ for name in levels:
     # The simulated figure pools every part simulated with every calibration:
     # the measured parts ran in a mix of the host's states, and the
     # calibrations sampled that mix; a mean of per-calibration P95s would
-    # compare one state's tail with the mix's (session 47).
+    # compare one state's tail with the mix's (session 47). Beside it, each
+    # part with the 3 calibrations taken nearest its host state: a single
+    # calibration's serving terms scatter by +-300 us a step whatever the
+    # host's state (session 49), and 3 of them average that out less well
+    # than 10, so this is a diagnostic.
     mix = pooled([f"{d}/sim-{name}-r{r}-cal{c}.json" for r in range(rounds) for c in range(ncal)])
+    like = pooled([f"{d}/sim-{name}-r{r}-cal{c}.json" for r in range(rounds) for c in matched(name, r)])
     host_files = [f"{d}/sim-{name}-r{r}-host.json" for r in range(rounds)]
     host = pooled(host_files) if all(os.path.exists(f) for f in host_files) else None
     for label, key, q, limit in rows:
@@ -320,12 +405,22 @@ for name in levels:
         if host:
             hv = host[(key, q)]
             hcol = f"{hv:9.2f} {100.0 * (hv - mv) / mv if mv else float('inf'):+7.1f}%"
+        ev = like[(key, q)]
+        ecol = f"{ev:9.2f} {100.0 * (ev - mv) / mv if mv else float('inf'):+7.1f}%"
         print(f"{name:6} {label:9} {mv:10.2f} {sv:10.2f} {err:+7.1f}% {limit:5d}%{flag:6} "
-              f"{lo:+6.1f}..{hi:+5.1f}%   {hcol}")
+              f"{lo:+6.1f}..{hi:+5.1f}%   {ecol}   {hcol}")
     print(f"{'':6} (prompt tokens {m['prompt']:.0f}, requests {m['completed']}/{m['requests']} "
-          f"in {rounds} rounds, client CPU share up to {m['cpu_share']:.2f})")
+          f"in {rounds} rounds, client CPU share up to {m['cpu_share']:.2f}; host state of the parts "
+          + ", ".join(f"{state[f'part {name} {r}']:.2f}" for r in range(rounds)) + " ms, calibrations "
+          + "; ".join(",".join(str(c) for c in matched(name, r)) for r in range(rounds)) + ")")
 ones = [json.load(open(f"{d}/cal-{c}.json"))["model_profile"]["forward_ms_by_tokens"][0][1] for c in range(ncal)]
 print("\n1-token forward of the calibrations, in order: " + ", ".join(f"{t:.2f}" for t in ones) + " ms")
+print("host state of the calibrations, in order: "
+      + ", ".join(f"{state[f'calibration {c}']:.2f}" for c in range(ncal)) + " ms a decode step")
+att = [line.strip() for line in open(f"{d}/attempts.txt")]
+again = [line for line in att if line.endswith("again")]
+print(f"{len(att) - len(again)} parts and calibrations counted, {len(again)} run again (the host "
+      "switched states meanwhile)" + "".join(f"\n  {line}" for line in again))
 print("\nall within limits" if not worst_fail else "\nover the limits: " + ", ".join(worst_fail))
 sys.exit(1 if worst_fail else 0)
 PY
