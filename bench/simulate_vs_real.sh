@@ -115,7 +115,7 @@ url="http://127.0.0.1:$port"
   --seed 99 >/dev/null 2>&1
 # The host's state. This VM's memory bandwidth halves for tens of seconds at
 # a time (a fresh process's decode step and serve's went from 1.6-2.0 to
-# 2.6-3.0 ms together, 82 to 43 GB/s, staying 30-70 s in each state), and
+# 2.6-3.0 ms together, 82 to 43 GB/s, staying 28-80 s in each state), and
 # its level drifts over tens of minutes too (PERFORMANCE.md, session 49);
 # which parts and calibrations land in which state is chance. So every
 # calibration and every part runs between two probes of the host (a fresh
