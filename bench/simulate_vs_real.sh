@@ -30,6 +30,9 @@
 # (attempts.txt). A diagnostic after the levels reads
 # serve's own step trace: how fast the host ran during each level against the
 # profile, and how far apart its 10-s windows were (the host's steadiness).
+# Last, bench/simulate_noise.py sets the errors of the run's two halves
+# against each other: with the workload, the simulator and the calibrations
+# the same on both sides, what moves them is the host alone (session 50).
 # Usage: bench/simulate_vs_real.sh BUILD_DIR [THREADS] [RATE]
 # Files go to ${PARALLM_SIMCHECK_DIR:-/tmp/parallm-simulate-check}. Exit 1 when
 # an error is over its limit, 2 on a usage or tool error, or when the host
@@ -41,6 +44,7 @@ if [[ $# -lt 1 || ! -x "$1/parallm" ]]; then
   exit 2
 fi
 bin="$(cd "$1" && pwd)/parallm"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"  # simulate_noise.py lies beside this script
 threads="${2:-2}"
 rate="${3:-2}"
 dir="${PARALLM_SIMCHECK_DIR:-/tmp/parallm-simulate-check}"
@@ -327,33 +331,16 @@ for lv in "${levels[@]}"; do
   fi
 done
 
-python3 - "$dir" "$rounds" "$ncal" "${levels[@]}" <<'PY'
+# The table. Its figures, percentiles and limits are bench/simulate_noise.py's,
+# which then prints how far the host alone moved this run's errors.
+rc=0
+PYTHONPATH="$here" python3 - "$dir" "$rounds" "$ncal" "${levels[@]}" <<'PY' || rc=$?
 import json, math, os, sys
+
+from simulate_noise import ROWS, pooled
 
 d, rounds, ncal = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 levels = [l.split("/")[0] for l in sys.argv[4:]]
-
-
-def percentile(values, q):  # NumPy's linear interpolation, as bench's stats
-    v = sorted(values)
-    if not v:
-        return 0.0
-    x = q / 100 * (len(v) - 1)
-    i = int(x)
-    return v[i] + (v[min(i + 1, len(v) - 1)] - v[i]) * (x - i)
-
-
-def pooled(files):
-    """The level's figures over its parts' requests, as one bench run of them all would report."""
-    res = [json.load(open(f))["results"][0] for f in files]
-    col = lambda key: [x for r in res for x in r["detailed"][key] if x is not None]
-    ttft, tpot = col("ttft_ms"), col("tpot_ms")
-    return {("ttft_ms", "p50"): percentile(ttft, 50), ("ttft_ms", "p95"): percentile(ttft, 95),
-            ("tpot_ms", "p50"): percentile(tpot, 50), ("tpot_ms", "p95"): percentile(tpot, 95),
-            ("output_tokens_per_s", None): sum(r["output_tokens"] for r in res) / sum(r["duration_s"] for r in res),
-            "prompt": sum(r["input_tokens"] for r in res) / max(1, sum(r["completed"] for r in res)),
-            "completed": sum(r["completed"] for r in res), "requests": sum(r["requests"] for r in res),
-            "cpu_share": max(r["client"]["cpu_share"] for r in res)}
 
 
 # Each counted item's host state: the geometric mean of its two probes.
@@ -372,9 +359,6 @@ def matched(name, r):
     return sorted(c for _, c in sorted((abs(math.log(state[f"calibration {c}"] / p)), c) for c in range(ncal))[:3])
 
 
-rows = [("TTFT p50", "ttft_ms", "p50", 20), ("TTFT p95", "ttft_ms", "p95", 20),
-        ("TPOT p50", "tpot_ms", "p50", 20), ("TPOT p95", "tpot_ms", "p95", 20),
-        ("tokens/s", "output_tokens_per_s", None, 10)]
 print(f"\n{'level':6} {'metric':9} {'measured':>10} {'simulated':>10} {'error':>8} {'limit':>6}"
       f"   {'one calibration':>15}   {'in its host state':>17}   {'at the host speed':>17}")
 worst_fail = []
@@ -393,7 +377,7 @@ for name in levels:
     like = pooled([f"{d}/sim-{name}-r{r}-cal{c}.json" for r in range(rounds) for c in matched(name, r)])
     host_files = [f"{d}/sim-{name}-r{r}-host.json" for r in range(rounds)]
     host = pooled(host_files) if all(os.path.exists(f) for f in host_files) else None
-    for label, key, q, limit in rows:
+    for label, key, q, limit in ROWS:
         mv = m[(key, q)]
         each = [s[(key, q)] for s in sims]
         sv = mix[(key, q)]
@@ -424,3 +408,5 @@ print(f"{len(att) - len(again)} parts and calibrations counted, {len(again)} run
 print("\nall within limits" if not worst_fail else "\nover the limits: " + ", ".join(worst_fail))
 sys.exit(1 if worst_fail else 0)
 PY
+if ((rounds >= 2)); then python3 "$here/simulate_noise.py" "$dir" || rc=2; fi
+exit $rc
