@@ -98,7 +98,11 @@ def half_errors(d):
 
 
 def main(dirs):
-    runs = [(d, half_errors(d)) for d in dirs]
+    try:
+        runs = [(d, half_errors(d)) for d in dirs]
+    except (OSError, KeyError, IndexError, ValueError, ZeroDivisionError) as e:  # a file missing or cut short
+        print(f"simulate_noise: {e!r}: not a finished bench/simulate_vs_real.sh directory", file=sys.stderr)
+        return 2
     runs = [(d, h) for d, h in runs if h]
     if not runs:
         print("no check directory with 2 or more rounds and its simulations", file=sys.stderr)

@@ -106,11 +106,14 @@ class NoiseTest(unittest.TestCase):
 
     def test_bad_input_exits_2(self):
         script = os.path.join(REPO, "bench", "simulate_noise.py")
-        with tempfile.TemporaryDirectory() as empty:
-            for args in ([], ["--help"], [empty]):
+        with tempfile.TemporaryDirectory() as cut:
+            write_check(cut, [1.0, 1.0])
+            os.remove(f"{cut}/sim-q2-r1-cal2.json")  # a simulation missing: a check cut short
+            for args in ([], ["--help"], [cut]):
                 p = subprocess.run([sys.executable, script] + args, capture_output=True, text=True)
                 self.assertEqual(p.returncode, 2, args)
                 self.assertTrue(p.stderr.strip(), args)
+                self.assertNotIn("Traceback", p.stderr, args)
 
 
 if __name__ == "__main__":
