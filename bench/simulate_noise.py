@@ -8,8 +8,7 @@ replays that half's own requests (its prompts, output lengths and Poisson
 arrivals), so one half's error (measured / simulated) against the other
 half's is what the host changed between them, with the workload and the
 simulator held fixed. Two splits a run: the first rounds against the last,
-and even rounds against odd (the middle
-round left out of the first split when the rounds are odd).
+and even rounds against odd (with odd rounds, one round sits out of each).
 
 Half the distance between the two halves' errors is a sample of how far the
 host alone moves a whole run's error: with the halves independent and each
@@ -107,22 +106,26 @@ def main(dirs):
     if not runs:
         print("no check directory with 2 or more rounds and its simulations", file=sys.stderr)
         return 2
-    keys = list(runs[0][1])
+    # The (level, figure) pairs every run has: a sample must be the same table in each.
+    keys = [k for k in runs[0][1] if all(k in h for _, h in runs)]
+    if not keys:
+        print("the check directories share no level", file=sys.stderr)
+        return 2
     print("\nthe host alone: half the distance between the errors of the run's two halves, per split")
     print(f"{'level':6} {'metric':9} {'limit':>6}   " + "   ".join(os.path.basename(d.rstrip('/')) for d, _ in runs))
     for key in keys:
         name, (label, _, _, limit) = key
-        cells = ["/".join(f"{100 * math.expm1(x):+.0f}" for x in h.get(key, [])) for _, h in runs]
+        cells = ["/".join(f"{100 * math.expm1(x):+.0f}" for x in h[key]) for _, h in runs]
         print(f"{name:6} {label:9} {limit:5d}%   " + "   ".join(cells))
     # Each split of each run is one sample of the whole table's host error.
-    samples = [[h[k][i] for k in keys if k in h] for _, h in runs for i in range(len(next(iter(h.values()))))]
+    samples = [[h[k][i] for k in keys] for _, h in runs for i in range(len(h[keys[0]]))]
     limits = [math.log1p(k[1][3] / 100) for k in keys]
     inside = sum(all(abs(x) <= lim for x, lim in zip(s, limits)) for s in samples)
     print(f"{inside} of {len(samples)} samples (splits of runs) hold every figure within its limit"
           + (": the chance that a simulator right on average holds the table in one run on this host"
              if len(runs) > 1 else ""))
     for key, lim in zip(keys, limits):
-        xs = [h[key][i] for _, h in runs for i in range(len(h[key]))]
+        xs = [x for _, h in runs for x in h[key]]
         rms = math.sqrt(sum(x * x for x in xs) / len(xs))
         out = sum(abs(x) > lim for x in xs)
         if out:
